@@ -1,0 +1,126 @@
+//! `mpsrt bench ...`: micro-benchmarks whose numbers go into BENCHMARKS.md.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use mpsrt::{device, DType, Place, Tensor};
+use std::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum BenchCommand {
+    /// f32 add bandwidth on a large tensor and the eager overhead of tiny ops.
+    Elementwise(ElementwiseArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ElementwiseArgs {
+    /// Elements per operand for the bandwidth test.
+    #[arg(long, default_value_t = 64 << 20)]
+    size: usize,
+    /// Timed iterations of the large add.
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+    /// Tiny (16-element) ops issued back to back for the overhead test.
+    #[arg(long, default_value_t = 1000)]
+    tiny_ops: usize,
+    /// Place to run on (cpu, mps, mps:N); default: first GPU.
+    #[arg(long)]
+    place: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn sync(place: Place) -> mpsrt::Result<()> {
+    if let Place::Gpu(i) = place {
+        device::gpu_device(i)?.synchronize()?;
+    }
+    Ok(())
+}
+
+fn bar(n: usize, msg: &'static str, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(n as u64).with_message(msg);
+    if let Ok(style) = ProgressStyle::with_template("{msg:>12} [{bar:30}] {pos}/{len} {elapsed}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
+    let BenchCommand::Elementwise(a) = cmd;
+    let place = match &a.place {
+        Some(p) => device::validate_place(p.parse()?)?,
+        None if device::gpu_available() => Place::Gpu(0),
+        None => Place::Cpu,
+    };
+    let name = match place {
+        Place::Gpu(i) => device::gpu_device(i)?.properties().display_name(),
+        Place::Cpu => "CPU reference backend".to_string(),
+    };
+    // Bandwidth: c = a + b reads 2 and writes 1 f32 per element.
+    let x = mpsrt::full(&[a.size], 1.0, DType::F32, place)?;
+    let y = mpsrt::full(&[a.size], 2.0, DType::F32, place)?;
+    for _ in 0..3 {
+        mpsrt::add(&x, &y)?;
+    }
+    sync(place)?;
+    let pb = bar(a.iters, "add", a.json);
+    let t0 = Instant::now();
+    let mut last: Option<Tensor> = None;
+    for _ in 0..a.iters {
+        last = Some(mpsrt::add(&x, &y)?);
+        pb.inc(1);
+    }
+    sync(place)?;
+    let secs = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    if let Some(t) = last {
+        let probe = t.slice(0, Some(0), Some(4), 1)?.to_vec::<f32>()?;
+        if probe.iter().any(|&v| v != 3.0) {
+            return Err(mpsrt::Error::device("bench", format!("wrong result {probe:?}")));
+        }
+    }
+    let bytes = 3.0 * 4.0 * a.size as f64 * a.iters as f64;
+    let gbps = bytes / secs / 1e9;
+    // Eager overhead: many tiny ops recorded back to back, then one synchronize.
+    let s = mpsrt::full(&[16], 1.0, DType::F32, place)?;
+    let mut per_op = Vec::new();
+    let pb = bar(5, "tiny ops", a.json);
+    for _ in 0..5 {
+        sync(place)?;
+        let t0 = Instant::now();
+        for _ in 0..a.tiny_ops {
+            mpsrt::add(&s, &s)?;
+        }
+        sync(place)?;
+        per_op.push(t0.elapsed().as_secs_f64() * 1e6 / a.tiny_ops as f64);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let us = median(per_op);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"device": name, "place": place.to_string(), "add_elements": a.size, "add_iters": a.iters,
+                "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us})
+        );
+    } else {
+        println!("device: {name}");
+        println!(
+            "f32 add, {} elements: {:.3} ms/op, {gbps:.1} GB/s (3 x 4 bytes/element)",
+            a.size,
+            secs * 1e3 / a.iters as f64
+        );
+        println!(
+            "eager overhead: {us:.2} us/op ({} 16-element adds then synchronize, median of 5)",
+            a.tiny_ops
+        );
+    }
+    Ok(())
+}

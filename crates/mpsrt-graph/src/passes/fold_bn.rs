@@ -1,0 +1,85 @@
+//! Folds inference-mode BatchNormalization into the preceding Conv when the conv weights and all
+//! BN parameters are float32 constants: `w' = w * s`, `b' = (b - mean) * s + beta` with
+//! `s = gamma / sqrt(var + eps)` per output channel. Saves one full pass over the activation per
+//! conv, which exported CNNs (ResNet, MobileNet...) have dozens of.
+
+use crate::ir::{Graph, HostTensor, ValueId};
+use crate::op::Op;
+use mpsrt_core::DType;
+
+/// Returns how many BatchNormalization nodes were folded away.
+pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
+    let uses = g.use_counts();
+    let producers = g.producers();
+    let mut folded = 0;
+    let mut removed: Vec<usize> = Vec::new();
+    for bn_idx in 0..g.nodes.len() {
+        let Op::BatchNormalization { epsilon } = g.nodes[bn_idx].op else { continue };
+        let bn = &g.nodes[bn_idx];
+        if bn.inputs.len() != 5 || bn.outputs.len() != 1 {
+            continue;
+        }
+        let Some(conv_idx) = producers[bn.inputs[0].0] else { continue };
+        let conv = &g.nodes[conv_idx];
+        // The conv result must be private to the BN (and not a graph output).
+        if !matches!(conv.op, Op::Conv(_))
+            || conv.outputs.len() != 1
+            || conv.inputs.len() < 2
+            || uses[conv.outputs[0].0] != 1
+            || g.outputs.contains(&conv.outputs[0])
+        {
+            continue;
+        }
+        let f32s = |v: ValueId| {
+            g.initializers.get(&v).filter(|t| t.dtype == DType::F32).map(HostTensor::to_f64_vec)
+        };
+        let (Some(w), Some(gamma), Some(beta), Some(mean), Some(var)) = (
+            f32s(conv.inputs[1]),
+            f32s(bn.inputs[1]),
+            f32s(bn.inputs[2]),
+            f32s(bn.inputs[3]),
+            f32s(bn.inputs[4]),
+        ) else {
+            continue;
+        };
+        let w_shape = g.initializers[&conv.inputs[1]].shape.clone();
+        let m = w_shape.first().copied().unwrap_or(0);
+        if m == 0 || w.len() % m != 0 || [&gamma, &beta, &mean, &var].iter().any(|p| p.len() != m) {
+            continue;
+        }
+        let bias = match conv.inputs.get(2) {
+            Some(&b) => match f32s(b) {
+                Some(b) if b.len() == m => b,
+                _ => continue,
+            },
+            None => vec![0.0; m],
+        };
+        let per = w.len() / m;
+        let scale: Vec<f64> = (0..m).map(|c| gamma[c] / (var[c] + epsilon as f64).sqrt()).collect();
+        let new_w: Vec<f32> =
+            w.iter().enumerate().map(|(i, &x)| (x * scale[i / per]) as f32).collect();
+        let new_b: Vec<f32> =
+            (0..m).map(|c| ((bias[c] - mean[c]) * scale[c] + beta[c]) as f32).collect();
+        let (conv_name, bn_out) = (conv.name.clone(), bn.outputs[0]);
+        // Fresh initializers: the originals may be shared with other nodes.
+        let wv = g.add_temp(&format!("{conv_name}_bnfolded_w"), DType::F32);
+        let bv = g.add_temp(&format!("{conv_name}_bnfolded_b"), DType::F32);
+        g.value_mut(wv).shape = Some(crate::ir::dims(&w_shape));
+        g.value_mut(bv).shape = Some(crate::ir::dims(&[m]));
+        g.initializers.insert(wv, HostTensor::from_f32(w_shape, &new_w));
+        g.initializers.insert(bv, HostTensor::from_f32(vec![m], &new_b));
+        let conv = &mut g.nodes[conv_idx];
+        conv.inputs.truncate(1);
+        conv.inputs.extend([wv, bv]);
+        // The conv now writes the BN's output value directly.
+        conv.outputs[0] = bn_out;
+        removed.push(bn_idx);
+        folded += 1;
+    }
+    let mut i = 0;
+    g.nodes.retain(|_| {
+        i += 1;
+        !removed.contains(&(i - 1))
+    });
+    folded
+}

@@ -1,0 +1,187 @@
+//! Fusion analyses. Elementwise fusion groups maximal trees of elementwise nodes whose
+//! intermediates have a single consumer and the group output's shape, so one generated kernel
+//! can compute the group per output element without materializing intermediates. Epilogue
+//! candidates find conv/matmul nodes followed by a constant bias add and/or an activation that the
+//! producing kernel could apply while storing its result.
+
+use crate::ir::{Graph, ValueId};
+use crate::op::{BinaryOp, Op};
+
+/// A group of elementwise nodes computed by one kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FusedElementwise {
+    /// Node indices (into `graph.nodes`), in topological order; the last one produces `output`.
+    pub nodes: Vec<usize>,
+    /// Values read from outside the group, in first-use order: the kernel's bindings.
+    pub inputs: Vec<ValueId>,
+    /// The only value of the group visible outside it.
+    pub output: ValueId,
+}
+
+/// A conv/matmul/gemm node with ops its kernel could apply in its epilogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Epilogue {
+    /// The Conv/MatMul/Gemm node.
+    pub anchor: usize,
+    /// An `Add` of a constant bias: (node index, bias value).
+    pub bias: Option<(usize, ValueId)>,
+    /// A following activation node.
+    pub activation: Option<usize>,
+}
+
+impl Epilogue {
+    /// All nodes the epilogue would absorb, anchor first.
+    pub fn nodes(&self) -> Vec<usize> {
+        let mut v = vec![self.anchor];
+        v.extend(self.bias.map(|b| b.0));
+        v.extend(self.activation);
+        v
+    }
+
+    /// The value the fused kernel would produce.
+    pub fn output(&self, g: &Graph) -> ValueId {
+        let last = self.activation.or(self.bias.map(|b| b.0)).unwrap_or(self.anchor);
+        g.nodes[last].outputs[0]
+    }
+}
+
+fn consumers(g: &Graph) -> Vec<Vec<usize>> {
+    let mut c = vec![Vec::new(); g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in &n.inputs {
+            if !c[v.0].contains(&i) {
+                c[v.0].push(i);
+            }
+        }
+    }
+    c
+}
+
+/// Groups elementwise nodes; only groups of two or more nodes are returned. Nodes listed in
+/// `exclude` (e.g. absorbed by an epilogue) never join a group.
+pub fn fuse_elementwise(g: &Graph, exclude: &[usize]) -> Vec<FusedElementwise> {
+    let uses = g.use_counts();
+    let producers = g.producers();
+    let is_output: Vec<bool> = {
+        let mut v = vec![false; g.values.len()];
+        for o in &g.outputs {
+            v[o.0] = true;
+        }
+        v
+    };
+    let mut group_of: Vec<Option<usize>> = vec![None; g.nodes.len()];
+    let mut groups: Vec<Option<(Vec<usize>, ValueId)>> = Vec::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        if !node.op.is_elementwise() || node.outputs.len() != 1 || exclude.contains(&i) {
+            continue;
+        }
+        let out = node.outputs[0];
+        let out_shape = &g.value(out).shape;
+        let mut members = vec![i];
+        for &v in &node.inputs {
+            let Some(p) = producers[v.0] else { continue };
+            let Some(gp) = group_of[p] else { continue };
+            let Some((_, gout)) = &groups[gp] else { continue };
+            // Intermediates must stay invisible and be computed at the output's resolution.
+            if *gout != v
+                || uses[v.0] != 1
+                || is_output[v.0]
+                || g.value(v).shape != *out_shape
+                || out_shape.is_none()
+            {
+                continue;
+            }
+            if let Some((nodes, _)) = groups[gp].take() {
+                members.extend(nodes);
+            }
+        }
+        members.sort_unstable();
+        let id = groups.len();
+        for &m in &members {
+            group_of[m] = Some(id);
+        }
+        groups.push(Some((members, out)));
+    }
+    groups
+        .into_iter()
+        .flatten()
+        .filter(|(nodes, _)| nodes.len() >= 2)
+        .map(|(nodes, output)| {
+            let produced: Vec<ValueId> =
+                nodes.iter().flat_map(|&n| g.nodes[n].outputs.iter().copied()).collect();
+            let mut inputs = Vec::new();
+            for &n in &nodes {
+                for &v in &g.nodes[n].inputs {
+                    if !produced.contains(&v) && !inputs.contains(&v) {
+                        inputs.push(v);
+                    }
+                }
+            }
+            FusedElementwise { nodes, inputs, output }
+        })
+        .collect()
+}
+
+/// Finds conv/matmul/gemm nodes followed by a constant per-channel bias add and/or activation.
+pub fn epilogue_candidates(g: &Graph) -> Vec<Epilogue> {
+    let uses = g.use_counts();
+    let cons = consumers(g);
+    let is_output = |v: ValueId| g.outputs.contains(&v);
+    // The single consumer of `v`, if `v` is private to it.
+    let sole = |v: ValueId| -> Option<usize> {
+        if uses[v.0] == 1 && !is_output(v) {
+            cons[v.0].first().copied()
+        } else {
+            None
+        }
+    };
+    let mut out = Vec::new();
+    for (i, node) in g.nodes.iter().enumerate() {
+        let channel_axis_last = match node.op {
+            Op::Conv(_) => false,
+            Op::MatMul | Op::Gemm { .. } => true,
+            _ => continue,
+        };
+        let Some(&y) = node.outputs.first() else { continue };
+        let mut e = Epilogue { anchor: i, bias: None, activation: None };
+        let mut cur = y;
+        if let Some(c) = sole(cur) {
+            let cn = &g.nodes[c];
+            if cn.op == Op::Binary(BinaryOp::Add) && cn.inputs.len() == 2 && cn.outputs.len() == 1 {
+                let other = if cn.inputs[0] == cur { cn.inputs[1] } else { cn.inputs[0] };
+                if is_channel_bias(g, y, other, channel_axis_last) {
+                    e.bias = Some((c, other));
+                    cur = cn.outputs[0];
+                }
+            }
+        }
+        if let Some(c) = sole(cur) {
+            if g.nodes[c].op.is_activation()
+                && g.nodes[c].inputs.len() == 1
+                && g.nodes[c].outputs.len() == 1
+            {
+                e.activation = Some(c);
+            }
+        }
+        if e.bias.is_some() || e.activation.is_some() {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// Whether `b` is a constant holding one value per output channel of `y`, shaped so that it
+/// broadcasts along that channel only (`[C]`/`[1, C]` for matmul, `[C, 1, 1]`/`[1, C, 1, 1]` for conv).
+fn is_channel_bias(g: &Graph, y: ValueId, b: ValueId, last: bool) -> bool {
+    let (Some(t), Some(ys)) = (g.initializers.get(&b), g.value(y).shape.as_ref()) else {
+        return false;
+    };
+    if ys.len() < 2 || t.shape.len() > ys.len() {
+        return false;
+    }
+    let ch_axis = if last { ys.len() - 1 } else { 1 };
+    let Some(c) = ys[ch_axis].known() else { return false };
+    let lead = ys.len() - t.shape.len();
+    t.shape.iter().enumerate().all(|(k, &d)| if k + lead == ch_axis { d == c } else { d == 1 })
+        && t.numel() == c
+}

@@ -1,0 +1,8 @@
+//! Graph-to-graph passes (dead-node elimination, identity removal, BatchNorm-into-Conv folding)
+//! and analyses (elementwise
+//! fusion groups, conv/matmul epilogue candidates). Each pass keeps nodes topologically ordered.
+
+pub mod dce;
+pub mod fold_bn;
+pub mod fusion;
+pub mod simplify;

@@ -1,0 +1,346 @@
+//! Constant folding, dead-node elimination, fusion grouping, memory planning and the plan cache.
+
+mod common;
+
+use common::{node, value};
+use mpsrt_core::DType;
+use mpsrt_graph::passes::{dce, fusion, simplify};
+use mpsrt_graph::*;
+use std::sync::Arc;
+
+/// `y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`, the exporter idiom for
+/// "flatten keeping the batch".
+fn reshape_chain() -> Graph {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[N,3,4,4]", 0);
+    let idx = value(&mut g, "#0", 1);
+    let minus1 = value(&mut g, "=-1", 2);
+    let s = node(&mut g, "shape", Op::Shape { start: 0, end: None }, vec![x]);
+    let n = node(&mut g, "gather", Op::Gather { axis: 0 }, vec![s, idx]);
+    let n1 = node(&mut g, "unsq", Op::Unsqueeze { axes: vec![0] }, vec![n]);
+    let target = node(&mut g, "concat", Op::Concat { axis: 0 }, vec![n1, minus1]);
+    let y = node(&mut g, "reshape", Op::Reshape { allowzero: false }, vec![x, target]);
+    g.outputs = vec![y];
+    g
+}
+
+#[test]
+fn shape_chain_folds_to_a_constant_once_shapes_are_concrete() {
+    let mut g = reshape_chain();
+    // Symbolic: nothing folds (Shape of [N,3,4,4] is not constant), the rank is still known.
+    propagate(&mut g, true).unwrap();
+    assert_eq!(g.nodes.len(), 5);
+    assert_eq!(g.value(g.outputs[0]).shape.as_ref().unwrap().len(), 2);
+
+    let s = specialize(&g, &[vec![2, 3, 4, 4]]).unwrap();
+    let ops: Vec<String> = s.nodes.iter().map(|n| n.op.name()).collect();
+    assert_eq!(ops, ["Reshape"], "only the reshape survives");
+    let target =
+        s.initializers.get(&s.nodes[0].inputs[1]).expect("shape input folded to an initializer");
+    assert_eq!(target.to_i64_vec(), vec![2, -1]);
+    assert_eq!(shape_str(s.value(s.outputs[0]).shape.as_ref().unwrap()), "[2, 48]");
+    // Initializers only the folded nodes used are gone.
+    assert_eq!(s.initializers.len(), 1);
+}
+
+#[test]
+fn specialize_checks_inputs() {
+    let g = reshape_chain();
+    let err = specialize(&g, &[vec![2, 4, 4, 4]]).unwrap_err().to_string();
+    assert!(err.contains("expects shape [N, 3, 4, 4], got [2, 4, 4, 4]"), "{err}");
+    let err = specialize(&g, &[vec![2, 3, 4]]).unwrap_err().to_string();
+    assert!(err.contains("expects shape"), "{err}");
+
+    let mut two = Graph::new();
+    let a = value(&mut two, "f32[B,4]", 0);
+    let b = value(&mut two, "f32[B,4]", 1);
+    let y = node(&mut two, "add", Op::Binary(BinaryOp::Add), vec![a, b]);
+    two.outputs = vec![y];
+    let err = specialize(&two, &[vec![2, 4], vec![3, 4]]).unwrap_err().to_string();
+    assert!(err.contains("dimension \"B\" is 2 in input \"in0\" but 3 in input \"in1\""), "{err}");
+}
+
+#[test]
+fn dead_nodes_and_identities_are_removed() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[4]", 0);
+    let w = g.add_initializer("unused_w", HostTensor::from_f32(vec![4], &[1.0; 4])).unwrap();
+    let dead = node(&mut g, "dead", Op::Binary(BinaryOp::Mul), vec![x, w]);
+    let _dead2 = node(&mut g, "dead2", Op::Unary(UnaryOp::Exp), vec![dead]);
+    let id = node(&mut g, "id", Op::Identity, vec![x]);
+    let drop = node(&mut g, "drop", Op::Dropout, vec![id]);
+    let y = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![drop]);
+    g.outputs = vec![y];
+    assert_eq!(simplify::remove_identities(&mut g), 2);
+    assert_eq!(dce::eliminate_dead_nodes(&mut g), 2);
+    assert!(g.initializers.is_empty());
+    assert_eq!(g.nodes.len(), 1);
+    assert_eq!(g.nodes[0].inputs, vec![x], "relu reads x directly");
+    g.validate().unwrap();
+}
+
+#[test]
+fn elementwise_fusion_groups() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[2,4]", 0);
+    let c = value(&mut g, "f32[4]", 1);
+    let v = value(&mut g, "f32[1,4]", 2);
+    // Chain: Mul -> Add -> Relu (one group).
+    let m = node(&mut g, "mul", Op::Binary(BinaryOp::Mul), vec![x, c]);
+    let a = node(&mut g, "add", Op::Binary(BinaryOp::Add), vec![m, c]);
+    let r = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![a]);
+    // Tree: e has two consumers so it stays alone; Neg, Abs and their Add fuse.
+    let e = node(&mut g, "exp", Op::Unary(UnaryOp::Exp), vec![x]);
+    let n = node(&mut g, "neg", Op::Unary(UnaryOp::Neg), vec![e]);
+    let ab = node(&mut g, "abs", Op::Unary(UnaryOp::Abs), vec![e]);
+    let t = node(&mut g, "sum", Op::Binary(BinaryOp::Add), vec![n, ab]);
+    // Broadcast: Sigmoid of a [1,4] value feeding a [2,4] add must not fuse.
+    let s = node(&mut g, "sig", Op::Unary(UnaryOp::Sigmoid), vec![v]);
+    let b = node(&mut g, "badd", Op::Binary(BinaryOp::Add), vec![s, x]);
+    // A non-elementwise op breaks chains.
+    let sm = node(&mut g, "softmax", Op::Softmax { axis: -1 }, vec![r]);
+    let out = node(&mut g, "tanh", Op::Unary(UnaryOp::Tanh), vec![sm]);
+    g.outputs = vec![t, b, out];
+    propagate(&mut g, false).unwrap();
+    let groups = fusion::fuse_elementwise(&g, &[]);
+    let names = |f: &FusedElementwise| {
+        f.nodes.iter().map(|&i| g.nodes[i].name.as_str()).collect::<Vec<_>>()
+    };
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(names(&groups[0]), ["mul", "add", "relu"]);
+    assert_eq!(groups[0].inputs, vec![x, c]);
+    assert_eq!(groups[0].output, r);
+    assert_eq!(names(&groups[1]), ["neg", "abs", "sum"]);
+    assert_eq!(groups[1].inputs, vec![e]);
+    assert_eq!(groups[1].output, t);
+}
+
+#[test]
+fn epilogue_candidates_find_bias_and_activation() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[2,8]", 0);
+    let w = g.add_initializer("w", HostTensor::from_f32(vec![8, 4], &[0.5; 32])).unwrap();
+    let bias = g.add_initializer("b", HostTensor::from_f32(vec![4], &[0.1; 4])).unwrap();
+    let mm = node(&mut g, "mm", Op::MatMul, vec![x, w]);
+    let add = node(&mut g, "bias", Op::Binary(BinaryOp::Add), vec![mm, bias]);
+    let y = node(&mut g, "gelu", Op::Gelu { approximate_tanh: false }, vec![add]);
+    g.outputs = vec![y];
+    propagate(&mut g, false).unwrap();
+    let e = fusion::epilogue_candidates(&g);
+    assert_eq!(e, vec![Epilogue { anchor: 0, bias: Some((1, bias)), activation: Some(2) }]);
+    assert_eq!(e[0].output(&g), y);
+}
+
+#[test]
+fn slot_assignment_reuses_dead_buffers() {
+    let l = |bytes, first, last| Lifetime { bytes, first, last };
+    // A linear chain: each value dies when the next is written, so two slots ping-pong.
+    let chain = [l(100, 0, 1), l(100, 1, 2), l(100, 2, 3), l(100, 3, 3)];
+    let a = assign_slots(&chain, true);
+    assert_eq!(a.slot_of, vec![0, 1, 0, 1]);
+    assert_eq!(a.stats.peak_with_reuse, 2 * 112, "sizes round up to 16 bytes");
+    assert_eq!(a.stats.peak_without_reuse, 4 * 112);
+    assert_eq!(a.stats.live_peak, 2 * 112);
+    let none = assign_slots(&chain, false);
+    assert_eq!(none.slot_of, vec![0, 1, 2, 3]);
+    assert_eq!(none.stats.peak_with_reuse, none.stats.peak_without_reuse);
+
+    // Best fit picks the smallest free slot that fits; a too-small free slot grows.
+    let mixed = [l(1000, 0, 2), l(64, 1, 2), l(48, 3, 4), l(2000, 3, 4)];
+    let a = assign_slots(&mixed, true);
+    assert_eq!(a.slot_of, vec![0, 1, 1, 0]);
+    assert_eq!(a.slot_bytes, vec![2000, 64]);
+    assert_eq!(a.stats.peak_without_reuse, 1008 + 64 + 48 + 2000);
+}
+
+#[test]
+fn plan_walk_and_storage() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[B,16]", 0);
+    let w = g.add_initializer("w", HostTensor::from_f32(vec![16, 16], &[0.0; 256])).unwrap();
+    let mut cur = x;
+    for i in 0..4 {
+        let mm = node(&mut g, &format!("mm{i}"), Op::MatMul, vec![cur, w]);
+        let r = node(&mut g, &format!("relu{i}"), Op::Unary(UnaryOp::Relu), vec![mm]);
+        let e = node(&mut g, &format!("exp{i}"), Op::Unary(UnaryOp::Exp), vec![r]);
+        cur = e;
+    }
+    g.outputs = vec![cur];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let plan = compiled.plan(&[vec![8, 16]]).unwrap();
+    // 4 matmuls + 4 fused relu/exp groups.
+    assert_eq!(plan.steps.len(), 8);
+    assert!(plan.init_steps.is_empty());
+    let mut written = Vec::new();
+    for step in &plan.steps {
+        let (ins, outs) = plan.step_io(step);
+        for v in ins {
+            assert_ne!(plan.storage[v.0], Storage::None, "every read value has storage");
+        }
+        written.extend(outs);
+    }
+    assert_eq!(plan.storage[x.0], Storage::Input(0));
+    assert_eq!(plan.storage[w.0], Storage::Constant);
+    assert_eq!(plan.storage[plan.graph.outputs[0].0], Storage::Output(0));
+    let slots: std::collections::BTreeSet<_> = written
+        .iter()
+        .filter_map(|v| if let Storage::Slot(s) = plan.storage[v.0] { Some(s) } else { None })
+        .collect();
+    assert_eq!(slots.len(), 2, "7 intermediates of 512 bytes ping-pong between two slots");
+    assert_eq!(plan.memory.peak_with_reuse, 2 * 512);
+    assert_eq!(plan.memory.peak_without_reuse, 7 * 512);
+}
+
+#[test]
+fn plan_cache_is_bounded_lru() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[B,4]", 0);
+    let y = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![x]);
+    g.outputs = vec![y];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let p1 = compiled.plan(&[vec![1, 4]]).unwrap();
+    assert!(Arc::ptr_eq(&p1, &compiled.plan(&[vec![1, 4]]).unwrap()));
+    for b in 2..=20 {
+        compiled.plan(&[vec![b, 4]]).unwrap();
+    }
+    assert_eq!(compiled.cached_plans(), plan::DEFAULT_PLAN_CACHE);
+    assert!(
+        !Arc::ptr_eq(&p1, &compiled.plan(&[vec![1, 4]]).unwrap()),
+        "the oldest plan was evicted"
+    );
+    assert_eq!(compiled.plan(&[vec![7, 4]]).unwrap().shape(y), vec![7, 4]);
+    let _ = DType::F32;
+}
+
+#[test]
+fn constant_only_nodes_are_hoisted_into_init_steps() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[1,300,300]", 0);
+    let shape = value(&mut g, "=300,300", 1);
+    // 90,000 elements: above the fold limit, so the weight is built on the device, once.
+    let w = node(
+        &mut g,
+        "weights",
+        Op::ConstantOfShape(HostTensor::from_f32(vec![], &[0.5])),
+        vec![shape],
+    );
+    let y = node(&mut g, "mm", Op::MatMul, vec![x, w]);
+    g.outputs = vec![y];
+    let plan =
+        CompiledGraph::new(g, PlanOptions::default()).unwrap().plan(&[vec![1, 300, 300]]).unwrap();
+    assert_eq!(plan.init_steps, vec![Step::Node(0)]);
+    assert_eq!(plan.steps, vec![Step::Node(1)]);
+    assert_eq!(plan.storage[w.0], Storage::Persistent);
+    assert_eq!(plan.memory.persistent, 300 * 300 * 4);
+}
+
+#[test]
+fn runtime_shape_parameters_are_value_inputs_bound_at_planning() {
+    // y = Reshape(x, target) with `target` a graph input: the plan depends on its value.
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[2,3,4]", 0);
+    let target = value(&mut g, "i64[2]", 1);
+    let y = node(&mut g, "reshape", Op::Reshape { allowzero: false }, vec![x, target]);
+    g.outputs = vec![y];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    assert_eq!(compiled.value_inputs(), &[1]);
+    let err = compiled.plan(&[vec![2, 3, 4], vec![2]]).unwrap_err().to_string();
+    assert!(err.contains("depend on the values of inputs [\"in1\"]"), "{err}");
+    let a = compiled
+        .plan_with_values(&[vec![2, 3, 4], vec![2]], &[HostTensor::from_i64(vec![2], &[6, -1])])
+        .unwrap();
+    let b = compiled
+        .plan_with_values(&[vec![2, 3, 4], vec![2]], &[HostTensor::from_i64(vec![2], &[-1, 3])])
+        .unwrap();
+    assert_eq!(a.shape(y), vec![6, 4]);
+    assert_eq!(b.shape(y), vec![8, 3]);
+    assert_eq!(compiled.cached_plans(), 2, "plans are keyed by the bound values too");
+}
+
+#[test]
+fn parameter_inputs_are_canonicalized_into_attributes() {
+    // ReduceSum with axes as a runtime input, and CastLike: both become canonical ops.
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[2,3,4]", 0);
+    let axes = value(&mut g, "i64[1]", 1);
+    let like = value(&mut g, "f16[1]", 2);
+    let sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: None,
+        keepdims: false,
+        noop_with_empty_axes: false,
+    };
+    let r = node(&mut g, "sum", sum, vec![x, axes]);
+    let c = node(&mut g, "castlike", Op::CastLike, vec![r, like]);
+    g.outputs = vec![c];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    assert_eq!(compiled.value_inputs(), &[1], "axes decide the reduced shape");
+    let plan = compiled
+        .plan_with_values(
+            &[vec![2, 3, 4], vec![1], vec![1]],
+            &[HostTensor::from_i64(vec![1], &[1])],
+        )
+        .unwrap();
+    let ops: Vec<&Op> = plan.graph.nodes.iter().map(|n| &n.op).collect();
+    let want_sum = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: Some(vec![1]),
+        keepdims: false,
+        noop_with_empty_axes: false,
+    };
+    assert_eq!(ops, vec![&want_sum, &Op::Cast { to: DType::F16 }]);
+    assert!(plan.graph.nodes.iter().all(|n| n.inputs.len() == 1), "parameter inputs dropped");
+    assert_eq!(plan.shape(c), vec![2, 4]);
+    assert_eq!(plan.graph.value(c).dtype, DType::F16);
+}
+
+#[test]
+fn batchnorm_folds_into_a_constant_conv() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[N,1,4,4]", 0);
+    let c = |g: &mut Graph, name: &str, v: &[f32], shape: Vec<usize>| {
+        g.add_initializer(name, HostTensor::from_f32(shape, v)).unwrap()
+    };
+    let w = c(&mut g, "w", &[1.0, 1.0], vec![2, 1, 1, 1]);
+    let gamma = c(&mut g, "gamma", &[4.0, 3.0], vec![2]);
+    let beta = c(&mut g, "beta", &[0.5, 0.0], vec![2]);
+    let mean = c(&mut g, "mean", &[1.0, 0.0], vec![2]);
+    let var = c(&mut g, "var", &[3.0, 8.0], vec![2]);
+    let conv =
+        node(&mut g, "conv", Op::Conv(ConvAttrs { group: 1, ..Default::default() }), vec![x, w]);
+    let y = node(
+        &mut g,
+        "bn",
+        Op::BatchNormalization { epsilon: 1.0 },
+        vec![conv, gamma, beta, mean, var],
+    );
+    g.outputs = vec![y];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let g = compiled.graph();
+    assert_eq!(g.nodes.len(), 1);
+    let n = &g.nodes[0];
+    assert_eq!((n.op.name(), n.outputs[0]), ("Conv".to_string(), y));
+    // scale = gamma / sqrt(var + eps) = [2, 1]; bias' = (0 - mean) * scale + beta = [-1.5, 0].
+    assert_eq!(g.initializers[&n.inputs[1]].to_f64_vec(), vec![2.0, 1.0]);
+    assert_eq!(g.initializers[&n.inputs[2]].to_f64_vec(), vec![-1.5, 0.0]);
+    assert_eq!(g.initializers.len(), 2, "BN parameters and the old weight are gone");
+    let plan = compiled.plan(&[vec![3, 1, 4, 4]]).unwrap();
+    assert_eq!(plan.shape(y), vec![3, 2, 4, 4]);
+}
+
+#[test]
+fn executors_can_reject_unsupported_ops_up_front() {
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[4]", 0);
+    let a = node(&mut g, "a", Op::Unary(UnaryOp::Erf), vec![x]);
+    let b = node(&mut g, "b", Op::Unary(UnaryOp::Erf), vec![a]);
+    let c = node(&mut g, "c", Op::Lrn { size: 3, alpha: 1e-4, beta: 0.75, bias: 1.0 }, vec![b]);
+    let y = node(&mut g, "d", Op::Unary(UnaryOp::Relu), vec![c]);
+    g.outputs = vec![y];
+    let err = g.check_ops("gpu", |op| matches!(op, Op::Unary(UnaryOp::Relu))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "[gpu] model uses 2 op types not supported here: Erf \u{d7}2, Lrn \u{d7}1"
+    );
+    g.check_ops("cpu", |_| true).unwrap();
+}

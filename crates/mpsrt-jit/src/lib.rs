@@ -1,0 +1,195 @@
+//! `mpsrt-jit`: compiles kernels written in the Triton language (Python `@jit` functions) to WGSL.
+//!
+//! The compiler is text in, text out: [`compile`] parses the module source, specializes the
+//! kernel for a [`KernelSignature`] (pointer element types, scalar types, constexpr values),
+//! lowers the block-level program to WGSL and returns a [`CompiledKernel`] that a generic
+//! "dispatch this WGSL with these storage buffers, this uniform block and this many workgroups"
+//! runtime call can launch. It has no wgpu dependency, so everything is snapshot-testable.
+//!
+//! # Execution model
+//! One Triton *program* is one workgroup of [`CompiledKernel::workgroup_size`] invocations.
+//! A block value of `numel` elements (row-major) is distributed so that invocation `lid`
+//! owns elements `e = i * workgroup_size + lid` for `i in 0..ceil(numel / workgroup_size)`,
+//! held in private arrays. Broadcasts that change the distribution, reductions and `tl.dot`
+//! exchange data through `var<workgroup>` memory between `workgroupBarrier()`s.
+//!
+//! # Launch contract
+//! * Bind group 0: bindings `0..n` are the pointer arguments in parameter order
+//!   ([`CompiledKernel::bindings`]), each a storage buffer (read-only unless the kernel stores
+//!   through it). f32 / i32 tensors are `array<f32>` / `array<i32>`; f16 tensors are packed two
+//!   per `u32` word (element `k` is the low half of word `k / 2` when `k` is even); u8 / i8 /
+//!   bool tensors are packed four per word, little-endian. Packed buffers that are stored to
+//!   are declared `array<atomic<u32>>`: a store clears its lane with `atomicAnd` and sets it
+//!   with `atomicOr`, so invocations writing neighbouring elements of one word never race.
+//!   Buffers must be at least 4 bytes and a whole number of words (pad packed tensors).
+//! * Binding `n` is a uniform buffer laid out as [`CompiledKernel::uniform_layout`]: every field
+//!   is 4 bytes, at the offset it lists, little-endian; the buffer is
+//!   [`CompiledKernel::uniform_size`] bytes (a multiple of 16, zero padding). Fields, in order:
+//!   `num_programs[0..3]` (u32: the grid, 1 for missing axes), `dispatch_x`, `dispatch_y` (u32: the
+//!   workgroup counts the launcher dispatched along x and y), one `offset` per pointer argument
+//!   (i32: the element offset of the view inside its buffer), then one field per runtime scalar
+//!   argument in parameter order (i32 for integers, f32 for f32/f16 scalars, u32 0/1 for bool).
+//! * Workgroups: let `total = g0 * g1 * g2`. The usual dispatch is `(g0, g1, g2)` with
+//!   `dispatch_x = g0`, `dispatch_y = g1`. When an axis exceeds the device limit (65535), dispatch
+//!   `(X, Y, 1)` with `X = min(total, 65535)`, `Y = ceil(total / X)` and set `dispatch_x = X`,
+//!   `dispatch_y = Y`. The kernel linearizes `lin = wid.x + dispatch_x * (wid.y + dispatch_y * wid.z)`,
+//!   skips workgroups with `lin >= total`, and derives `program_id(0) = lin % g0`,
+//!   `program_id(1) = (lin / g0) % g1`, `program_id(2) = lin / (g0 * g1)`.
+
+mod builtins;
+mod emit;
+mod expr;
+mod lower;
+mod memory;
+mod module;
+mod source;
+mod value;
+
+use mpsrt_core::{DType, Error, Result};
+
+/// A constexpr argument's value, as Python would pass it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConstValue {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    None,
+}
+
+/// How one kernel parameter is passed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgSpec {
+    /// A tensor: a storage buffer of `dtype` elements (plus a view offset in the uniform block).
+    Pointer { dtype: DType },
+    /// A runtime scalar, passed in the uniform block (i32, f32, f16 or bool).
+    Scalar { dtype: DType },
+    /// A compile-time value; the kernel is specialized on it.
+    Constexpr { value: ConstValue },
+}
+
+/// The argument kinds of one launch, one per kernel parameter, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct KernelSignature {
+    pub args: Vec<ArgSpec>,
+}
+
+/// What the target device offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileOptions {
+    /// Subgroup operations are available. Reserved: reductions currently use workgroup memory only.
+    pub subgroups: bool,
+    /// Largest workgroup size to use (a power of two, at most the device's
+    /// `maxComputeInvocationsPerWorkgroup`). A launcher honouring Triton's `num_warps` hint passes
+    /// `num_warps * 32`. The kernel uses `min(this, largest block's element count)`.
+    pub max_workgroup_size: u32,
+    /// Largest `var<workgroup>` footprint in bytes (`maxComputeWorkgroupStorageSize`).
+    pub max_workgroup_storage: u32,
+    /// The device has `shader-f16`. Reserved: f16 values are computed in f32 and rounded to f16
+    /// after every operation, which gives f16 results without requiring the extension.
+    pub f16: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            subgroups: false,
+            max_workgroup_size: 256,
+            max_workgroup_storage: 16384,
+            f16: false,
+        }
+    }
+}
+
+/// Read-only or read-write storage binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One storage-buffer binding (group 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingSpec {
+    pub binding: u32,
+    /// Index of the kernel parameter this buffer is passed for.
+    pub arg_index: usize,
+    pub name: String,
+    /// Element type of the tensor.
+    pub dtype: DType,
+    pub access: Access,
+    /// WGSL element type of the buffer: `f32`, `i32`, `u32` (packed) or `atomic<u32>` (packed, stored to).
+    pub wgsl_elem: String,
+}
+
+/// What a uniform field holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UniformKind {
+    /// `num_programs(axis)` (u32).
+    NumPrograms(u32),
+    /// Workgroups dispatched along x (u32).
+    DispatchX,
+    /// Workgroups dispatched along y (u32).
+    DispatchY,
+    /// Element offset of pointer parameter `arg` inside its buffer (i32).
+    ViewOffset { arg: usize },
+    /// Runtime scalar parameter `arg` of `dtype`: i32 for int types, f32 for f32/f16, u32 0/1 for bool.
+    Scalar { arg: usize, dtype: DType },
+}
+
+/// One 4-byte field of the uniform block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UniformField {
+    pub name: String,
+    pub offset: u32,
+    pub kind: UniformKind,
+    /// `u32`, `i32` or `f32`.
+    pub wgsl_type: &'static str,
+}
+
+/// A kernel specialized for one signature, ready to launch (see the crate docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompiledKernel {
+    pub wgsl: String,
+    pub entry_point: String,
+    pub workgroup_size: u32,
+    pub bindings: Vec<BindingSpec>,
+    /// Binding index of the uniform buffer (= number of pointer arguments).
+    pub uniform_binding: u32,
+    pub uniform_layout: Vec<UniformField>,
+    /// Byte size of the uniform buffer (multiple of 16).
+    pub uniform_size: u32,
+    /// Stable key of (compiler version, source, kernel, signature, options): equal keys, equal WGSL.
+    pub cache_key: String,
+}
+
+/// Compiles the `@jit` function `kernel_name` (default: the first `@jit` function in `source`
+/// that no other `@jit` function calls and whose parameter count matches `sig`)
+/// for `sig`. Unsupported constructs are errors that carry the Python line and column.
+pub fn compile(
+    source: &str,
+    kernel_name: Option<&str>,
+    sig: &KernelSignature,
+    opts: &CompileOptions,
+) -> Result<CompiledKernel> {
+    if !opts.max_workgroup_size.is_power_of_two() {
+        return Err(Error::invalid("jit", "max_workgroup_size must be a power of two"));
+    }
+    let src = source::Source::parse(source)?;
+    let (kernel, _) = src.find_kernel(kernel_name, sig.args.len())?;
+    let key = cache_key(source, kernel.name.as_str(), sig, opts);
+    module::build(&src, kernel, sig, opts, key)
+}
+
+fn cache_key(source: &str, name: &str, sig: &KernelSignature, opts: &CompileOptions) -> String {
+    // FNV-1a over a canonical description: stable across processes (unlike `DefaultHasher`),
+    // so it can key an on-disk cache too.
+    let text =
+        format!("{}\0{source}\0{name}\0{:?}\0{:?}", env!("CARGO_PKG_VERSION"), sig.args, opts);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{name}-{h:016x}")
+}

@@ -1,0 +1,189 @@
+//! `tl.load` / `tl.store`. Each pointer parameter `k` gets WGSL helpers `ld{k}(p)` / `st{k}(p, v)`
+//! (generated in `module`, once the final access mode of the buffer is known) that add the
+//! view offset and handle packed f16 / 8-bit storage.
+
+use crate::lower::Lowerer;
+use crate::value::{cast_expr, Tensor, Ty, Val};
+use mpsrt_core::{DType, Result};
+
+type Kwargs = Vec<(String, Val)>;
+
+/// Triton cache/eviction hints: no WGSL counterpart, accepted and ignored.
+const HINTS: &[&str] = &["cache_modifier", "eviction_policy", "volatile"];
+
+impl<'a> Lowerer<'a> {
+    fn pointer(&self, v: Option<Val>, f: &str) -> Result<(Tensor, usize, DType)> {
+        match v {
+            Some(Val::T(t)) => match t.ty {
+                Ty::Ptr { arg, elem } => Ok((t, arg, elem)),
+                _ => Err(self.err(format!(
+                    "{f}() needs a pointer (a tensor argument plus offsets), got {}",
+                    t.ty.describe()
+                ))),
+            },
+            Some(other) => {
+                Err(self.err(format!("{f}() needs a pointer, got {}", other.describe())))
+            }
+            None => Err(self.err(format!("{f}() needs a pointer"))),
+        }
+    }
+
+    /// The mask as a bool tensor broadcast to the pointer's shape.
+    fn mask(&mut self, m: Option<Val>, shape: &[usize]) -> Result<Option<Tensor>> {
+        let m = match m {
+            None | Some(Val::None) => return Ok(None),
+            Some(v) => self.tensor_of(v, Some(Ty::D(DType::Bool)))?,
+        };
+        if !self.broadcastable(&m.shape, shape) {
+            return Err(self.err(format!(
+                "mask shape {:?} does not broadcast to the pointer shape {:?}",
+                m.shape, shape
+            )));
+        }
+        let m = if m.ty == Ty::D(DType::Bool) { m } else { self.cast(&m, DType::Bool)? };
+        // A scalar mask is used as is in every element's condition.
+        Ok(Some(if m.is_block() { self.broadcast_to(&m, shape) } else { m }))
+    }
+
+    pub fn load(&mut self, args: Vec<Val>, kwargs: Kwargs) -> Result<Val> {
+        let a = self.bind_load_store(
+            "tl.load",
+            &["pointer", "mask", "other", "boundary_check", "padding_option"],
+            args,
+            kwargs,
+        )?;
+        let (p, arg, elem) = self.pointer(a[0].clone(), "tl.load")?;
+        if a[3].as_ref().is_some_and(|v| *v != Val::None && *v != Val::Tuple(vec![])) {
+            return Err(self.err("boundary_check (block pointers) is not supported; use mask="));
+        }
+        self.args[arg].loaded = true;
+        let shape = p.shape.clone();
+        let mask = self.mask(a[1].clone(), &shape)?;
+        let ty = Ty::D(elem);
+        let other = match a[2].clone() {
+            None | Some(Val::None) => None,
+            Some(v) => {
+                let t = self.tensor_of(v, Some(ty))?;
+                if !self.broadcastable(&t.shape, &shape) {
+                    return Err(self.err(format!(
+                        "`other` shape {:?} does not broadcast to {:?}",
+                        t.shape, shape
+                    )));
+                }
+                let t = self.cast(&t, elem)?;
+                Some(if t.is_block() { self.broadcast_to(&t, &shape) } else { t })
+            }
+        };
+        let zero = crate::value::literal(0.0, elem);
+        let other_at = |i: &str| other.as_ref().map_or(zero.clone(), |o| o.at(i));
+        if !p.is_block() {
+            // One invocation loads and the value is shared with workgroupUniformLoad: a value
+            // read from storage is non-uniform in WGSL, and scalars may steer loops or `if`s
+            // that contain barriers.
+            let (v, w, name) = (self.em.fresh("l"), self.em.fresh("w"), self.em.fresh("t"));
+            self.em.use_scratch(0, 1);
+            self.em.open("if (lid == 0u)");
+            match &mask {
+                None => self.em.line(format!("let {v}: {} = ld{arg}({});", ty.wgsl(), p.expr)),
+                Some(m) => {
+                    self.em.line(format!("var {v}: {} = {};", ty.wgsl(), other_at("0u")));
+                    self.em.open(format!("if ({})", m.expr));
+                    self.em.line(format!("{v} = ld{arg}({});", p.expr));
+                    self.em.close();
+                }
+            }
+            self.em.line(format!("wg0[0] = {};", crate::emit::bits(&v, ty)));
+            self.em.close();
+            self.em.line(format!("let {w} = workgroupUniformLoad(&wg0[0]);"));
+            self.em.line(format!("let {name}: {} = {};", ty.wgsl(), crate::emit::unbits(&w, ty)));
+            self.em.barrier();
+            return Ok(Val::T(Tensor::scalar(name, ty)));
+        }
+        let out = self.em.decl_block(ty, &shape);
+        let (lhs, pi, oi) = (out.at("i"), p.at("i"), other_at("i"));
+        let mi = mask.as_ref().map(|m| m.at("i"));
+        self.em.for_each(out.numel(), |em| match &mi {
+            None => em.line(format!("{lhs} = ld{arg}({pi});")),
+            // Masked-off lanes never touch memory: their addresses may be out of bounds.
+            Some(m) => {
+                em.open(format!("if ({m})"));
+                em.line(format!("{lhs} = ld{arg}({pi});"));
+                em.else_();
+                em.line(format!("{lhs} = {oi};"));
+                em.close();
+            }
+        });
+        Ok(Val::T(out))
+    }
+
+    pub fn store(&mut self, args: Vec<Val>, kwargs: Kwargs) -> Result<Val> {
+        let a = self.bind_load_store(
+            "tl.store",
+            &["pointer", "value", "mask", "boundary_check"],
+            args,
+            kwargs,
+        )?;
+        let (p, arg, elem) = self.pointer(a[0].clone(), "tl.store")?;
+        if a[3].as_ref().is_some_and(|v| *v != Val::None && *v != Val::Tuple(vec![])) {
+            return Err(self.err("boundary_check (block pointers) is not supported; use mask="));
+        }
+        self.args[arg].stored = true;
+        let shape = p.shape.clone();
+        let v = self.tensor_of(a[1].clone().unwrap_or_default(), Some(Ty::D(elem)))?;
+        if !self.broadcastable(&v.shape, &shape) {
+            return Err(self.err(format!(
+                "stored value shape {:?} does not broadcast to the pointer shape {:?}",
+                v.shape, shape
+            )));
+        }
+        let Ty::D(vd) = v.ty else {
+            return Err(self.err("storing pointers is not supported"));
+        };
+        let v = if v.is_block() { self.broadcast_to(&v, &shape) } else { v };
+        let mask = self.mask(a[2].clone(), &shape)?;
+        let (pi, vi) = (p.at("i"), cast_expr(&v.at("i"), vd, elem));
+        let mi = mask.as_ref().map(|m| m.at("i"));
+        let body = |em: &mut crate::emit::Emitter| match &mi {
+            None => em.line(format!("st{arg}({pi}, {vi});")),
+            Some(m) => {
+                em.open(format!("if ({m})"));
+                em.line(format!("st{arg}({pi}, {vi});"));
+                em.close();
+            }
+        };
+        if p.is_block() {
+            self.em.for_each(p.numel(), body);
+        } else {
+            // A scalar store is done by one invocation.
+            self.em.open("if (lid == 0u)");
+            body(&mut self.em);
+            self.em.close();
+        }
+        Ok(Val::None)
+    }
+
+    fn bind_load_store(
+        &self,
+        f: &str,
+        names: &[&str],
+        args: Vec<Val>,
+        kwargs: Kwargs,
+    ) -> Result<Vec<Option<Val>>> {
+        let kwargs =
+            kwargs.into_iter().filter(|(k, _)| !HINTS.contains(&k.as_str())).collect::<Vec<_>>();
+        if args.len() > names.len() {
+            return Err(
+                self.err(format!("{f}() takes at most {} positional arguments", names.len()))
+            );
+        }
+        let mut out: Vec<Option<Val>> = args.into_iter().map(Some).collect();
+        out.resize(names.len(), None);
+        for (k, v) in kwargs {
+            let Some(p) = names.iter().position(|n| *n == k) else {
+                return Err(self.err(format!("{f}() got an unsupported keyword argument `{k}`")));
+            };
+            out[p] = Some(v);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,15 @@
+//! WGSL for mpsrt's GPU kernels, as text: static sources (one file per op family) and the
+//! renderer that generates elementwise kernels — including fused chains — from an expression
+//! tree. No wgpu here, so every kernel can be validated and translated to MSL by naga in tests
+//! without a GPU (we have no Mac: this is how Metal breakage is caught).
+
+pub mod elementwise;
+pub mod layout;
+#[cfg(feature = "validate")]
+pub mod validate;
+
+pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, UnaryFn, VType};
+pub use layout::coalesce;
+
+/// Threads per workgroup for the generated elementwise kernels.
+pub const ELEMENTWISE_WG: u32 = 256;

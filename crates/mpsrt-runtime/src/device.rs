@@ -1,0 +1,591 @@
+//! A GPU device opened through wgpu: buffers from the caching allocator, batched dispatches,
+//! copies in and out (mapped directly on unified-memory adapters), the pipeline cache and
+//! memory statistics.
+
+use crate::adapters::{self, DeviceProperties};
+use crate::allocator::{size_class, Allocator, MemoryStats};
+use crate::batch::Batch;
+use crate::env::RuntimeConfig;
+pub use crate::pipeline::{Kernel, Pipeline};
+use mpsrt_core::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+struct State {
+    alloc: Allocator,
+    batch: Batch,
+}
+
+/// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
+pub struct GpuDevice {
+    index: usize,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    props: DeviceProperties,
+    config: RuntimeConfig,
+    usage: wgpu::BufferUsages,
+    mappable: bool,
+    state: Mutex<State>,
+    pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    /// Highest batch serial known to have completed on the GPU (set by submission callbacks).
+    completed: Arc<AtomicU64>,
+    /// Errors wgpu reported outside an error scope; surfaced at the next sync point.
+    errors: Arc<Mutex<Vec<String>>>,
+    this: Weak<GpuDevice>,
+}
+
+/// A device buffer owned by one tensor. Dropping it hands the buffer back to the allocator,
+/// which holds it until the GPU has finished the last batch that used it.
+pub struct GpuBuffer {
+    device: Arc<GpuDevice>,
+    buffer: wgpu::Buffer,
+    size: u64,
+    class: u64,
+    last_use: AtomicU64,
+}
+
+impl GpuBuffer {
+    /// Bytes requested for this buffer (the binding size; the class size may be larger).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn device(&self) -> &Arc<GpuDevice> {
+        &self.device
+    }
+    /// The bytes bound to a kernel: the requested size, at least 4 and a multiple of 4.
+    fn binding_size(&self) -> u64 {
+        self.size.max(4).next_multiple_of(4)
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        self.device.release(self.buffer.clone(), self.class, self.last_use.load(Ordering::Acquire));
+    }
+}
+
+/// One storage-buffer argument of a dispatch: a whole tensor buffer.
+#[derive(Clone, Copy)]
+pub struct Binding<'a> {
+    pub buffer: &'a GpuBuffer,
+}
+
+impl<'a> From<&'a GpuBuffer> for Binding<'a> {
+    fn from(buffer: &'a GpuBuffer) -> Self {
+        Binding { buffer }
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    const G: f64 = (1u64 << 30) as f64;
+    const M: f64 = (1u64 << 20) as f64;
+    if b as f64 >= G {
+        format!("{:.2} GiB", b as f64 / G)
+    } else {
+        format!("{:.2} MiB", b as f64 / M)
+    }
+}
+
+impl GpuDevice {
+    /// Open `adapter` as device `index`, requesting every limit and the optional features we use.
+    pub(crate) fn open(
+        index: usize,
+        adapter: &wgpu::Adapter,
+        config: RuntimeConfig,
+    ) -> Result<Arc<Self>> {
+        let info = adapter.get_info();
+        let unified =
+            matches!(info.device_type, wgpu::DeviceType::IntegratedGpu | wgpu::DeviceType::Cpu)
+                || info.backend == wgpu::Backend::Metal;
+        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        if unified && config.unified_fast_path {
+            wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
+        }
+        let features = adapter.features() & wanted;
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("mpsrt"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+            Error::device(
+                "device",
+                format!(
+                    "cannot open {} ({}): {e}",
+                    info.name,
+                    adapters::backend_name(info.backend)
+                ),
+            )
+        })?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| sink.lock().push(e.to_string())));
+        let props = adapters::properties(index, adapter, &device);
+        let mappable = features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
+        let mut usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
+        if mappable {
+            usage |= wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::MAP_WRITE;
+        }
+        // Default limit: what the device can hold, leaving room for the driver (and, on unified
+        // memory, for the rest of the system).
+        let limit = config.memory_limit.unwrap_or(if props.unified_memory {
+            props.total_memory / 4 * 3
+        } else {
+            props.total_memory / 10 * 9
+        });
+        let alloc = Allocator::new(limit, config.max_pool_size, config.max_buffer_age);
+        tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
+        Ok(Arc::new_cyclic(|this| GpuDevice {
+            index,
+            device,
+            queue,
+            props,
+            config,
+            usage,
+            mappable,
+            state: Mutex::new(State { alloc, batch: Batch::new() }),
+            pipelines: Mutex::default(),
+            completed: Arc::default(),
+            errors,
+            this: this.clone(),
+        }))
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.props
+    }
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+    /// Whether downloads map storage buffers directly (unified memory fast path).
+    pub fn uses_mapped_fast_path(&self) -> bool {
+        self.mappable
+    }
+
+    fn arc(&self) -> Arc<GpuDevice> {
+        // `this` is set by `Arc::new_cyclic` and the device is only reachable through that Arc.
+        self.this
+            .upgrade()
+            .unwrap_or_else(|| unreachable!("GpuDevice used after its Arc was dropped"))
+    }
+
+    fn take_errors(&self, op: &str) -> Result<()> {
+        let mut errs = self.errors.lock();
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let msg = errs.join("; ");
+        errs.clear();
+        Err(Error::device(op, format!("the GPU reported: {msg}")))
+    }
+
+    /// Allocate `bytes` of device memory (contents undefined).
+    pub fn alloc(&self, op: &str, bytes: u64) -> Result<GpuBuffer> {
+        let class = size_class(bytes);
+        if class > self.props.max_buffer_size {
+            return Err(Error::oom(
+                op,
+                format!(
+                    "cannot allocate {} on {}: the adapter's max_buffer_size is {}",
+                    fmt_bytes(bytes),
+                    self.props.display_name(),
+                    fmt_bytes(self.props.max_buffer_size)
+                ),
+            ));
+        }
+        let mut st = self.state.lock();
+        let cached = st.alloc.take_cached(class);
+        let (buffer, class) = match cached {
+            Some(hit) => hit,
+            None => {
+                if !st.alloc.fits(class) {
+                    st.alloc.empty_cache();
+                }
+                if !st.alloc.fits(class) {
+                    let s = st.alloc.stats();
+                    return Err(Error::oom(
+                        op,
+                        format!(
+                            "out of memory on mps:{} ({}): tried to allocate {}; {} already allocated by live tensors, \
+                             limit {}. Free tensors or raise the limit with MPSRT_MEMORY_LIMIT=<bytes>",
+                            self.index,
+                            self.props.display_name(),
+                            fmt_bytes(bytes),
+                            fmt_bytes(s.allocated),
+                            fmt_bytes(s.limit)
+                        ),
+                    ));
+                }
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("mpsrt tensor"),
+                    size: class,
+                    usage: self.usage,
+                    mapped_at_creation: false,
+                });
+                if let Some(e) = pollster::block_on(scope.pop()) {
+                    return Err(Error::oom(
+                        op,
+                        format!("the driver could not allocate {}: {e}", fmt_bytes(class)),
+                    ));
+                }
+                st.alloc.note_alloc(class, false);
+                (buffer, class)
+            }
+        };
+        drop(st);
+        Ok(GpuBuffer {
+            device: self.arc(),
+            buffer,
+            size: bytes,
+            class,
+            last_use: AtomicU64::new(0),
+        })
+    }
+
+    fn release(&self, buffer: wgpu::Buffer, class: u64, last_use: u64) {
+        let completed = self.completed.load(Ordering::Acquire);
+        self.state.lock().alloc.release(buffer, class, last_use, completed);
+    }
+
+    /// Allocate and fill a buffer from host bytes.
+    pub fn upload(&self, op: &str, data: &[u8]) -> Result<GpuBuffer> {
+        let buf = self.alloc(op, data.len() as u64)?;
+        self.write(&buf, 0, data)?;
+        Ok(buf)
+    }
+
+    /// Overwrite bytes at `offset` (a multiple of 4). Ordered after every op recorded so far.
+    pub fn write(&self, buf: &GpuBuffer, offset: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if !offset.is_multiple_of(4) {
+            return Err(Error::invalid("write", format!("offset {offset} is not a multiple of 4")));
+        }
+        let mut st = self.state.lock();
+        // `write_buffer` lands before the next submission's commands; if already-recorded work
+        // uses this buffer, submit it first so the write cannot overtake it.
+        if buf.last_use.load(Ordering::Acquire) == st.batch.serial {
+            self.submit_locked(&mut st);
+        }
+        if data.len().is_multiple_of(4) {
+            self.queue.write_buffer(&buf.buffer, offset, data);
+        } else {
+            let mut padded = data.to_vec();
+            padded.resize(data.len().next_multiple_of(4), 0);
+            self.queue.write_buffer(&buf.buffer, offset, &padded);
+        }
+        drop(st);
+        self.take_errors("write")
+    }
+
+    /// Read `len` bytes at `offset` back to the host. Waits for all recorded work.
+    pub fn read(&self, buf: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let start = offset & !(wgpu::MAP_ALIGNMENT - 1);
+        let end = (offset + len).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let mut st = self.state.lock();
+        let (source, base) = if self.mappable {
+            self.submit_locked(&mut st);
+            (buf.buffer.clone(), start)
+        } else {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("mpsrt readback"),
+                size: end - start,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            st.batch.encoder(&self.device).copy_buffer_to_buffer(
+                &buf.buffer,
+                start,
+                &staging,
+                0,
+                end - start,
+            );
+            buf.last_use.store(st.batch.serial, Ordering::Release);
+            self.submit_locked(&mut st);
+            (staging, 0)
+        };
+        let slot: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+            Arc::default();
+        let s2 = slot.clone();
+        let range = base..base + (end - start);
+        source.map_async(wgpu::MapMode::Read, range.clone(), move |r| *s2.lock() = Some(r));
+        self.wait_locked(&mut st)?;
+        let mapped = slot.lock().take();
+        match mapped {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(Error::device("read", format!("mapping the buffer failed: {e}")))
+            }
+            None => return Err(Error::device("read", "the GPU never completed the readback")),
+        }
+        let out = {
+            let view = source
+                .get_mapped_range(range)
+                .map_err(|e| Error::device("read", format!("mapped range unavailable: {e}")))?;
+            let skip = (offset - start) as usize;
+            view[skip..skip + len as usize].to_vec()
+        };
+        source.unmap();
+        drop(st);
+        self.take_errors("read")?;
+        Ok(out)
+    }
+
+    /// Record a device-to-device copy; offsets and length must be multiples of 4.
+    pub fn copy(
+        &self,
+        src: &GpuBuffer,
+        src_offset: u64,
+        dst: &GpuBuffer,
+        dst_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        if !(src_offset | dst_offset | len).is_multiple_of(4) {
+            return Err(Error::invalid(
+                "copy",
+                format!(
+                    "offsets ({src_offset}, {dst_offset}) and length {len} must be multiples of 4"
+                ),
+            ));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        st.batch.encoder(&self.device).copy_buffer_to_buffer(
+            &src.buffer,
+            src_offset,
+            &dst.buffer,
+            dst_offset,
+            len,
+        );
+        let serial = st.batch.serial;
+        src.last_use.store(serial, Ordering::Release);
+        dst.last_use.store(serial, Ordering::Release);
+        st.batch.bytes += len;
+        Ok(())
+    }
+
+    /// Compile (or fetch from the cache) a WGSL kernel. Invalid WGSL is an error, not a panic.
+    pub fn pipeline(&self, kernel: Kernel<'_>) -> Result<Arc<Pipeline>> {
+        let key = crate::pipeline::cache_key(&kernel);
+        if let Some(p) = self.pipelines.lock().get(&key) {
+            return Ok(p.clone());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.entry),
+            source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.entry),
+            layout: None,
+            module: &module,
+            entry_point: Some(kernel.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let layout = pipeline.get_bind_group_layout(0);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::invalid(
+                "compile",
+                format!("kernel '{}' failed to compile: {e}", kernel.entry),
+            ));
+        }
+        let p = Arc::new(Pipeline { pipeline, layout, key });
+        self.pipelines.lock().insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Number of pipelines compiled so far.
+    pub fn pipeline_count(&self) -> usize {
+        self.pipelines.lock().len()
+    }
+
+    /// Record one dispatch. Storage buffers are bound at 0..n in order; if `meta` is non-empty it
+    /// is bound as a uniform at binding n.
+    pub fn dispatch(
+        &self,
+        op: &str,
+        pipeline: &Pipeline,
+        bindings: &[Binding<'_>],
+        meta: &[u8],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
+        let max_wg = self.props.max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&w| w > max_wg) {
+            return Err(Error::invalid(op, format!("dispatch of {workgroups:?} workgroups exceeds the adapter's limit of {max_wg} per dimension")));
+        }
+        if workgroups.contains(&0) {
+            return Ok(());
+        }
+        let max_bind = self.props.max_storage_buffer_binding_size;
+        for b in bindings {
+            if b.buffer.binding_size() > max_bind {
+                return Err(Error::oom(
+                    op,
+                    format!(
+                        "a tensor of {} exceeds the adapter's max_storage_buffer_binding_size of {} ({}); \
+                         split the work into smaller tensors",
+                        fmt_bytes(b.buffer.size),
+                        fmt_bytes(max_bind),
+                        self.props.display_name()
+                    ),
+                ));
+            }
+        }
+        let mut st = self.state.lock();
+        let serial = st.batch.serial;
+        let meta_slot = (!meta.is_empty()).then(|| st.batch.push_meta(&self.device, meta));
+        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer.buffer,
+                    offset: 0,
+                    size: NonZeroU64::new(b.buffer.binding_size()),
+                }),
+            })
+            .collect();
+        if let Some((arena, offset)) = meta_slot {
+            entries.push(wgpu::BindGroupEntry {
+                binding: bindings.len() as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &st.batch.arenas[arena].buffer,
+                    offset,
+                    size: NonZeroU64::new((meta.len() as u64).next_multiple_of(16)),
+                }),
+            });
+        }
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        drop(entries);
+        let mut bytes = 0;
+        for b in bindings {
+            b.buffer.last_use.store(serial, Ordering::Release);
+            bytes += b.buffer.size;
+        }
+        let pass = st.batch.pass(&self.device);
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        st.batch.ops += 1;
+        st.batch.bytes += bytes;
+        if st.batch.ops >= self.config.max_ops_per_batch
+            || st.batch.bytes >= self.config.max_bytes_per_batch
+        {
+            self.submit_locked(&mut st);
+        }
+        Ok(())
+    }
+
+    fn submit_locked(&self, st: &mut State) {
+        let batch = &mut st.batch;
+        batch.pass = None;
+        if batch.encoder.is_none() && batch.arenas.is_empty() {
+            return;
+        }
+        for a in &batch.arenas {
+            self.queue.write_buffer(&a.buffer, 0, &a.data);
+        }
+        let encoder = batch.encoder.take().unwrap_or_else(|| {
+            self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("mpsrt batch"),
+            })
+        });
+        let serial = batch.serial;
+        let index = self.queue.submit([encoder.finish()]);
+        batch.submitted.push_back((serial, index));
+        let done = self.completed.clone();
+        self.queue.on_submitted_work_done(move || {
+            done.fetch_max(serial, Ordering::AcqRel);
+        });
+        for a in batch.arenas.drain(..) {
+            batch.in_flight.push((serial, a.buffer));
+        }
+        batch.serial += 1;
+        batch.ops = 0;
+        batch.bytes = 0;
+        // Non-blocking: run callbacks of finished submissions so their buffers become reusable.
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.reap_locked(st);
+        // Backpressure: wait for the oldest batch when too many are in flight.
+        let limit = self.config.max_inflight_batches as usize;
+        if st.batch.submitted.len() > limit {
+            let oldest = st.batch.submitted.len() - limit;
+            if let Some((_, index)) = st.batch.submitted.get(oldest - 1).cloned() {
+                let _ = self
+                    .device
+                    .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
+                self.reap_locked(st);
+            }
+        }
+    }
+
+    fn reap_locked(&self, st: &mut State) {
+        let c = self.completed.load(Ordering::Acquire);
+        st.alloc.reap(c);
+        st.batch.reap(c);
+    }
+
+    fn wait_locked(&self, st: &mut State) -> Result<()> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| {
+            Error::device("synchronize", format!("waiting for the GPU failed: {e}"))
+        })?;
+        self.reap_locked(st);
+        Ok(())
+    }
+
+    /// Submit recorded work without waiting.
+    pub fn flush(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        self.submit_locked(&mut st);
+        drop(st);
+        self.take_errors("flush")
+    }
+
+    /// Submit recorded work and block until the GPU has finished all of it.
+    pub fn synchronize(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        self.submit_locked(&mut st);
+        self.wait_locked(&mut st)?;
+        drop(st);
+        self.take_errors("synchronize")
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.state.lock().alloc.stats()
+    }
+
+    /// Release every cached buffer back to the driver (live tensors are untouched).
+    pub fn empty_cache(&self) {
+        let mut st = self.state.lock();
+        self.reap_locked(&mut st);
+        st.alloc.empty_cache();
+    }
+
+    pub fn reset_peak_memory(&self) {
+        self.state.lock().alloc.reset_peak();
+    }
+}

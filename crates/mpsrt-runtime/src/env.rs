@@ -1,0 +1,75 @@
+//! Runtime knobs read from the environment once per device. Names follow the seed documents
+//! (`MPS_MAX_POOL_SIZE`, `MPS_MAX_BUFFER_AGE`) and mpsrt's own `MPSRT_*` variables.
+
+use mpsrt_core::{Error, Result};
+use std::time::Duration;
+
+/// Tunables for one GPU device.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Cached-but-unused bytes kept by the allocator (`MPS_MAX_POOL_SIZE`, default 1 GiB).
+    pub max_pool_size: u64,
+    /// Cached buffers unused for longer are released (`MPS_MAX_BUFFER_AGE` in ms, default 60000).
+    pub max_buffer_age: Duration,
+    /// Hard limit on bytes held by live tensors (`MPSRT_MEMORY_LIMIT`); `None` = derived from the device.
+    pub memory_limit: Option<u64>,
+    /// Dispatches recorded before a batch is submitted (`MPSRT_MAX_OPS_PER_BATCH`, default 64).
+    pub max_ops_per_batch: usize,
+    /// Bytes written by recorded work before a batch is submitted (`MPSRT_MAX_MB_PER_BATCH`, default 256).
+    pub max_bytes_per_batch: u64,
+    /// Submitted batches allowed to be unfinished before recording waits (`MPSRT_MAX_INFLIGHT_BATCHES`,
+    /// default 8): backpressure, so a fast host cannot queue unbounded work and memory.
+    pub max_inflight_batches: u64,
+    /// Map storage buffers directly on unified-memory adapters (`MPSRT_UNIFIED_FAST_PATH`, default on).
+    pub unified_fast_path: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            max_pool_size: 1 << 30,
+            max_buffer_age: Duration::from_millis(60_000),
+            memory_limit: None,
+            max_ops_per_batch: 64,
+            max_bytes_per_batch: 256 << 20,
+            max_inflight_batches: 8,
+            unified_fast_path: true,
+        }
+    }
+}
+
+fn var_u64(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse::<u64>().map(Some).map_err(|_| {
+            Error::invalid("env", format!("{name}={v:?} is not a non-negative integer"))
+        }),
+        _ => Ok(None),
+    }
+}
+
+impl RuntimeConfig {
+    /// Defaults overridden by the environment; a malformed value is an error naming the variable.
+    pub fn from_env() -> Result<Self> {
+        let mut c = RuntimeConfig::default();
+        if let Some(v) = var_u64("MPS_MAX_POOL_SIZE")? {
+            c.max_pool_size = v;
+        }
+        if let Some(v) = var_u64("MPS_MAX_BUFFER_AGE")? {
+            c.max_buffer_age = Duration::from_millis(v);
+        }
+        c.memory_limit = var_u64("MPSRT_MEMORY_LIMIT")?;
+        if let Some(v) = var_u64("MPSRT_MAX_OPS_PER_BATCH")? {
+            c.max_ops_per_batch = v.max(1) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_MAX_MB_PER_BATCH")? {
+            c.max_bytes_per_batch = v.max(1) << 20;
+        }
+        if let Some(v) = var_u64("MPSRT_MAX_INFLIGHT_BATCHES")? {
+            c.max_inflight_batches = v.max(1);
+        }
+        if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
+            c.unified_fast_path = v != 0;
+        }
+        Ok(c)
+    }
+}

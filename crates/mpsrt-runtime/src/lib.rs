@@ -1,0 +1,26 @@
+//! The device seam of mpsrt: the CPU reference device and GPU devices through wgpu.
+//!
+//! Everything that touches wgpu lives here (ARCHITECTURE.md, invariant 2). The API is small on
+//! purpose: allocate, copy in/out, compile a WGSL kernel, dispatch it with buffers and a metadata
+//! block, synchronize, and read memory statistics. Op semantics live in `mpsrt-tensor`.
+
+mod adapters;
+mod allocator;
+mod batch;
+mod cpu;
+mod device;
+mod env;
+mod pipeline;
+mod registry;
+mod storage;
+
+pub use adapters::{AdapterSummary, DeviceProperties};
+pub use allocator::MemoryStats;
+pub use cpu::CpuBuffer;
+pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline};
+pub use env::RuntimeConfig;
+pub use registry::{
+    available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,
+    set_current_device, set_default_place, validate_place,
+};
+pub use storage::Storage;

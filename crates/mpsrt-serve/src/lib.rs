@@ -1,0 +1,29 @@
+//! Triton-Inference-Server-compatible server: model repository, HTTP/gRPC front ends, batching, metrics.
+//!
+//! Model execution is behind [`Backend`]/[`ModelInstance`]; the server itself never runs a model.
+//! Start it with [`serve`] (until a shutdown signal) or [`start`] (returns a handle with the bound
+//! addresses, as tests and embedders need).
+
+pub mod backend;
+mod codec;
+pub mod config;
+mod grpc;
+mod http;
+mod http_infer;
+mod metrics;
+pub mod model;
+pub mod options;
+pub mod proto;
+pub mod repository;
+pub mod scheduler;
+pub mod server;
+pub mod stats;
+pub mod types;
+
+pub use backend::{
+    Backend, GpuMemoryFn, GpuMemoryInfo, InstanceDevice, ModelInstance, ModelIo, ServeBackends,
+    TensorIo,
+};
+pub use options::{ModelControlMode, ServerOptions};
+pub use server::{serve, start, RunningServer};
+pub use types::{ErrorKind, HostTensor, ServeError, TensorData, TritonDType};

@@ -1,0 +1,8 @@
+//! Integration tests of mpsrt-serve against the test double backend (loopback, ephemeral ports).
+
+mod common;
+mod grpc;
+mod http;
+mod load;
+mod repository;
+mod tritonclient;

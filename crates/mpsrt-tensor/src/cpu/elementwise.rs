@@ -1,0 +1,264 @@
+//! CPU reference for elementwise expressions: evaluates the tree node by node over whole
+//! columns (one tight loop per node), reading every input through its broadcast layout.
+//! Floats compute in f32 (f64 if any operand is f64), ints in i32 (i64 if any operand is i64);
+//! narrow stores wrap like the GPU's packed stores.
+
+use super::math;
+use crate::{Scalar, Tensor};
+use half::f16;
+use mpsrt_core::{numel, DType, Layout, Result};
+use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
+use mpsrt_runtime::{CpuBuffer, Storage};
+use std::sync::Arc;
+
+/// A column of computed values.
+enum Col {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    B(Vec<bool>),
+}
+
+struct Ctx<'a> {
+    inputs: &'a [&'a Tensor],
+    shape: &'a [usize],
+    scalars: &'a [Scalar],
+    wide_f: bool,
+    wide_i: bool,
+    n: usize,
+}
+
+pub(crate) fn eval(
+    inputs: &[&Tensor],
+    shape: &[usize],
+    out: DType,
+    expr: &Expr,
+    scalars: &[Scalar],
+) -> Result<Tensor> {
+    let any = |d: DType| inputs.iter().any(|t| t.dtype() == d) || out == d;
+    let ctx = Ctx {
+        inputs,
+        shape,
+        scalars,
+        wide_f: any(DType::F64),
+        wide_i: any(DType::I64),
+        n: numel(shape),
+    };
+    let col = ctx.eval(expr)?;
+    let buf = store(&col, out, ctx.n);
+    Ok(Tensor::from_parts(Storage::Cpu(Arc::new(buf)), Layout::contiguous(shape), out))
+}
+
+fn read_input<T: bytemuck::Pod>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
+    let Storage::Cpu(buf) = t.storage() else {
+        return Err(mpsrt_core::Error::device(
+            "cpu",
+            "internal: GPU tensor reached the CPU backend",
+        ));
+    };
+    let data: &[T] = buf.as_slice();
+    let layout = t.layout().broadcast_to("broadcast", shape)?;
+    Ok(layout.offsets().map(|o| data[o]).collect())
+}
+
+impl Ctx<'_> {
+    fn eval(&self, e: &Expr) -> Result<Col> {
+        Ok(match e {
+            Expr::Input(i) => self.load(self.inputs[*i])?,
+            Expr::Scalar(k, t) => {
+                let s = self.scalars.get(*k).copied().unwrap_or(Scalar::I(0));
+                match t {
+                    VType::Float if self.wide_f => Col::F64(vec![s.as_f64(); self.n]),
+                    VType::Float => Col::F32(vec![s.as_f64() as f32; self.n]),
+                    VType::Int if self.wide_i => Col::I64(vec![s.as_i64(); self.n]),
+                    VType::Int => Col::I32(vec![s.as_i64() as i32; self.n]),
+                    VType::Bool => Col::B(vec![s.as_bool(); self.n]),
+                }
+            }
+            Expr::Cast(t, inner) => self.cast(self.eval(inner)?, *t),
+            Expr::Unary(f, inner) => unary(*f, self.eval(inner)?),
+            Expr::Binary(f, a, b) => binary(*f, self.eval(a)?, self.eval(b)?),
+            Expr::Select(c, a, b) => {
+                let Col::B(c) = self.eval(c)? else { return Ok(Col::B(vec![])) };
+                macro_rules! sel {
+                    ($v:ident, $x:expr, $y:expr) => {
+                        Col::$v(
+                            c.iter()
+                                .zip($x)
+                                .zip($y)
+                                .map(|((&c, x), y)| if c { x } else { y })
+                                .collect(),
+                        )
+                    };
+                }
+                match (self.eval(a)?, self.eval(b)?) {
+                    (Col::F32(x), Col::F32(y)) => sel!(F32, x, y),
+                    (Col::F64(x), Col::F64(y)) => sel!(F64, x, y),
+                    (Col::I32(x), Col::I32(y)) => sel!(I32, x, y),
+                    (Col::I64(x), Col::I64(y)) => sel!(I64, x, y),
+                    (Col::B(x), Col::B(y)) => sel!(B, x, y),
+                    _ => Col::B(vec![]),
+                }
+            }
+        })
+    }
+
+    fn load(&self, t: &Tensor) -> Result<Col> {
+        let s = self.shape;
+        Ok(match t.dtype() {
+            DType::F32 if self.wide_f => {
+                Col::F64(read_input::<f32>(t, s)?.into_iter().map(f64::from).collect())
+            }
+            DType::F32 => Col::F32(read_input(t, s)?),
+            DType::F16 if self.wide_f => {
+                Col::F64(read_input::<f16>(t, s)?.into_iter().map(f64::from).collect())
+            }
+            DType::F16 => Col::F32(read_input::<f16>(t, s)?.into_iter().map(f32::from).collect()),
+            DType::F64 => Col::F64(read_input(t, s)?),
+            DType::I64 => Col::I64(read_input(t, s)?),
+            DType::Bool => Col::B(read_input::<u8>(t, s)?.into_iter().map(|b| b != 0).collect()),
+            d => {
+                let v: Vec<i64> = match d {
+                    DType::I32 => read_input::<i32>(t, s)?.into_iter().map(i64::from).collect(),
+                    DType::U8 => read_input::<u8>(t, s)?.into_iter().map(i64::from).collect(),
+                    _ => read_input::<i8>(t, s)?.into_iter().map(i64::from).collect(),
+                };
+                if self.wide_i {
+                    Col::I64(v)
+                } else {
+                    Col::I32(v.into_iter().map(|x| x as i32).collect())
+                }
+            }
+        })
+    }
+
+    fn cast(&self, c: Col, t: VType) -> Col {
+        let (wf, wi) = (self.wide_f, self.wide_i);
+        let fcol = |v: Vec<f64>| {
+            if wf {
+                Col::F64(v)
+            } else {
+                Col::F32(v.into_iter().map(|x| x as f32).collect())
+            }
+        };
+        let icol = |v: Vec<i64>| {
+            if wi {
+                Col::I64(v)
+            } else {
+                Col::I32(v.into_iter().map(|x| x as i32).collect())
+            }
+        };
+        match (c, t) {
+            (c @ (Col::F32(_) | Col::F64(_)), VType::Float) => c,
+            (c @ (Col::I32(_) | Col::I64(_)), VType::Int) => c,
+            (c @ Col::B(_), VType::Bool) => c,
+            (Col::F32(v), VType::Int) => icol(
+                v.into_iter()
+                    .map(|x| if wi { x as i64 } else { math::f_to_i32(x as f64) as i64 })
+                    .collect(),
+            ),
+            (Col::F64(v), VType::Int) => icol(
+                v.into_iter()
+                    .map(|x| if wi { x as i64 } else { math::f_to_i32(x) as i64 })
+                    .collect(),
+            ),
+            (Col::I32(v), VType::Float) => fcol(v.into_iter().map(f64::from).collect()),
+            (Col::I64(v), VType::Float) => fcol(v.into_iter().map(|x| x as f64).collect()),
+            (Col::B(v), VType::Float) => fcol(v.into_iter().map(|b| b as u8 as f64).collect()),
+            (Col::B(v), VType::Int) => icol(v.into_iter().map(|b| b as i64).collect()),
+            (Col::F32(v), VType::Bool) => Col::B(v.into_iter().map(|x| x != 0.0).collect()),
+            (Col::F64(v), VType::Bool) => Col::B(v.into_iter().map(|x| x != 0.0).collect()),
+            (Col::I32(v), VType::Bool) => Col::B(v.into_iter().map(|x| x != 0).collect()),
+            (Col::I64(v), VType::Bool) => Col::B(v.into_iter().map(|x| x != 0).collect()),
+        }
+    }
+}
+
+fn unary(f: UnaryFn, c: Col) -> Col {
+    match c {
+        Col::F32(v) if f == UnaryFn::IsNan => Col::B(v.into_iter().map(f32::is_nan).collect()),
+        Col::F64(v) if f == UnaryFn::IsNan => Col::B(v.into_iter().map(f64::is_nan).collect()),
+        Col::F32(v) => Col::F32(v.into_iter().map(|x| math::unary_f32(f, x)).collect()),
+        Col::F64(v) => Col::F64(v.into_iter().map(|x| math::unary_f64(f, x)).collect()),
+        Col::I32(v) => Col::I32(v.into_iter().map(|x| math::unary_i32(f, x)).collect()),
+        Col::I64(v) => Col::I64(v.into_iter().map(|x| math::unary_i64(f, x)).collect()),
+        Col::B(v) => Col::B(v.into_iter().map(|x| !x).collect()),
+    }
+}
+
+fn binary(f: BinaryFn, a: Col, b: Col) -> Col {
+    macro_rules! zip {
+        ($x:expr, $y:expr, $g:expr) => {
+            $x.into_iter().zip($y).map(|(p, q)| $g(p, q)).collect()
+        };
+    }
+    if math::is_comparison(f) {
+        return Col::B(match (a, b) {
+            (Col::F32(x), Col::F32(y)) => zip!(x, y, |p, q| math::compare(f, p, q)),
+            (Col::F64(x), Col::F64(y)) => zip!(x, y, |p, q| math::compare(f, p, q)),
+            (Col::I32(x), Col::I32(y)) => zip!(x, y, |p, q| math::compare(f, p, q)),
+            (Col::I64(x), Col::I64(y)) => zip!(x, y, |p, q| math::compare(f, p, q)),
+            (Col::B(x), Col::B(y)) => zip!(x, y, |p, q| math::compare(f, p, q)),
+            _ => vec![],
+        });
+    }
+    match (a, b) {
+        (Col::F32(x), Col::F32(y)) => Col::F32(zip!(x, y, |p, q| math::binary_f32(f, p, q))),
+        (Col::F64(x), Col::F64(y)) => Col::F64(zip!(x, y, |p, q| math::binary_f64(f, p, q))),
+        (Col::I32(x), Col::I32(y)) => Col::I32(zip!(x, y, |p, q| math::binary_i32(f, p, q))),
+        (Col::I64(x), Col::I64(y)) => Col::I64(zip!(x, y, |p, q| math::binary_i64(f, p, q))),
+        (Col::B(x), Col::B(y)) => {
+            Col::B(zip!(x, y, |p: bool, q: bool| if f == BinaryFn::And { p && q } else { p || q }))
+        }
+        _ => Col::B(vec![]),
+    }
+}
+
+/// Write a column as `out` dtype elements; integer stores wrap (two's complement), float stores round.
+fn store(c: &Col, out: DType, n: usize) -> CpuBuffer {
+    let mut buf = CpuBuffer::zeroed(n * out.size());
+    macro_rules! put {
+        ($t:ty, $conv:expr) => {{
+            let dst = buf.as_mut_slice::<$t>();
+            match c {
+                Col::F32(v) => {
+                    v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x as f64))
+                }
+                Col::F64(v) => v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x)),
+                Col::I32(v) => {
+                    v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x as f64))
+                }
+                Col::I64(v) => {
+                    v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x as f64))
+                }
+                Col::B(v) => {
+                    v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x as u8 as f64))
+                }
+            }
+        }};
+    }
+    match (out, c) {
+        // Integer stores from integer columns wrap exactly (no detour through f64).
+        (DType::I32, Col::I32(v)) => buf.as_mut_slice::<i32>().copy_from_slice(v),
+        (DType::I64, Col::I64(v)) => buf.as_mut_slice::<i64>().copy_from_slice(v),
+        (DType::U8 | DType::I8, Col::I32(v)) => {
+            buf.bytes_mut().iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
+        }
+        (DType::U8 | DType::I8, Col::I64(v)) => {
+            buf.bytes_mut().iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
+        }
+        (DType::F32, Col::F32(v)) => buf.as_mut_slice::<f32>().copy_from_slice(v),
+        (DType::F32, _) => put!(f32, |x: f64| x as f32),
+        (DType::F64, _) => put!(f64, |x: f64| x),
+        (DType::F16, Col::F32(v)) => {
+            buf.as_mut_slice::<f16>().iter_mut().zip(v).for_each(|(d, x)| *d = f16::from_f32(*x))
+        }
+        (DType::F16, _) => put!(f16, f16::from_f64),
+        (DType::I32, _) => put!(i32, |x: f64| x as i32),
+        (DType::I64, _) => put!(i64, |x: f64| x as i64),
+        (DType::U8 | DType::I8, _) => put!(u8, |x: f64| x as i64 as u8),
+        (DType::Bool, _) => put!(u8, |x: f64| (x != 0.0) as u8),
+    }
+    buf
+}

@@ -1,0 +1,107 @@
+//! GPU launch for elementwise expressions: coalesce dims, choose Linear/Vec4/Strided, fetch the
+//! cached pipeline for the spec, pack the metadata block and record one dispatch.
+
+use super::{alloc_out, grid};
+use crate::{Scalar, Tensor};
+use mpsrt_core::{numel, DType, Error, Layout, Result};
+use mpsrt_kernels::{coalesce, ElementwiseSpec, Expr, Mode, VType, ELEMENTWISE_WG};
+use mpsrt_runtime::{Binding, Kernel, Pipeline, Storage};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+type SpecCache = Mutex<HashMap<(usize, ElementwiseSpec), Arc<Pipeline>>>;
+
+/// Spec → pipeline, so the hot path skips rendering and hashing WGSL text.
+fn spec_cache() -> &'static SpecCache {
+    static CACHE: OnceLock<SpecCache> = OnceLock::new();
+    CACHE.get_or_init(Mutex::default)
+}
+
+fn scalar_types(e: &Expr, out: &mut Vec<(usize, VType)>) {
+    match e {
+        Expr::Scalar(k, t) => out.push((*k, *t)),
+        Expr::Input(_) => {}
+        Expr::Cast(_, a) | Expr::Unary(_, a) => scalar_types(a, out),
+        Expr::Binary(_, a, b) => {
+            scalar_types(a, out);
+            scalar_types(b, out);
+        }
+        Expr::Select(c, a, b) => {
+            scalar_types(c, out);
+            scalar_types(a, out);
+            scalar_types(b, out);
+        }
+    }
+}
+
+pub(crate) fn eval(
+    op: &str,
+    device: usize,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    out: DType,
+    expr: &Expr,
+    scalars: &[Scalar],
+) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let n = numel(shape);
+    let buf = alloc_out(&dev, op, n, out.size())?;
+    if n > 0 {
+        let mut bufs = Vec::with_capacity(inputs.len() + 1);
+        let mut strides = Vec::with_capacity(inputs.len());
+        let mut offsets = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            let Storage::Gpu(b) = t.storage() else {
+                return Err(Error::device(op, "internal: CPU tensor reached the GPU backend"));
+            };
+            bufs.push(b.clone());
+            strides.push(t.layout().broadcast_to(op, shape)?.strides);
+            offsets.push(t.layout().offset);
+        }
+        let (cshape, cstrides) = coalesce(shape, &strides);
+        let linear = cshape.len() <= 1 && cstrides.iter().all(|s| s.iter().all(|&x| x == 1));
+        let dtypes: Vec<DType> = inputs.iter().map(|t| t.dtype()).collect();
+        let mode = if linear && ElementwiseSpec::vec4_ok(&dtypes, out, n, &offsets) {
+            Mode::Vec4
+        } else if linear {
+            Mode::Linear
+        } else {
+            Mode::Strided { ndim: cshape.len() }
+        };
+        let mut stypes = Vec::new();
+        scalar_types(expr, &mut stypes);
+        let num_scalars = stypes.iter().map(|(k, _)| k + 1).max().unwrap_or(0);
+        let mut words = vec![0u32; num_scalars];
+        for (k, t) in stypes {
+            words[k] = scalars.get(k).copied().unwrap_or(Scalar::I(0)).gpu_word(t);
+        }
+        let spec =
+            ElementwiseSpec { inputs: dtypes, output: out, num_scalars, expr: expr.clone(), mode };
+        let key = (device, spec);
+        let cached = spec_cache().lock().get(&key).cloned();
+        let pipeline = match cached {
+            Some(p) => p,
+            None => {
+                let src = key
+                    .1
+                    .render()
+                    .map_err(|e| Error::dtype(op, format!("cannot generate kernel: {e}")))?;
+                let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+                spec_cache().lock().insert(key.clone(), p.clone());
+                p
+            }
+        };
+        let spec = &key.1;
+        let meta = spec.meta(n, &words, &cshape, &offsets, &cstrides);
+        let threads = (n as u64).div_ceil(spec.elements_per_thread() as u64);
+        let wg = grid(
+            threads.div_ceil(ELEMENTWISE_WG as u64),
+            dev.properties().max_compute_workgroups_per_dimension,
+        );
+        let mut bindings: Vec<Binding<'_>> = bufs.iter().map(|b| Binding::from(&**b)).collect();
+        bindings.push(Binding::from(&buf));
+        dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), wg)?;
+    }
+    Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), out))
+}

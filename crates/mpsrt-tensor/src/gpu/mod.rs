@@ -1,0 +1,24 @@
+//! GPU launches: each file mirrors its `cpu/` twin and turns an op into WGSL dispatches
+//! through `mpsrt-runtime`.
+
+pub(crate) mod elementwise;
+
+use mpsrt_core::Result;
+use mpsrt_runtime::{GpuBuffer, GpuDevice};
+
+/// Split a workgroup count over x and y so no dimension exceeds the adapter's limit;
+/// kernels rebuild the linear id as `gid.x + gid.y * num_workgroups.x * WG`.
+pub(crate) fn grid(workgroups: u64, max_per_dim: u32) -> [u32; 3] {
+    let max = max_per_dim.max(1) as u64;
+    if workgroups <= max {
+        return [workgroups as u32, 1, 1];
+    }
+    let y = workgroups.div_ceil(max);
+    let x = workgroups.div_ceil(y);
+    [x as u32, y as u32, 1]
+}
+
+/// A fresh output buffer for `numel` elements of `size` bytes.
+pub(crate) fn alloc_out(dev: &GpuDevice, op: &str, numel: usize, size: usize) -> Result<GpuBuffer> {
+    dev.alloc(op, (numel * size) as u64)
+}
