@@ -11,5 +11,9 @@ pub mod validate;
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, UnaryFn, VType};
 pub use layout::coalesce;
 
+/// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
+/// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.
+pub const STATIC_SOURCES: &[(&str, &str)] = &[];
+
 /// Threads per workgroup for the generated elementwise kernels.
 pub const ELEMENTWISE_WG: u32 = 256;

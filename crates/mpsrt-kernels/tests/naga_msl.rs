@@ -155,3 +155,10 @@ fn ill_typed_expressions_are_rejected() {
     };
     assert!(f64spec.render().unwrap_err().contains("float64"));
 }
+
+#[test]
+fn every_static_wgsl_file_translates_to_msl() {
+    for (name, src) in mpsrt_kernels::STATIC_SOURCES {
+        wgsl_to_msl(src).unwrap_or_else(|e| panic!("{name}.wgsl: {e}"));
+    }
+}

@@ -3,6 +3,16 @@
 //! Model execution is behind [`Backend`]/[`ModelInstance`]; the server itself never runs a model.
 //! Start it with [`serve`] (until a shutdown signal) or [`start`] (returns a handle with the bound
 //! addresses, as tests and embedders need).
+//!
+//! ```no_run
+//! # async fn run(engine: std::sync::Arc<dyn mpsrt_serve::Backend>) -> Result<(), mpsrt_serve::ServeError> {
+//! use mpsrt_serve::{ServeBackends, ServerOptions};
+//! let options = ServerOptions::new("examples/model_repository");
+//! let backends = ServeBackends::new().with_backend(engine).with_gpus(vec![0]);
+//! // The CLI passes a SIGINT/SIGTERM future; `serve` then drains in-flight requests and returns.
+//! mpsrt_serve::serve(options, backends, async { /* wait for a signal */ }).await
+//! # }
+//! ```
 
 pub mod backend;
 mod codec;

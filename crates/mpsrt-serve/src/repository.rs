@@ -184,7 +184,18 @@ impl ModelManager {
             }
             (None, None) => Ok(()),
         };
-        let old = self.models.write().insert(name.to_string(), entry);
+        let old = {
+            let mut models = self.models.write();
+            match models.get_mut(name) {
+                // A failed reload keeps the versions that are serving, as Triton does; the new
+                // fingerprint is kept so poll mode does not retry until the files change again.
+                Some(cur) if result.is_err() && !cur.ready.is_empty() => {
+                    cur.fingerprint = entry.fingerprint;
+                    None
+                }
+                _ => models.insert(name.to_string(), entry),
+            }
+        };
         if let Some(old) = old {
             retire(old).await;
         }

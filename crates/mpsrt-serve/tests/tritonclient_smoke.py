@@ -80,4 +80,8 @@ try:
     raise SystemExit("expected error")
 except InferenceServerException as e:
     print("grpc error ok:", e.status(), e.message())
+g.update_log_settings({"log_verbose_level": 1})
+assert g.get_log_settings(as_json=True)["settings"]["log_verbose_level"]["uint32_param"] == 1
+h.update_log_settings({"log_verbose_level": 0})
+assert h.get_log_settings()["log_verbose_level"] == 0
 print("ALL OK")

@@ -51,7 +51,8 @@ fn unary_edges_follow_numpy() {
 fn binary_edges_follow_numpy() {
     let nan = f64::NAN;
     type Bin = fn(&Tensor, &Tensor) -> mt::Result<Tensor>;
-    let rows: &[(&str, Bin, &[f32], &[f32], &[f64])] = &[
+    type Row<'a> = (&'a str, Bin, &'a [f32], &'a [f32], &'a [f64]);
+    let rows: &[Row] = &[
         (
             "pow",
             mt::pow,

@@ -88,6 +88,27 @@ async fn explicit_mode_load_unload_override_and_failure() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    let mut unknown_platform = cfg.clone();
+    unknown_platform["platform"] = json!("no_such_platform");
+    let r = c
+        .post(format!("{base}/v2/repository/models/simple/load"))
+        .json(&json!({"parameters": {"config": unknown_platform.to_string()}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("no_such_platform"));
+    // The failed reload left the serving version in place.
+    let v: Value = c
+        .get(format!("{base}/v2/models/simple/config"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["max_batch_size"], 2);
+    assert_eq!(c.get(format!("{base}/v2/models/simple/ready")).send().await.unwrap().status(), 200);
     s.shutdown().await.unwrap();
 }
 
