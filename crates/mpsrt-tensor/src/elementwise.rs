@@ -66,3 +66,16 @@ pub(crate) fn same_place(op: &str, inputs: &[&Tensor]) -> Result<Place> {
     }
     Ok(p)
 }
+
+/// Run an arbitrary elementwise expression (a fused chain from the graph compiler, or a custom
+/// op) over broadcast `inputs`: one generated kernel on the GPU, the reference evaluator on the
+/// CPU. `scalars[k]` fills `Expr::Scalar(k, _)`.
+pub fn fused_elementwise(
+    op: &str,
+    inputs: &[&Tensor],
+    out_dtype: DType,
+    expr: Expr,
+    scalars: &[Scalar],
+) -> Result<Tensor> {
+    map(op, inputs, out_dtype, expr, scalars)
+}

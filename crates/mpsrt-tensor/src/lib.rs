@@ -15,6 +15,8 @@ mod unary;
 
 pub use binary::*;
 pub use create::{arange, full, manual_seed, ones, rand, randn, zeros};
+pub use elementwise::fused_elementwise;
+pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use scalar::Scalar;
 pub use tensor::Tensor;
 pub use unary::*;
