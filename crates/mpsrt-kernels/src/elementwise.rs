@@ -12,6 +12,10 @@
 use mpsrt_core::DType;
 use std::fmt::Write;
 
+/// `vec4`s each thread of a `Vec4` kernel handles, spaced one launch-width apart so every
+/// load stays coalesced while each thread keeps several 128-bit loads in flight.
+pub const VEC4_UNROLL: u32 = 4;
+
 /// The GPU value type an expression node computes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum VType {
@@ -201,7 +205,7 @@ impl ElementwiseSpec {
     /// Output elements each thread produces.
     pub fn elements_per_thread(&self) -> u32 {
         match (self.mode, self.output) {
-            (Mode::Vec4, _) => 4,
+            (Mode::Vec4, _) => 4 * VEC4_UNROLL,
             (_, DType::F16) => 2,
             (_, DType::U8 | DType::I8 | DType::Bool) => 4,
             _ => 1,
@@ -365,11 +369,15 @@ impl ElementwiseSpec {
         let _ = writeln!(s, "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{");
         let _ = writeln!(s, "  let t = gid.x + gid.y * nwg.x * {}u;", crate::ELEMENTWISE_WG);
         s.push_str("  let numel = mw(0u);\n");
-        let _ = writeln!(s, "  if (t * {ept}u >= numel) {{ return; }}");
         if self.mode == Mode::Vec4 {
+            // Thread t handles vec4 indices t, t + T, t + 2T, ... (T = threads launched).
             let ob = self.operand_base();
+            let _ = writeln!(s, "  let total = nwg.x * nwg.y * {}u;", crate::ELEMENTWISE_WG);
+            s.push_str("  let n4 = numel >> 2u;\n");
+            let _ = writeln!(s, "  for (var k = 0u; k < {VEC4_UNROLL}u; k = k + 1u) {{");
+            s.push_str("    let i = t + k * total;\n    if (i >= n4) { return; }\n");
             for i in 0..self.inputs.len() {
-                let _ = writeln!(s, "  let v{i} = in{i}[(mw({}u) >> 2u) + t];", ob + i);
+                let _ = writeln!(s, "    let v{i} = in{i}[(mw({}u) >> 2u) + i];", ob + i);
             }
             let lane = |c: &str| {
                 let args: Vec<String> =
@@ -378,16 +386,17 @@ impl ElementwiseSpec {
             };
             let _ = writeln!(
                 s,
-                "  out[t] = vec4<{}>({}, {}, {}, {});",
+                "    out[i] = vec4<{}>({}, {}, {}, {});",
                 storage_ty(self.output),
                 lane("x"),
                 lane("y"),
                 lane("z"),
                 lane("w")
             );
-            s.push_str("}\n");
+            s.push_str("  }\n}\n");
             return s;
         }
+        let _ = writeln!(s, "  if (t * {ept}u >= numel) {{ return; }}");
         if ept == 1 {
             s.push_str("  out[t] = val(t);\n}\n");
             return s;

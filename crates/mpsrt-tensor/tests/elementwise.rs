@@ -36,6 +36,8 @@ const SHAPES: &[(&[usize], &[usize])] = &[
     (&[4, 1, 3], &[2, 1]),
     (&[1], &[1]),
     (&[1024], &[1024]),
+    // Vec4 mode with every unrolled step in use (n/4 > threads launched).
+    (&[40_000], &[40_000]),
 ];
 
 fn check_on_gpus(what: &str, cpu: &Tensor, gpu_result: impl Fn(Place) -> Result<Tensor>) {
