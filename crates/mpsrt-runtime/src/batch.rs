@@ -25,8 +25,8 @@ pub(crate) struct Batch {
     /// Arenas of submitted batches, reusable once their serial has completed.
     pub in_flight: Vec<(u64, wgpu::Buffer)>,
     pub spare: Vec<wgpu::Buffer>,
-    /// Submission index of each batch still possibly running, oldest first.
-    pub submitted: std::collections::VecDeque<(u64, wgpu::SubmissionIndex)>,
+    /// Serial, submission index and bytes of each batch still possibly running, oldest first.
+    pub submitted: std::collections::VecDeque<(u64, wgpu::SubmissionIndex, u64)>,
 }
 
 impl Batch {
@@ -89,9 +89,14 @@ impl Batch {
         (idx, off)
     }
 
+    /// Bytes touched by batches that may still be running.
+    pub(crate) fn inflight_bytes(&self) -> u64 {
+        self.submitted.iter().map(|(_, _, b)| b).sum()
+    }
+
     /// Recycle arenas of completed batches.
     pub(crate) fn reap(&mut self, completed: u64) {
-        while self.submitted.front().is_some_and(|(s, _)| *s <= completed) {
+        while self.submitted.front().is_some_and(|(s, _, _)| *s <= completed) {
             self.submitted.pop_front();
         }
         let mut i = 0;

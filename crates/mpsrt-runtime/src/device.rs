@@ -516,7 +516,7 @@ impl GpuDevice {
         });
         let serial = batch.serial;
         let index = self.queue.submit([encoder.finish()]);
-        batch.submitted.push_back((serial, index));
+        batch.submitted.push_back((serial, index, batch.bytes.max(1)));
         let done = self.completed.clone();
         self.queue.on_submitted_work_done(move || {
             done.fetch_max(serial, Ordering::AcqRel);
@@ -530,16 +530,19 @@ impl GpuDevice {
         // Non-blocking: run callbacks of finished submissions so their buffers become reusable.
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.reap_locked(st);
-        // Backpressure: wait for the oldest batch when too many are in flight.
-        let limit = self.config.max_inflight_batches as usize;
-        if st.batch.submitted.len() > limit {
-            let oldest = st.batch.submitted.len() - limit;
-            if let Some((_, index)) = st.batch.submitted.get(oldest - 1).cloned() {
-                let _ = self
-                    .device
-                    .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None });
-                self.reap_locked(st);
+        // Backpressure: while too many batches or bytes are in flight, wait for the oldest one,
+        // but never for the batch just submitted (the GPU always has the next batch queued).
+        let max_batches = self.config.max_inflight_batches as usize;
+        while st.batch.submitted.len() > 1
+            && (st.batch.submitted.len() > max_batches || st.batch.inflight_bytes() > self.config.max_inflight_bytes)
+        {
+            let Some((_, index, _)) = st.batch.submitted.front().cloned() else { break };
+            if self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).is_err() {
+                break;
             }
+            self.reap_locked(st);
+            // The completion callback has run by now; drop the entry even if it raced.
+            st.batch.submitted.pop_front();
         }
     }
 

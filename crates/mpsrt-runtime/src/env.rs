@@ -20,6 +20,10 @@ pub struct RuntimeConfig {
     /// Submitted batches allowed to be unfinished before recording waits (`MPSRT_MAX_INFLIGHT_BATCHES`,
     /// default 8): backpressure, so a fast host cannot queue unbounded work and memory.
     pub max_inflight_batches: u64,
+    /// Bytes touched by submitted, unfinished batches before recording waits
+    /// (`MPSRT_MAX_INFLIGHT_MB`, default 1024). Large ops then run double-buffered, so their freed
+    /// outputs come back to the cache instead of piling up pending (and overflowing the pool).
+    pub max_inflight_bytes: u64,
     /// Map storage buffers directly on unified-memory adapters (`MPSRT_UNIFIED_FAST_PATH`, default on).
     pub unified_fast_path: bool,
 }
@@ -33,6 +37,7 @@ impl Default for RuntimeConfig {
             max_ops_per_batch: 64,
             max_bytes_per_batch: 256 << 20,
             max_inflight_batches: 8,
+            max_inflight_bytes: 1 << 30,
             unified_fast_path: true,
         }
     }
@@ -66,6 +71,9 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_MAX_INFLIGHT_BATCHES")? {
             c.max_inflight_batches = v.max(1);
+        }
+        if let Some(v) = var_u64("MPSRT_MAX_INFLIGHT_MB")? {
+            c.max_inflight_bytes = v.max(1) << 20;
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;
