@@ -4,6 +4,7 @@ Run on the GPU machine beside `mpsrt bench ...`; prints one JSON object per line
 (the issues compare against full-precision f32). Usage:
     python3 bench/torch_reference.py elementwise [--size N] [--iters N] [--tiny-ops N]
     python3 bench/torch_reference.py ops          # matmul / softmax / reductions / conv2d shapes
+    python3 bench/torch_reference.py models       # torchvision eager CUDA + onnxruntime CPU latency
 """
 import argparse
 import json
@@ -84,11 +85,54 @@ def ops(_args):
                               "ms": s * 1e3, "tflops": flops / s / 1e12}))
 
 
+def models(_args):
+    """Latency of the ONNX light models' architectures: torch eager CUDA (torchvision, random
+    weights: latency does not depend on them) and onnxruntime CPU on the light .onnx files."""
+    import os
+
+    import numpy as np
+    import onnx
+    import torchvision
+
+    light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    for name, ctor in [("resnet50", torchvision.models.resnet50), ("densenet121", torchvision.models.densenet121)]:
+        net = ctor().eval().to(dev)
+        for batch in [1, 32]:
+            x = torch.randn(batch, 3, 224, 224, device=dev)
+            with torch.no_grad():
+                lat = [timed(lambda: net(x), 1, warmup=0) for _ in range(30)]
+            print(json.dumps({"bench": "model", "model": name, "runtime": "torch-eager-cuda", "batch": batch,
+                              "p50_ms": statistics.median(lat) * 1e3}))
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            continue
+        path = os.path.join(light, f"light_{name}.onnx")
+        if not os.path.exists(path):
+            continue
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        inp = sess.get_inputs()[0]
+        for batch in [1, 8]:
+            x = np.random.rand(batch, *[d if isinstance(d, int) else 1 for d in inp.shape[1:]]).astype(np.float32)
+            try:
+                sess.run(None, {inp.name: x})
+            except Exception as e:  # light models may have a fixed batch of 1
+                print(json.dumps({"bench": "model", "model": name, "runtime": "onnxruntime-cpu", "batch": batch, "error": str(e)[:200]}))
+                continue
+            lat = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                sess.run(None, {inp.name: x})
+                lat.append(time.perf_counter() - t0)
+            print(json.dumps({"bench": "model", "model": name, "runtime": "onnxruntime-cpu", "batch": batch,
+                              "p50_ms": statistics.median(lat) * 1e3}))
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["elementwise", "ops"])
+    p.add_argument("what", choices=["elementwise", "ops", "models"])
     p.add_argument("--size", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--tiny-ops", type=int, default=1000)
     a = p.parse_args()
-    {"elementwise": elementwise, "ops": ops}[a.what](a)
+    {"elementwise": elementwise, "ops": ops, "models": models}[a.what](a)

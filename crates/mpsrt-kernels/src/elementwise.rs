@@ -370,30 +370,35 @@ impl ElementwiseSpec {
         let _ = writeln!(s, "  let t = gid.x + gid.y * nwg.x * {}u;", crate::ELEMENTWISE_WG);
         s.push_str("  let numel = mw(0u);\n");
         if self.mode == Mode::Vec4 {
-            // Thread t handles vec4 indices t, t + T, t + 2T, ... (T = threads launched).
+            // Thread t handles vec4 indices t, t + T, t + 2T, ... (T = threads launched). All
+            // loads are issued first from clamped (always valid) indices, so each thread keeps
+            // every 128-bit load in flight at once; only the stores are guarded.
             let ob = self.operand_base();
             let _ = writeln!(s, "  let total = nwg.x * nwg.y * {}u;", crate::ELEMENTWISE_WG);
-            s.push_str("  let n4 = numel >> 2u;\n");
-            let _ = writeln!(s, "  for (var k = 0u; k < {VEC4_UNROLL}u; k = k + 1u) {{");
-            s.push_str("    let i = t + k * total;\n    if (i >= n4) { return; }\n");
-            for i in 0..self.inputs.len() {
-                let _ = writeln!(s, "    let v{i} = in{i}[(mw({}u) >> 2u) + i];", ob + i);
+            s.push_str("  let n4 = numel >> 2u;\n  if (t >= n4) { return; }\n");
+            for k in 0..VEC4_UNROLL {
+                let _ = writeln!(s, "  let j{k} = min(t + {k}u * total, n4 - 1u);");
+                for i in 0..self.inputs.len() {
+                    let _ = writeln!(s, "  let v{i}_{k} = in{i}[(mw({}u) >> 2u) + j{k}];", ob + i);
+                }
             }
-            let lane = |c: &str| {
-                let args: Vec<String> =
-                    (0..self.inputs.len()).map(|i| format!("v{i}.{c}")).collect();
-                format!("f({})", args.join(", "))
-            };
-            let _ = writeln!(
-                s,
-                "    out[i] = vec4<{}>({}, {}, {}, {});",
-                storage_ty(self.output),
-                lane("x"),
-                lane("y"),
-                lane("z"),
-                lane("w")
-            );
-            s.push_str("  }\n}\n");
+            for k in 0..VEC4_UNROLL {
+                let lane = |c: &str| {
+                    let args: Vec<String> =
+                        (0..self.inputs.len()).map(|i| format!("v{i}_{k}.{c}")).collect();
+                    format!("f({})", args.join(", "))
+                };
+                let _ = writeln!(
+                    s,
+                    "  if (t + {k}u * total < n4) {{ out[t + {k}u * total] = vec4<{}>({}, {}, {}, {}); }}",
+                    storage_ty(self.output),
+                    lane("x"),
+                    lane("y"),
+                    lane("z"),
+                    lane("w")
+                );
+            }
+            s.push_str("}\n");
             return s;
         }
         let _ = writeln!(s, "  if (t * {ept}u >= numel) {{ return; }}");

@@ -17,6 +17,25 @@ use std::sync::{Arc, Weak};
 struct State {
     alloc: Allocator,
     batch: Batch,
+    timing: SubmitTiming,
+}
+
+/// Where host time goes at submission points (for `mpsrt bench` and tuning): totals since the
+/// device was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubmitTiming {
+    /// Batches submitted.
+    pub submits: u64,
+    /// Dispatches recorded.
+    pub dispatches: u64,
+    /// Nanoseconds in `queue.submit` (including the metadata upload).
+    pub submit_ns: u64,
+    /// Nanoseconds in the non-blocking poll that runs completion callbacks.
+    pub poll_ns: u64,
+    /// Nanoseconds blocked by backpressure (waiting for in-flight batches).
+    pub backpressure_ns: u64,
+    /// Nanoseconds blocked in `synchronize()` and reads.
+    pub sync_ns: u64,
 }
 
 /// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
@@ -151,7 +170,11 @@ impl GpuDevice {
             config,
             usage,
             mappable,
-            state: Mutex::new(State { alloc, batch: Batch::new() }),
+            state: Mutex::new(State {
+                alloc,
+                batch: Batch::new(),
+                timing: SubmitTiming::default(),
+            }),
             pipelines: Mutex::default(),
             completed: Arc::default(),
             errors,
@@ -383,16 +406,40 @@ impl GpuDevice {
     }
 
     /// Compile (or fetch from the cache) a WGSL kernel. Invalid WGSL is an error, not a panic.
+    /// wgpu's runtime bounds checks stay on, so any kernel (user WGSL, JIT output) is memory-safe.
     pub fn pipeline(&self, kernel: Kernel<'_>) -> Result<Arc<Pipeline>> {
-        let key = crate::pipeline::cache_key(&kernel);
+        self.pipeline_impl(kernel, true)
+    }
+
+    /// Like [`pipeline`](Self::pipeline) but without wgpu's per-access bounds checks, for
+    /// generated kernels that are in bounds by construction (a measurable win on streaming
+    /// kernels).
+    ///
+    /// # Safety
+    /// Every storage access of the kernel must be in bounds for every dispatch it is used in.
+    pub unsafe fn pipeline_unchecked(&self, kernel: Kernel<'_>) -> Result<Arc<Pipeline>> {
+        self.pipeline_impl(kernel, false)
+    }
+
+    fn pipeline_impl(&self, kernel: Kernel<'_>, checked: bool) -> Result<Arc<Pipeline>> {
+        let key = crate::pipeline::cache_key(&kernel) ^ (!checked as u64);
         if let Some(p) = self.pipelines.lock().get(&key) {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.entry),
             source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
-        });
+        };
+        let module = if checked {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: the caller of `pipeline_unchecked` guarantees in-bounds accesses.
+            unsafe {
+                self.device
+                    .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+            }
+        };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.entry),
             layout: None,
@@ -492,6 +539,7 @@ impl GpuDevice {
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         st.batch.ops += 1;
         st.batch.bytes += bytes;
+        st.timing.dispatches += 1;
         if st.batch.ops >= self.config.max_ops_per_batch
             || st.batch.bytes >= self.config.max_bytes_per_batch
         {
@@ -506,6 +554,7 @@ impl GpuDevice {
         if batch.encoder.is_none() && batch.arenas.is_empty() {
             return;
         }
+        let t0 = std::time::Instant::now();
         for a in &batch.arenas {
             self.queue.write_buffer(&a.buffer, 0, &a.data);
         }
@@ -527,23 +576,34 @@ impl GpuDevice {
         batch.serial += 1;
         batch.ops = 0;
         batch.bytes = 0;
+        let t1 = std::time::Instant::now();
         // Non-blocking: run callbacks of finished submissions so their buffers become reusable.
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.reap_locked(st);
+        let t2 = std::time::Instant::now();
+        st.timing.submits += 1;
+        st.timing.submit_ns += (t1 - t0).as_nanos() as u64;
+        st.timing.poll_ns += (t2 - t1).as_nanos() as u64;
         // Backpressure: while too many batches or bytes are in flight, wait for the oldest one,
         // but never for the batch just submitted (the GPU always has the next batch queued).
         let max_batches = self.config.max_inflight_batches as usize;
         while st.batch.submitted.len() > 1
-            && (st.batch.submitted.len() > max_batches || st.batch.inflight_bytes() > self.config.max_inflight_bytes)
+            && (st.batch.submitted.len() > max_batches
+                || st.batch.inflight_bytes() > self.config.max_inflight_bytes)
         {
             let Some((_, index, _)) = st.batch.submitted.front().cloned() else { break };
-            if self.device.poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None }).is_err() {
+            if self
+                .device
+                .poll(wgpu::PollType::Wait { submission_index: Some(index), timeout: None })
+                .is_err()
+            {
                 break;
             }
             self.reap_locked(st);
             // The completion callback has run by now; drop the entry even if it raced.
             st.batch.submitted.pop_front();
         }
+        st.timing.backpressure_ns += t2.elapsed().as_nanos() as u64;
     }
 
     fn reap_locked(&self, st: &mut State) {
@@ -553,6 +613,7 @@ impl GpuDevice {
     }
 
     fn wait_locked(&self, st: &mut State) -> Result<()> {
+        let t0 = std::time::Instant::now();
         self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| {
             Error::device("synchronize", format!("waiting for the GPU failed: {e}"))
         })?;
@@ -575,6 +636,11 @@ impl GpuDevice {
         self.wait_locked(&mut st)?;
         drop(st);
         self.take_errors("synchronize")
+    }
+
+    /// Host-side timing of submissions since the device was opened.
+    pub fn submit_timing(&self) -> SubmitTiming {
+        self.state.lock().timing
     }
 
     pub fn memory_stats(&self) -> MemoryStats {

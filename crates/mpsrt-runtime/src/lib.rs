@@ -17,7 +17,7 @@ mod storage;
 pub use adapters::{AdapterSummary, DeviceProperties};
 pub use allocator::MemoryStats;
 pub use cpu::CpuBuffer;
-pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline};
+pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
 pub use env::RuntimeConfig;
 pub use registry::{
     available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,
