@@ -14,7 +14,21 @@ use std::fmt::Write;
 
 /// `vec4`s each thread of a `Vec4` kernel handles, spaced one launch-width apart so every
 /// load stays coalesced while each thread keeps several 128-bit loads in flight.
-pub const VEC4_UNROLL: u32 = 4;
+pub const VEC4_UNROLL: u32 = 2;
+
+/// Launch shape of generated elementwise kernels: threads per workgroup and `vec4`s per thread in
+/// `Vec4` mode. Part of the rendered source; the host must dispatch with the same values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tuning {
+    pub workgroup: u32,
+    pub unroll: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { workgroup: crate::ELEMENTWISE_WG, unroll: VEC4_UNROLL }
+    }
+}
 
 /// The GPU value type an expression node computes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -202,10 +216,15 @@ fn storage_ty(d: DType) -> &'static str {
 }
 
 impl ElementwiseSpec {
-    /// Output elements each thread produces.
+    /// Output elements each thread produces (default tuning).
     pub fn elements_per_thread(&self) -> u32 {
+        self.elements_per_thread_with(Tuning::default())
+    }
+
+    /// Output elements each thread produces under `tuning`.
+    pub fn elements_per_thread_with(&self, tuning: Tuning) -> u32 {
         match (self.mode, self.output) {
-            (Mode::Vec4, _) => 4 * VEC4_UNROLL,
+            (Mode::Vec4, _) => 4 * tuning.unroll,
             (_, DType::F16) => 2,
             (_, DType::U8 | DType::I8 | DType::Bool) => 4,
             _ => 1,
@@ -261,8 +280,13 @@ impl ElementwiseSpec {
             }
     }
 
-    /// Render the WGSL source; fails (with a reason) if the expression does not type-check.
+    /// Render the WGSL source with the default tuning.
     pub fn render(&self) -> Result<String, String> {
+        self.render_with(Tuning::default())
+    }
+
+    /// Render the WGSL source; fails (with a reason) if the expression does not type-check.
+    pub fn render_with(&self, tuning: Tuning) -> Result<String, String> {
         let in_types: Vec<VType> = self.inputs.iter().map(|&d| VType::of(d)).collect();
         let out_t = self.expr.ty(&in_types)?;
         if out_t != VType::of(self.output) {
@@ -317,7 +341,7 @@ impl ElementwiseSpec {
             in_types.iter().enumerate().map(|(i, t)| format!("x{i}: {}", t.wgsl())).collect();
         let _ = writeln!(s, "fn f({}) -> {} {{ return {body}; }}", params.join(", "), out_t.wgsl());
         s.push_str(&self.index_fn());
-        s.push_str(&self.main_fn(out_t));
+        s.push_str(&self.main_fn(out_t, tuning));
         Ok(s)
     }
 
@@ -362,27 +386,28 @@ impl ElementwiseSpec {
         s
     }
 
-    fn main_fn(&self, out_t: VType) -> String {
-        let ept = self.elements_per_thread();
+    fn main_fn(&self, out_t: VType, tuning: Tuning) -> String {
+        let ept = self.elements_per_thread_with(tuning);
+        let wg = tuning.workgroup;
         let mut s = String::new();
-        let _ = writeln!(s, "@compute @workgroup_size({})", crate::ELEMENTWISE_WG);
+        let _ = writeln!(s, "@compute @workgroup_size({wg})");
         let _ = writeln!(s, "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{");
-        let _ = writeln!(s, "  let t = gid.x + gid.y * nwg.x * {}u;", crate::ELEMENTWISE_WG);
+        let _ = writeln!(s, "  let t = gid.x + gid.y * nwg.x * {wg}u;");
         s.push_str("  let numel = mw(0u);\n");
         if self.mode == Mode::Vec4 {
             // Thread t handles vec4 indices t, t + T, t + 2T, ... (T = threads launched). All
             // loads are issued first from clamped (always valid) indices, so each thread keeps
             // every 128-bit load in flight at once; only the stores are guarded.
             let ob = self.operand_base();
-            let _ = writeln!(s, "  let total = nwg.x * nwg.y * {}u;", crate::ELEMENTWISE_WG);
+            let _ = writeln!(s, "  let total = nwg.x * nwg.y * {wg}u;");
             s.push_str("  let n4 = numel >> 2u;\n  if (t >= n4) { return; }\n");
-            for k in 0..VEC4_UNROLL {
+            for k in 0..tuning.unroll {
                 let _ = writeln!(s, "  let j{k} = min(t + {k}u * total, n4 - 1u);");
                 for i in 0..self.inputs.len() {
                     let _ = writeln!(s, "  let v{i}_{k} = in{i}[(mw({}u) >> 2u) + j{k}];", ob + i);
                 }
             }
-            for k in 0..VEC4_UNROLL {
+            for k in 0..tuning.unroll {
                 let lane = |c: &str| {
                     let args: Vec<String> =
                         (0..self.inputs.len()).map(|i| format!("v{i}_{k}.{c}")).collect();

@@ -4,7 +4,7 @@
 use super::{alloc_out, grid};
 use crate::{Scalar, Tensor};
 use mpsrt_core::{numel, DType, Error, Layout, Result};
-use mpsrt_kernels::{coalesce, ElementwiseSpec, Expr, Mode, VType, ELEMENTWISE_WG};
+use mpsrt_kernels::{coalesce, ElementwiseSpec, Expr, Mode, Tuning, VType};
 use mpsrt_runtime::{Binding, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -16,6 +16,30 @@ type SpecCache = Mutex<HashMap<(usize, ElementwiseSpec), Arc<Pipeline>>>;
 fn spec_cache() -> &'static SpecCache {
     static CACHE: OnceLock<SpecCache> = OnceLock::new();
     CACHE.get_or_init(Mutex::default)
+}
+
+/// Launch tuning for generated elementwise kernels, read once: `MPSRT_EW_WORKGROUP` (power of two,
+/// 32..=1024, default 256) and `MPSRT_EW_UNROLL` (vec4s per thread in Vec4 mode, 1..=8, default 2).
+/// Invalid values fall back to the defaults with a warning.
+fn tuning() -> Tuning {
+    static T: OnceLock<Tuning> = OnceLock::new();
+    *T.get_or_init(|| {
+        let mut t = Tuning::default();
+        let read = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+        match read("MPSRT_EW_WORKGROUP") {
+            Some(w) if w.is_power_of_two() && (32..=1024).contains(&w) => t.workgroup = w,
+            Some(w) => tracing::warn!(
+                "MPSRT_EW_WORKGROUP={w} ignored: expected a power of two in 32..=1024"
+            ),
+            None => {}
+        }
+        match read("MPSRT_EW_UNROLL") {
+            Some(u) if (1..=8).contains(&u) => t.unroll = u,
+            Some(u) => tracing::warn!("MPSRT_EW_UNROLL={u} ignored: expected 1..=8"),
+            None => {}
+        }
+        t
+    })
 }
 
 fn scalar_types(e: &Expr, out: &mut Vec<(usize, VType)>) {
@@ -85,7 +109,7 @@ pub(crate) fn eval(
             None => {
                 let src = key
                     .1
-                    .render()
+                    .render_with(tuning())
                     .map_err(|e| Error::dtype(op, format!("cannot generate kernel: {e}")))?;
                 // SAFETY: generated elementwise kernels only touch elements inside the operands'
                 // views (layouts derived from valid tensors; Vec4 loads use clamped indices and
@@ -97,9 +121,10 @@ pub(crate) fn eval(
         };
         let spec = &key.1;
         let meta = spec.meta(n, &words, &cshape, &offsets, &cstrides);
-        let threads = (n as u64).div_ceil(spec.elements_per_thread() as u64);
+        let tune = tuning();
+        let threads = (n as u64).div_ceil(spec.elements_per_thread_with(tune) as u64);
         let wg = grid(
-            threads.div_ceil(ELEMENTWISE_WG as u64),
+            threads.div_ceil(tune.workgroup as u64),
             dev.properties().max_compute_workgroups_per_dimension,
         );
         let mut bindings: Vec<Binding<'_>> = bufs.iter().map(|b| Binding::from(&**b)).collect();
