@@ -8,7 +8,7 @@ pub mod layout;
 #[cfg(feature = "validate")]
 pub mod validate;
 
-pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, UnaryFn, VType};
+pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
