@@ -618,6 +618,7 @@ impl GpuDevice {
             Error::device("synchronize", format!("waiting for the GPU failed: {e}"))
         })?;
         self.reap_locked(st);
+        st.timing.sync_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
 
