@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Every GPU test must really run on a GPU (lavapipe in CI): never skip silently.
 export MPSRT_REQUIRE_GPU ?= 1
 
-.PHONY: run test deps build fmt-check clippy rust-test info bench
+.PHONY: run test deps build fmt-check clippy rust-test info bench python-build python-test
 
 deps:
 	./scripts/install-deps.sh
@@ -30,8 +30,23 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-rust-test:
+# The ONNX light models ship inside the `onnx` wheel; tritonclient drives the server tests.
+rust-test: deps
+	MPSRT_ONNX_DATA=$$($(CURDIR)/.venv/bin/python -c 'import onnx, os; print(os.path.dirname(onnx.__file__))') \
+	MPSRT_TRITONCLIENT_PYTHON=$(CURDIR)/.venv/bin/python \
 	$(CARGO) test --workspace
 
-## Every test: formatting, lints, Rust unit/integration tests (GPU kernels on lavapipe).
-test: deps fmt-check clippy rust-test
+## Every test: formatting, lints, Rust tests (GPU kernels on lavapipe), the Python suite.
+test: deps fmt-check clippy rust-test python-test
+
+## Python package: build the `mpsrt` extension (maturin, dev profile) into .venv and run pytest.
+## GPU tests run on lavapipe; MPSRT_REQUIRE_GPU=1 (exported above) turns a missing GPU into failures.
+# Same target dir as cargo test, so the extension reuses the already-built dependencies.
+PY_TARGET_DIR ?= $(CURDIR)/target
+
+python-build: deps
+	cd python && VIRTUAL_ENV=$(CURDIR)/.venv PATH=$(CURDIR)/.venv/bin:$$PATH \
+		CARGO_TARGET_DIR=$(PY_TARGET_DIR) $(CURDIR)/.venv/bin/maturin develop -q
+
+python-test: python-build
+	cd python && MPSRT_REQUIRE_GPU=$(MPSRT_REQUIRE_GPU) $(CURDIR)/.venv/bin/python -m pytest tests -q

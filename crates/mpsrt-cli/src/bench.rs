@@ -47,6 +47,28 @@ fn bar(n: usize, msg: &'static str, quiet: bool) -> ProgressBar {
     pb
 }
 
+fn submit_timing(place: Place) -> mpsrt::Result<Option<mpsrt_runtime::SubmitTiming>> {
+    Ok(match place {
+        Place::Gpu(i) => Some(device::gpu_device(i)?.submit_timing()),
+        Place::Cpu => None,
+    })
+}
+
+fn delta(
+    b: Option<mpsrt_runtime::SubmitTiming>,
+    a: Option<mpsrt_runtime::SubmitTiming>,
+) -> Option<mpsrt_runtime::SubmitTiming> {
+    let (b, a) = (b?, a?);
+    Some(mpsrt_runtime::SubmitTiming {
+        submits: b.submits - a.submits,
+        dispatches: b.dispatches - a.dispatches,
+        submit_ns: b.submit_ns - a.submit_ns,
+        poll_ns: b.poll_ns - a.poll_ns,
+        backpressure_ns: b.backpressure_ns - a.backpressure_ns,
+        sync_ns: b.sync_ns - a.sync_ns,
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -71,6 +93,7 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
     }
     sync(place)?;
     let pb = bar(a.iters, "add", a.json);
+    let timing0 = submit_timing(place)?;
     let t0 = Instant::now();
     let mut last: Option<Tensor> = None;
     for _ in 0..a.iters {
@@ -86,6 +109,7 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
             return Err(mpsrt::Error::device("bench", format!("wrong result {probe:?}")));
         }
     }
+    let timing = delta(submit_timing(place)?, timing0);
     let bytes = 3.0 * 4.0 * a.size as f64 * a.iters as f64;
     let gbps = bytes / secs / 1e9;
     // Eager overhead: many tiny ops recorded back to back, then one synchronize.
@@ -108,7 +132,10 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         println!(
             "{}",
             serde_json::json!({"device": name, "place": place.to_string(), "add_elements": a.size, "add_iters": a.iters,
-                "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us})
+                "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us,
+                "add_submit_timing": timing.map(|t| serde_json::json!({"submits": t.submits, "dispatches": t.dispatches,
+                    "submit_us": t.submit_ns / 1000, "poll_us": t.poll_ns / 1000, "backpressure_us": t.backpressure_ns / 1000,
+                    "sync_us": t.sync_ns / 1000}))})
         );
     } else {
         println!("device: {name}");

@@ -5,15 +5,23 @@
 
 pub mod elementwise;
 pub mod layout;
+pub mod matmul;
+pub mod reduce;
 #[cfg(feature = "validate")]
 pub mod validate;
 
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
+pub use matmul::{matmul_meta, GemvSpec, MatmulSpec, OperandLoad, MATMUL_META_HEAD};
+pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.
-pub const STATIC_SOURCES: &[(&str, &str)] = &[];
+pub const STATIC_SOURCES: &[(&str, &str)] = &[
+    ("conv", include_str!("conv.wgsl")),
+    ("pool", include_str!("pool.wgsl")),
+    ("shape", include_str!("shape.wgsl")),
+];
 
 /// Threads per workgroup for the generated elementwise kernels.
 pub const ELEMENTWISE_WG: u32 = 256;

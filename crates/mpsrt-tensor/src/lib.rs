@@ -5,19 +5,39 @@
 //! `gpu/` launches the WGSL kernels, file for file (`cpu/elementwise.rs` ↔ `gpu/elementwise.rs`).
 
 mod binary;
+mod conv;
 mod cpu;
 mod create;
 mod elementwise;
 mod gpu;
+mod matmul;
+mod norm;
+mod pool;
+mod reduce;
 mod scalar;
+mod shape;
+mod softmax;
 mod tensor;
 mod unary;
 
 pub use binary::*;
+pub use conv::{
+    conv1d, conv2d, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
+    ConvTranspose2dOptions,
+};
 pub use create::{arange, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::fused_elementwise;
+pub use matmul::{gemm, linear, matmul};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
+pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};
+pub use pool::{
+    adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, global_avg_pool2d, global_max_pool2d,
+    max_pool2d, Pool2dOptions,
+};
+pub use reduce::{argmax, argmin, logsumexp, max, mean, min, norm, prod, std, sum, var};
 pub use scalar::Scalar;
+pub use shape::{concat, gather, index_select, pad, split, split_into, stack, tile, PadMode};
+pub use softmax::{log_softmax, softmax};
 pub use tensor::Tensor;
 pub use unary::*;
 

@@ -1,7 +1,13 @@
 //! The CPU reference backend: the executable definition of every op's semantics.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod math;
+pub(crate) mod matmul;
+pub(crate) mod pool;
+pub(crate) mod reduce;
+pub(crate) mod shape;
+pub(crate) mod softmax;
 
 use mpsrt_core::DType;
 

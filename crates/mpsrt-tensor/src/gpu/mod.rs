@@ -1,7 +1,12 @@
 //! GPU launches: each file mirrors its `cpu/` twin and turns an op into WGSL dispatches
 //! through `mpsrt-runtime`.
 
+pub(crate) mod conv;
 pub(crate) mod elementwise;
+pub(crate) mod matmul;
+pub(crate) mod pool;
+pub(crate) mod reduce;
+pub(crate) mod shape;
 
 use mpsrt_core::Result;
 use mpsrt_runtime::{GpuBuffer, GpuDevice};

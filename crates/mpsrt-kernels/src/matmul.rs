@@ -1,0 +1,388 @@
+//! Matrix-multiply kernels rendered from a [`MatmulSpec`] (tiled GEMM) or a [`GemvSpec`]
+//! (one row times a matrix).
+//!
+//! GEMM techniques: a 128×128 (or 64×64 for small problems) output tile per 256-thread
+//! workgroup, K staged 8 at a time in `var<workgroup>` memory (A stored K-major so both operands
+//! are read as `vec4` rows), register tiling (each thread accumulates 8×8 or 4×4 outputs in
+//! `vec4` registers, fully unrolled in the generated text), register prefetch of the next K-slab
+//! while the current one is multiplied, 128-bit `vec4` global loads specialised by source for
+//! the operand's contiguous axis (K or M for A, K or N for B: transposed views need no copy),
+//! a scalar strided path for any other layout, f16 operands unpacked from u32 words with f32
+//! accumulation, broadcast batch dims from metadata, bounds checks at every edge, a `vec4`
+//! store epilogue when N is a multiple of 4, and an optional `alpha·AB + beta·C` epilogue
+//! (ONNX Gemm / linear bias) with C read through broadcast strides.
+//!
+//! GEMV techniques: 256 threads split into column groups × K lanes (lanes along the operand's
+//! contiguous axis so loads coalesce), 4-way unrolled independent loads, and a workgroup-memory
+//! tree reduction over the K lanes.
+
+use mpsrt_core::DType;
+use std::fmt::Write;
+
+/// How one operand's tile is fetched from global memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperandLoad {
+    /// Scalar loads through both strides (any layout, f16).
+    Scalar,
+    /// `vec4` loads along K (A row-major, or B transposed).
+    VecK,
+    /// `vec4` loads along M (A transposed) or N (B row-major).
+    VecMN,
+}
+
+/// Everything that determines a tiled GEMM kernel's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulSpec {
+    /// F32 or F16 (both operands).
+    pub dtype: DType,
+    /// 64 or 128.
+    pub tile: u32,
+    pub a: OperandLoad,
+    pub b: OperandLoad,
+    /// Epilogue `alpha * AB + beta * C` with C bound at 2.
+    pub has_c: bool,
+    /// N % 4 == 0: store `vec4`s.
+    pub vec_out: bool,
+    /// Rank of the (coalesced) broadcast batch dims.
+    pub batch_dims: usize,
+}
+
+/// A GEMV kernel: `out[z, n] = alpha * sum_k A[z, k] * B[z, k, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemvSpec {
+    pub dtype: DType,
+    /// B is contiguous along K (lanes walk K); else along N (threads walk N).
+    pub k_contig: bool,
+    pub batch_dims: usize,
+}
+
+/// Metadata words before the batch dims.
+pub const MATMUL_META_HEAD: usize = 16;
+
+/// The metadata block shared by both kernels: `[M, N, K, 0, offA, offB, sam, sak, sbk, sbn,
+/// alpha, beta, offC, scm, scn, 0]`, then batch shape, A batch strides, B batch strides.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_meta(
+    mnk: [usize; 3],
+    offs: [usize; 3],
+    a_strides: [isize; 2],
+    b_strides: [isize; 2],
+    c_strides: [isize; 2],
+    alpha: f32,
+    beta: f32,
+    batch: (&[usize], &[isize], &[isize]),
+) -> Vec<u32> {
+    let i = |x: isize| x as i32 as u32;
+    let mut w = vec![
+        mnk[0] as u32,
+        mnk[1] as u32,
+        mnk[2] as u32,
+        0,
+        offs[0] as u32,
+        offs[1] as u32,
+        i(a_strides[0]),
+        i(a_strides[1]),
+        i(b_strides[0]),
+        i(b_strides[1]),
+        alpha.to_bits(),
+        beta.to_bits(),
+        offs[2] as u32,
+        i(c_strides[0]),
+        i(c_strides[1]),
+        0,
+    ];
+    w.extend(batch.0.iter().map(|&d| d as u32));
+    w.extend(batch.1.iter().map(|&s| i(s)));
+    w.extend(batch.2.iter().map(|&s| i(s)));
+    w
+}
+
+fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
+    let words = (MATMUL_META_HEAD + 3 * nb).div_ceil(4);
+    let _ = writeln!(s, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
+    for (i, (name, ty)) in bufs.iter().enumerate() {
+        let access = if *name == "out" { "read_write" } else { "read" };
+        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
+    }
+    let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
+    s.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
+    s.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
+    let h = MATMUL_META_HEAD;
+    s.push_str("fn boffs(z: u32) -> vec2<i32> {\n  var rem = z; var oa = 0; var ob = 0;\n");
+    for d in (0..nb).rev() {
+        let _ = writeln!(
+            s,
+            "  {{ let sz = mw({}u); let c = i32(rem % sz); rem = rem / sz; oa = oa + c * mi({}u); ob = ob + c * mi({}u); }}",
+            h + d,
+            h + nb + d,
+            h + 2 * nb + d
+        );
+    }
+    s.push_str("  return vec2<i32>(oa, ob);\n}\n");
+    for (name, ty) in bufs.iter().take(2) {
+        if ty.starts_with("vec4") {
+            continue;
+        }
+        let ld = if dtype == DType::F16 {
+            format!("unpack2x16float({name}[u32(e) >> 1u])[u32(e) & 1u]")
+        } else {
+            format!("{name}[u32(e)]")
+        };
+        let _ = writeln!(s, "fn ld_{name}(e: i32) -> f32 {{ return {ld}; }}");
+    }
+}
+
+impl MatmulSpec {
+    /// Render the WGSL source; fails for combinations the launcher never asks for.
+    pub fn render(&self) -> Result<String, String> {
+        if !matches!(self.dtype, DType::F32 | DType::F16) {
+            return Err(format!("matmul kernels take f32 or f16, got {}", self.dtype));
+        }
+        if self.tile != 64 && self.tile != 128 {
+            return Err(format!("tile must be 64 or 128, got {}", self.tile));
+        }
+        if self.dtype == DType::F16
+            && (self.a != OperandLoad::Scalar || self.b != OperandLoad::Scalar)
+        {
+            return Err("f16 operands use scalar loads".into());
+        }
+        let t = self.tile;
+        let g = (t / 64) as usize;
+        let q = t / 4; // vec4s per K-row of a tile
+        let mut s = String::with_capacity(16384);
+        let _ = writeln!(s, "// generated by mpsrt-kernels: matmul {self:?}");
+        let sty = |l: OperandLoad| match (self.dtype, l) {
+            (DType::F16, _) => "u32",
+            (_, OperandLoad::Scalar) => "f32",
+            _ => "vec4<f32>",
+        };
+        let mut bufs = vec![("a", sty(self.a)), ("b", sty(self.b))];
+        if self.has_c {
+            bufs.push(("cin", "f32"));
+        }
+        bufs.push(("out", if self.vec_out { "vec4<f32>" } else { "f32" }));
+        header(&mut s, self.batch_dims, &bufs, self.dtype);
+        let _ = writeln!(s, "var<workgroup> As: array<vec4<f32>, {}>;", 8 * q);
+        let _ = writeln!(s, "var<workgroup> Bs: array<vec4<f32>, {}>;", 8 * q);
+        s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
+        s.push_str("  let M = mw(0u); let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");
+        s.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
+        s.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
+        let _ = writeln!(s, "  let m0 = wid.y * {t}u; let n0 = wid.x * {t}u;");
+        s.push_str("  let tx = tid % 16u; let ty = tid / 16u;\n");
+        for gi in 0..g {
+            for i in 0..4 {
+                for h in 0..g {
+                    let _ = writeln!(s, "  var c{gi}_{i}_{h} = vec4<f32>(0.0);");
+                }
+            }
+        }
+        let (a_decl, a_load, a_store) = self.operand_code('a', self.a);
+        let (b_decl, b_load, b_store) = self.operand_code('b', self.b);
+        s.push_str(&a_decl);
+        s.push_str(&b_decl);
+        let _ = write!(s, "  {{ let k0n = 0u;\n{a_load}{b_load}  }}\n");
+        s.push_str("  for (var k0 = 0u; k0 < K; k0 = k0 + 8u) {\n");
+        s.push_str(&a_store);
+        s.push_str(&b_store);
+        s.push_str("    workgroupBarrier();\n");
+        let _ = write!(s, "    if (k0 + 8u < K) {{ let k0n = k0 + 8u;\n{a_load}{b_load}    }}\n");
+        for kk in 0..8 {
+            for gi in 0..g {
+                let _ = writeln!(s, "    let a{gi}_{kk} = As[{}u + ty];", kk * q + gi as u32 * 16);
+            }
+            for h in 0..g {
+                let _ = writeln!(s, "    let b{h}_{kk} = Bs[{}u + tx];", kk * q + h as u32 * 16);
+            }
+            for gi in 0..g {
+                for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    for h in 0..g {
+                        let _ = writeln!(
+                            s,
+                            "    c{gi}_{i}_{h} = fma(vec4<f32>(a{gi}_{kk}.{comp}), b{h}_{kk}, c{gi}_{i}_{h});"
+                        );
+                    }
+                }
+            }
+        }
+        s.push_str("    workgroupBarrier();\n  }\n");
+        // Epilogue.
+        s.push_str("  let alpha = bitcast<f32>(mw(10u)); let beta = bitcast<f32>(mw(11u));\n");
+        s.push_str("  let obase = wid.z * M * N;\n");
+        for gi in 0..g {
+            for i in 0..4 {
+                for h in 0..g {
+                    let _ = writeln!(
+                        s,
+                        "  {{ let m = m0 + {}u + ty * 4u; let n = n0 + {}u + tx * 4u;",
+                        gi * 64 + i,
+                        h * 64
+                    );
+                    let _ = writeln!(s, "    if (m < M) {{\n      var v = c{gi}_{i}_{h} * alpha;");
+                    if self.has_c {
+                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n + c) * mi(14u))]; } }\n");
+                    }
+                    if self.vec_out {
+                        s.push_str("      if (n < N) { out[(obase + m * N + n) >> 2u] = v; }\n");
+                    } else {
+                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { out[obase + m * N + n + c] = v[c]; } }\n");
+                    }
+                    s.push_str("    }\n  }\n");
+                }
+            }
+        }
+        s.push_str("}\n");
+        Ok(s)
+    }
+
+    /// Register declarations, the global→register prefetch (uses `k0n`) and the
+    /// register→workgroup store for operand `x` ('a' or 'b').
+    fn operand_code(&self, x: char, load: OperandLoad) -> (String, String, String) {
+        let t = self.tile;
+        let q = t / 4;
+        let sh = if x == 'a' { "As" } else { "Bs" };
+        // (row bound, row stride, k stride) names for this operand.
+        let (lim, srow, sk, base) =
+            if x == 'a' { ("M", "sam", "sak", "abase") } else { ("N", "sbn", "sbk", "bbase") };
+        let r0 = if x == 'a' { "m0" } else { "n0" };
+        let (mut decl, mut ld, mut st) = (String::new(), String::new(), String::new());
+        match load {
+            OperandLoad::Scalar => {
+                let per = t / 32;
+                for j in 0..per {
+                    let _ = writeln!(decl, "  var p{x}{j} = 0.0;");
+                    // A: k fastest (row-major A); B: n fastest (row-major B).
+                    let (row, k) = if x == 'a' {
+                        (format!("(tid + {}u) / 8u", 256 * j), format!("(tid + {}u) % 8u", 256 * j))
+                    } else {
+                        (
+                            format!("(tid + {}u) % {t}u", 256 * j),
+                            format!("(tid + {}u) / {t}u", 256 * j),
+                        )
+                    };
+                    let _ = writeln!(
+                        ld,
+                        "    {{ let r = {r0} + {row}; let k = k0n + {k}; p{x}{j} = 0.0; if (r < {lim} && k < K) {{ p{x}{j} = ld_{x}({base} + i32(r) * {srow} + i32(k) * {sk}); }} }}"
+                    );
+                    let _ = writeln!(
+                        st,
+                        "    {{ let r = {row}; let k = {k}; {sh}[k * {q}u + (r >> 2u)][r & 3u] = p{x}{j}; }}"
+                    );
+                }
+            }
+            OperandLoad::VecK => {
+                // T rows × 2 vec4 along K: one per thread (128) or half the threads (64).
+                let guard = if t == 128 { "true".to_string() } else { format!("tid < {}u", 2 * t) };
+                let _ = writeln!(decl, "  var p{x} = vec4<f32>(0.0);");
+                let _ = writeln!(
+                    ld,
+                    "    if ({guard}) {{ let r = {r0} + tid / 2u; let k = k0n + (tid % 2u) * 4u; p{x} = vec4<f32>(0.0); if (r < {lim} && k < K) {{ p{x} = {x}[u32({base} + i32(r) * {srow} + i32(k)) >> 2u]; }} }}"
+                );
+                let _ = writeln!(
+                    st,
+                    "    if ({guard}) {{ let r = tid / 2u; let k = (tid % 2u) * 4u;\n      for (var c = 0u; c < 4u; c = c + 1u) {{ {sh}[(k + c) * {q}u + (r >> 2u)][r & 3u] = p{x}[c]; }} }}"
+                );
+            }
+            OperandLoad::VecMN => {
+                // 8 K-rows × T/4 vec4 along the row axis.
+                let guard = if t == 128 { "true".to_string() } else { format!("tid < {}u", 2 * t) };
+                let _ = writeln!(decl, "  var p{x} = vec4<f32>(0.0);");
+                let _ = writeln!(
+                    ld,
+                    "    if ({guard}) {{ let k = k0n + tid / {q}u; let r = {r0} + (tid % {q}u) * 4u; p{x} = vec4<f32>(0.0); if (r < {lim} && k < K) {{ p{x} = {x}[u32({base} + i32(r) * {srow} + i32(k) * {sk}) >> 2u]; }} }}"
+                );
+                let _ = writeln!(st, "    if ({guard}) {{ {sh}[tid] = p{x}; }}");
+            }
+        }
+        (decl, ld, st)
+    }
+}
+
+impl GemvSpec {
+    /// Render the WGSL source.
+    pub fn render(&self) -> Result<String, String> {
+        if !matches!(self.dtype, DType::F32 | DType::F16) {
+            return Err(format!("matmul kernels take f32 or f16, got {}", self.dtype));
+        }
+        let (cols, lanes) = if self.k_contig { (8u32, 32u32) } else { (32, 8) };
+        let mut s = String::with_capacity(4096);
+        let _ = writeln!(s, "// generated by mpsrt-kernels: gemv {self:?}");
+        let ty = if self.dtype == DType::F16 { "u32" } else { "f32" };
+        header(&mut s, self.batch_dims, &[("a", ty), ("b", ty), ("out", "f32")], self.dtype);
+        s.push_str("var<workgroup> sh: array<f32, 256>;\n");
+        s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
+        s.push_str("  let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");
+        s.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
+        s.push_str("  let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
+        if self.k_contig {
+            let _ = writeln!(s, "  let lane = tid % {lanes}u; let col = tid / {lanes}u;");
+        } else {
+            let _ = writeln!(s, "  let col = tid % {cols}u; let lane = tid / {cols}u;");
+        }
+        let _ = writeln!(s, "  let n = wid.x * {cols}u + col;");
+        s.push_str("  var s0 = 0.0; var s1 = 0.0; var s2 = 0.0; var s3 = 0.0;\n");
+        s.push_str("  if (n < N) {\n    let bn = bbase + i32(n) * sbn;\n    var k = lane;\n");
+        let _ = writeln!(s, "    loop {{\n      if (k + {}u >= K) {{ break; }}", 3 * lanes);
+        for u in 0..4 {
+            let _ = writeln!(
+                s,
+                "      s{u} = fma(ld_a(abase + i32(k + {o}u) * sak), ld_b(bn + i32(k + {o}u) * sbk), s{u});",
+                o = u * lanes
+            );
+        }
+        let _ = writeln!(s, "      k = k + {}u;\n    }}", 4 * lanes);
+        let _ = writeln!(
+            s,
+            "    for (; k < K; k = k + {lanes}u) {{ s0 = fma(ld_a(abase + i32(k) * sak), ld_b(bn + i32(k) * sbk), s0); }}\n  }}"
+        );
+        s.push_str("  sh[tid] = (s0 + s1) + (s2 + s3);\n  workgroupBarrier();\n");
+        let stride = if self.k_contig { 1 } else { cols };
+        let _ = writeln!(
+            s,
+            "  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if (lane < st) {{ sh[tid] = sh[tid] + sh[tid + st * {stride}u]; }}\n    workgroupBarrier();\n  }}",
+            lanes / 2
+        );
+        s.push_str("  if (lane == 0u && n < N) { out[wid.z * N + n] = sh[tid] * bitcast<f32>(mw(10u)); }\n}\n");
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_matmul_variant_validates_and_translates_to_msl() {
+        use OperandLoad::*;
+        for dtype in [DType::F32, DType::F16] {
+            for tile in [64, 128] {
+                for a in [Scalar, VecK, VecMN] {
+                    for b in [Scalar, VecK, VecMN] {
+                        for (has_c, vec_out, batch_dims) in [(false, true, 0), (true, false, 2)] {
+                            let spec = MatmulSpec { dtype, tile, a, b, has_c, vec_out, batch_dims };
+                            let Ok(src) = spec.render() else { continue };
+                            crate::validate::wgsl_to_msl(&src)
+                                .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                        }
+                    }
+                }
+            }
+            for k_contig in [false, true] {
+                let spec = GemvSpec { dtype, k_contig, batch_dims: 1 };
+                let src = spec.render().unwrap_or_default();
+                crate::validate::wgsl_to_msl(&src)
+                    .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            }
+        }
+        let bad = MatmulSpec {
+            dtype: DType::I32,
+            tile: 128,
+            a: Scalar,
+            b: Scalar,
+            has_c: false,
+            vec_out: false,
+            batch_dims: 0,
+        };
+        assert!(bad.render().is_err());
+    }
+}

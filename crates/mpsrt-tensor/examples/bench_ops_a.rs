@@ -1,0 +1,61 @@
+//! Benchmarks for matmul, softmax and row sums on GPU 0: one JSON object per line
+//! (`{"bench", "shape", "ms", "tflops" | "gbps"}`), timed after warm-up with `synchronize()`.
+//! Run: `cargo run --release -p mpsrt-tensor --example bench_ops_a`.
+
+use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
+use std::time::Instant;
+
+fn time(
+    iters: usize,
+    dev: &mpsrt_runtime::GpuDevice,
+    f: &dyn Fn() -> Result<Tensor>,
+) -> Result<f64> {
+    for _ in 0..3 {
+        f()?;
+    }
+    dev.synchronize()?;
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        f()?;
+    }
+    dev.synchronize()?;
+    Ok(t0.elapsed().as_secs_f64() * 1e3 / iters as f64)
+}
+
+fn main() -> Result<()> {
+    let p = Place::Gpu(0);
+    let dev = mpsrt_runtime::gpu_device(0)?;
+    let quick = std::env::var("BENCH_QUICK").is_ok();
+    let sizes: &[usize] = if quick { &[256] } else { &[512, 1024, 2048, 4096, 8192] };
+    for &n in sizes {
+        let a = mt::randn(&[n, n], DType::F32, p)?;
+        let b = mt::randn(&[n, n], DType::F32, p)?;
+        let iters = if n >= 4096 { 5 } else { 20 };
+        let ms = time(iters, &dev, &|| mt::matmul(&a, &b))?;
+        let tf = 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e12;
+        println!("{{\"bench\": \"matmul_f32\", \"shape\": [{n}, {n}, {n}], \"ms\": {ms:.4}, \"tflops\": {tf:.3}}}");
+    }
+    let k = if quick { 256 } else { 4096 };
+    let x = mt::randn(&[1, k], DType::F32, p)?;
+    let w = mt::randn(&[k, k], DType::F32, p)?;
+    let ms = time(20, &dev, &|| mt::matmul(&x, &w))?;
+    let gb = (k * k * 4) as f64 / (ms * 1e-3) / 1e9;
+    let tf = 2.0 * (k * k) as f64 / (ms * 1e-3) / 1e12;
+    println!("{{\"bench\": \"matmul_f32_gemv\", \"shape\": [1, {k}, {k}], \"ms\": {ms:.4}, \"tflops\": {tf:.4}, \"gbps\": {gb:.1}}}");
+    let a = mt::randn(&[k, k], DType::F32, p)?.astype(DType::F16)?;
+    let b = mt::randn(&[k, k], DType::F32, p)?.astype(DType::F16)?;
+    let ms = time(5, &dev, &|| mt::matmul(&a, &b))?;
+    let tf = 2.0 * (k as f64).powi(3) / (ms * 1e-3) / 1e12;
+    println!("{{\"bench\": \"matmul_f16\", \"shape\": [{k}, {k}, {k}], \"ms\": {ms:.4}, \"tflops\": {tf:.3}}}");
+    let r = if quick { 512 } else { 8192 };
+    let x = mt::randn(&[r, r], DType::F32, p)?;
+    let ms = time(10, &dev, &|| mt::softmax(&x, -1))?;
+    let gb = (2 * r * r * 4) as f64 / (ms * 1e-3) / 1e9;
+    println!(
+        "{{\"bench\": \"softmax_f32\", \"shape\": [{r}, {r}], \"ms\": {ms:.4}, \"gbps\": {gb:.1}}}"
+    );
+    let ms = time(10, &dev, &|| mt::sum(&x, Some(&[-1]), false))?;
+    let gb = (r * r * 4 + r * 4) as f64 / (ms * 1e-3) / 1e9;
+    println!("{{\"bench\": \"sum_last_axis_f32\", \"shape\": [{r}, {r}], \"ms\": {ms:.4}, \"gbps\": {gb:.1}}}");
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! Times conv2d on the distinct ResNet-50 conv shapes at batch 1 and 32 on GPU 0 (after a
+//! warm-up, bracketed by `GpuDevice::synchronize()`), one JSON object per line:
+//! `{"bench": "conv2d", "n", "c", "h", "k", "r", "stride", "ms", "tflops"}`.
+//! Options: `--batch 1,32` (batch sizes), `--iters 20` (timed iterations per shape).
+
+use mpsrt_tensor::{conv2d, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
+use std::time::Instant;
+
+/// (in channels, input size, out channels, kernel, stride) of every distinct ResNet-50 conv
+/// (torchvision v1.5: the stride sits on the 3×3 conv; downsample is a strided 1×1).
+const SHAPES: &[(usize, usize, usize, usize, usize)] = &[
+    (3, 224, 64, 7, 2), // stem
+    (64, 56, 64, 1, 1),
+    (64, 56, 64, 3, 1),
+    (64, 56, 256, 1, 1),
+    (256, 56, 64, 1, 1),
+    (256, 56, 128, 1, 1),
+    (128, 56, 128, 3, 2),
+    (128, 28, 512, 1, 1),
+    (256, 56, 512, 1, 2), // downsample
+    (512, 28, 128, 1, 1),
+    (128, 28, 128, 3, 1),
+    (512, 28, 256, 1, 1),
+    (256, 28, 256, 3, 2),
+    (256, 14, 1024, 1, 1),
+    (512, 28, 1024, 1, 2), // downsample
+    (1024, 14, 256, 1, 1),
+    (256, 14, 256, 3, 1),
+    (1024, 14, 512, 1, 1),
+    (512, 14, 512, 3, 2),
+    (512, 7, 2048, 1, 1),
+    (1024, 14, 2048, 1, 2), // downsample
+    (2048, 7, 512, 1, 1),
+    (512, 7, 512, 3, 1),
+];
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() -> Result<()> {
+    let batches: Vec<usize> = arg("--batch")
+        .unwrap_or_else(|| "1,32".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let iters: usize = arg("--iters").and_then(|s| s.parse().ok()).unwrap_or(20).max(1);
+    let place = Place::Gpu(0);
+    let dev = mpsrt_runtime::gpu_device(0)?;
+    for &n in &batches {
+        for &(c, h, k, r, stride) in SHAPES {
+            let x = randn(&[n, c, h, h], DType::F32, place)?;
+            let w = randn(&[k, c, r, r], DType::F32, place)?;
+            let o = Conv2dOptions {
+                stride: [stride, stride],
+                padding: ConvPadding::symmetric(r / 2, r / 2),
+                ..Default::default()
+            };
+            for _ in 0..3 {
+                conv2d(&x, &w, None, &o)?;
+            }
+            dev.synchronize()?;
+            let t0 = Instant::now();
+            let mut oh = 0;
+            for _ in 0..iters {
+                let y = conv2d(&x, &w, None, &o)?;
+                oh = y.shape()[2];
+            }
+            dev.synchronize()?;
+            let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
+            let flops = 2.0 * (n * k * oh * oh * c * r * r) as f64;
+            let tflops = flops / (ms * 1e-3) / 1e12;
+            println!(
+                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}}}"
+            );
+        }
+    }
+    Ok(())
+}

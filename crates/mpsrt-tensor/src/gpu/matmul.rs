@@ -1,0 +1,121 @@
+//! GPU launch for matrix products: coalesce the broadcast batch dims, pick GEMV (M = 1, or
+//! N = 1 by swapping the operands' roles through strides) or the tiled GEMM, choose the tile
+//! size and each operand's load path (`vec4` along its contiguous axis when aligned), and
+//! record one dispatch. The f32 result is cast by the caller.
+
+use super::reduce::gpu_buffer;
+use crate::matmul::Problem;
+use crate::Tensor;
+use mpsrt_core::{DType, Error, Layout, Result};
+use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulSpec, OperandLoad};
+use mpsrt_runtime::{Binding, Kernel, Storage};
+use std::sync::Arc;
+
+fn aligned(vals: &[isize]) -> bool {
+    vals.iter().all(|v| v % 4 == 0)
+}
+
+pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let [m, n, k] = p.mnk;
+    let nb = p.batch.len();
+    let (bs, bst) = coalesce(&p.batch, &[p.a.strides[..nb].to_vec(), p.b.strides[..nb].to_vec()]);
+    let z: usize = p.batch.iter().product();
+    let mut shape = p.batch.clone();
+    shape.extend([m, n]);
+    let out = dev.alloc(op, (z * m * n * 4) as u64)?;
+    let result =
+        Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
+    if z * m * n == 0 {
+        return Ok(result);
+    }
+    let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
+    if z > maxd {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "{z} batch matrices exceed the adapter's limit of {maxd} workgroups per dimension"
+            ),
+        ));
+    }
+    let dtype = p.a_t.dtype();
+    if !matches!(dtype, DType::F32 | DType::F16) {
+        return Err(Error::dtype(op, format!("{dtype} is not supported by the GPU matmul")));
+    }
+    let (mut sa, mut sb) =
+        ([p.a.strides[nb], p.a.strides[nb + 1]], [p.b.strides[nb], p.b.strides[nb + 1]]);
+    let (mut oa, mut ob) = (p.a.offset, p.b.offset);
+    let (mut abuf, mut bbuf) = (gpu_buffer(op, p.a_t)?, gpu_buffer(op, p.b_t)?);
+    let (mut ab, mut bb) = (bst[0].clone(), bst[1].clone());
+    let outb = gpu_buffer(op, &result)?;
+    let (mut mm, mut nn) = (m, n);
+    if p.c.is_none() && n == 1 && m > 1 {
+        // out^T = b^T a^T: a row vector times a matrix, without copying either operand.
+        std::mem::swap(&mut abuf, &mut bbuf);
+        std::mem::swap(&mut oa, &mut ob);
+        std::mem::swap(&mut ab, &mut bb);
+        let (a_old, b_old) = (sa, sb);
+        sa = [b_old[1], b_old[0]];
+        sb = [a_old[1], a_old[0]];
+        (mm, nn) = (1, m);
+    }
+    let alpha = p.alpha as f32;
+    let beta = p.beta as f32;
+    let (coff, cstr) = match &p.c {
+        Some((_, l)) => (l.offset, [l.strides[0], l.strides[1]]),
+        None => (0, [0, 0]),
+    };
+    let meta = matmul_meta([mm, nn, k], [oa, ob, coff], sa, sb, cstr, alpha, beta, (&bs, &ab, &bb));
+    let nbd = bs.len();
+    if p.c.is_none() && mm == 1 {
+        let spec = GemvSpec { dtype, k_contig: sb[0] == 1 && nn > 1, batch_dims: nbd };
+        let cols = if spec.k_contig { 8 } else { 32 };
+        let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+        let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+        let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
+        let binds = [Binding::from(&**abuf), Binding::from(&**bbuf), Binding::from(&**outb)];
+        dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
+        return Ok(result);
+    }
+    let f32x = dtype == DType::F32;
+    let a_base_ok = oa % 4 == 0 && aligned(&ab);
+    let b_base_ok = ob % 4 == 0 && aligned(&bb);
+    let a = if f32x && a_base_ok && sa[1] == 1 && sa[0] % 4 == 0 && k % 4 == 0 {
+        OperandLoad::VecK
+    } else if f32x && a_base_ok && sa[0] == 1 && sa[1] % 4 == 0 && mm % 4 == 0 {
+        OperandLoad::VecMN
+    } else {
+        OperandLoad::Scalar
+    };
+    let b = if f32x && b_base_ok && sb[1] == 1 && sb[0] % 4 == 0 && nn % 4 == 0 {
+        OperandLoad::VecMN
+    } else if f32x && b_base_ok && sb[0] == 1 && sb[1] % 4 == 0 && k % 4 == 0 {
+        OperandLoad::VecK
+    } else {
+        OperandLoad::Scalar
+    };
+    let tiles128 = mm.div_ceil(128) * nn.div_ceil(128) * z;
+    let tile = if tiles128 >= 128 { 128 } else { 64 };
+    let spec = MatmulSpec {
+        dtype,
+        tile,
+        a,
+        b,
+        has_c: p.c.is_some(),
+        vec_out: nn % 4 == 0,
+        batch_dims: nbd,
+    };
+    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+    let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+    let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
+    if gx > maxd || gy > maxd {
+        return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
+    }
+    let mut binds = vec![Binding::from(&**abuf), Binding::from(&**bbuf)];
+    if let Some((c, _)) = &p.c {
+        binds.push(Binding::from(&**gpu_buffer(op, c)?));
+    }
+    binds.push(Binding::from(&**outb));
+    dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), [gx as u32, gy as u32, z as u32])?;
+    Ok(result)
+}

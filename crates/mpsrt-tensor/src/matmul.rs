@@ -1,0 +1,211 @@
+//! Matrix products: `matmul` (NumPy semantics: 1-D/2-D/batched with broadcast batch dims),
+//! `gemm` (ONNX Gemm: alpha, beta, transA, transB, optional broadcast C) and `linear`
+//! (PyTorch: `x @ W^T + b`). Transposed and strided operands are passed to the kernels as
+//! strides, never copied. f16 operands accumulate in f32; ints compute in f32.
+
+use crate::{cpu, elementwise::same_place, gpu, Tensor};
+use mpsrt_core::{broadcast_shapes, DType, Error, Layout, Place, Result};
+
+/// The batched problem every backend solves: `out[z] = alpha * a[z] @ b[z] + beta * c`.
+pub(crate) struct Problem<'a> {
+    /// `[batch.., M, K]` and `[batch.., K, N]` views (batch dims already broadcast).
+    pub a: Layout,
+    pub b: Layout,
+    pub a_t: &'a Tensor,
+    pub b_t: &'a Tensor,
+    pub batch: Vec<usize>,
+    pub mnk: [usize; 3],
+    /// C broadcast to `[M, N]` (f32 or f64), with alpha and beta.
+    pub c: Option<(&'a Tensor, Layout)>,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+fn compute_dtype(op: &str, a: DType, b: DType) -> Result<(DType, DType)> {
+    let d = a.promote(b);
+    if d == DType::Bool {
+        return Err(Error::dtype(op, "bool tensors are not supported; cast to float32 first"));
+    }
+    Ok(if d.is_float() { (d, d) } else { (DType::F32, d) })
+}
+
+fn solve(op: &str, p: &Problem<'_>, place: Place) -> Result<Tensor> {
+    match place {
+        Place::Cpu => cpu::matmul::matmul(p),
+        Place::Gpu(i) => gpu::matmul::matmul(op, i, p),
+    }
+}
+
+/// NumPy `matmul`: 1-D operands are promoted (and the added dim removed), batch dims broadcast.
+pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = "matmul";
+    let place = same_place(op, &[a, b])?;
+    if a.ndim() == 0 || b.ndim() == 0 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "operands must be at least 1-D, got shapes {:?} and {:?}",
+                a.shape(),
+                b.shape()
+            ),
+        ));
+    }
+    let (cd, out_d) = compute_dtype(op, a.dtype(), b.dtype())?;
+    let a2 = if a.ndim() == 1 { a.unsqueeze(0)? } else { a.clone() };
+    let b2 = if b.ndim() == 1 { b.unsqueeze(1)? } else { b.clone() };
+    let (ra, rb) = (a2.ndim(), b2.ndim());
+    let (m, k) = (a2.shape()[ra - 2], a2.shape()[ra - 1]);
+    let (k2, n) = (b2.shape()[rb - 2], b2.shape()[rb - 1]);
+    if k != k2 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "inner dimensions differ: a has shape {:?} (K = {k}), b has shape {:?} (K = {k2})",
+                a.shape(),
+                b.shape()
+            ),
+        ));
+    }
+    let batch = broadcast_shapes(op, &a2.shape()[..ra - 2], &b2.shape()[..rb - 2])?;
+    let (a2, b2) = (a2.astype(cd)?, b2.astype(cd)?);
+    let mut sa = batch.clone();
+    sa.extend([m, k]);
+    let mut sb = batch.clone();
+    sb.extend([k, n]);
+    let p = Problem {
+        a: a2.layout().broadcast_to(op, &sa)?,
+        b: b2.layout().broadcast_to(op, &sb)?,
+        a_t: &a2,
+        b_t: &b2,
+        batch: batch.clone(),
+        mnk: [m, n, k],
+        c: None,
+        alpha: 1.0,
+        beta: 0.0,
+    };
+    let out = solve(op, &p, place)?;
+    let mut shape: Vec<isize> = batch.iter().map(|&d| d as isize).collect();
+    if a.ndim() > 1 {
+        shape.push(m as isize);
+    }
+    if b.ndim() > 1 {
+        shape.push(n as isize);
+    }
+    out.reshape(&shape)?.astype(out_d)
+}
+
+/// ONNX Gemm: `alpha * op(A) @ op(B) + beta * C` with 2-D A and B, `op` = optional transpose,
+/// and C broadcastable to `[M, N]`.
+pub fn gemm(
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+    alpha: f64,
+    beta: f64,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<Tensor> {
+    gemm_op("gemm", a, b, c, alpha, beta, trans_a, trans_b)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_op(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+    alpha: f64,
+    beta: f64,
+    trans_a: bool,
+    trans_b: bool,
+) -> Result<Tensor> {
+    let mut ts = vec![a, b];
+    ts.extend(c);
+    let place = same_place(op, &ts)?;
+    if a.ndim() != 2 || b.ndim() != 2 {
+        return Err(Error::shape(
+            op,
+            format!("A and B must be 2-D, got shapes {:?} and {:?}", a.shape(), b.shape()),
+        ));
+    }
+    let (cd, out_d) = compute_dtype(op, a.dtype(), b.dtype())?;
+    let a2 = if trans_a { a.transpose(0, 1)? } else { a.clone() }.astype(cd)?;
+    let b2 = if trans_b { b.transpose(0, 1)? } else { b.clone() }.astype(cd)?;
+    let (m, k) = (a2.shape()[0], a2.shape()[1]);
+    let (k2, n) = (b2.shape()[0], b2.shape()[1]);
+    if k != k2 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "inner dimensions differ: A {:?} (trans_a={trans_a}) gives K = {k}, B {:?} (trans_b={trans_b}) gives K = {k2}",
+                a.shape(),
+                b.shape()
+            ),
+        ));
+    }
+    let acc = if cd == DType::F64 { DType::F64 } else { DType::F32 };
+    let c2 = match c {
+        Some(c) => Some(c.astype(acc)?),
+        None => None,
+    };
+    let cl = match &c2 {
+        Some(t) => Some(t.layout().broadcast_to(op, &[m, n]).map_err(|_| {
+            Error::shape(op, format!("C of shape {:?} cannot broadcast to [{m}, {n}]", t.shape()))
+        })?),
+        None => None,
+    };
+    let p = Problem {
+        a: a2.layout().clone(),
+        b: b2.layout().clone(),
+        a_t: &a2,
+        b_t: &b2,
+        batch: vec![],
+        mnk: [m, n, k],
+        c: c2.as_ref().zip(cl),
+        alpha,
+        beta,
+    };
+    solve(op, &p, place)?.reshape(&[m as isize, n as isize])?.astype(out_d)
+}
+
+/// PyTorch `linear`: `x @ weight^T + bias` with `x` of shape `[..., in]`, `weight` `[out, in]`,
+/// `bias` `[out]`.
+pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let op = "linear";
+    if x.ndim() == 0 || weight.ndim() != 2 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "expected x [..., in] and weight [out, in], got {:?} and {:?}",
+                x.shape(),
+                weight.shape()
+            ),
+        ));
+    }
+    let inf = *x.shape().last().unwrap_or(&0);
+    if weight.shape()[1] != inf {
+        return Err(Error::shape(
+            op,
+            format!(
+                "inner dimensions differ: x {:?} has {inf} features, weight {:?} expects {}",
+                x.shape(),
+                weight.shape(),
+                weight.shape()[1]
+            ),
+        ));
+    }
+    let outf = weight.shape()[0];
+    if let Some(b) = bias {
+        if b.shape() != [outf] {
+            return Err(Error::shape(
+                op,
+                format!("bias must have shape [{outf}], got {:?}", b.shape()),
+            ));
+        }
+    }
+    let x2 = x.reshape(&[-1, inf as isize])?;
+    let y = gemm_op(op, &x2, weight, bias, 1.0, 1.0, false, true)?;
+    let mut shape: Vec<isize> = x.shape()[..x.ndim() - 1].iter().map(|&d| d as isize).collect();
+    shape.push(outf as isize);
+    y.reshape(&shape)
+}

@@ -1,0 +1,140 @@
+//! Pooling on every device against the CPU reference (kernel/stride/padding/dilation/ceil_mode/
+//! count_include_pad table, odd sizes, NaN, non-contiguous, f16, 3-D input), the reference against
+//! hand-derived values, and the error cases.
+
+mod common;
+use common::*;
+use mpsrt_tensor::{
+    adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, global_avg_pool2d, global_max_pool2d,
+    max_pool2d, DType, Place, Pool2dOptions, Tensor,
+};
+
+fn ramp(h: usize, w: usize) -> Tensor {
+    let v: Vec<f32> = (0..h * w).map(|i| i as f32).collect();
+    Tensor::from_slice(&v, &[1, 1, h, w], Place::Cpu).unwrap()
+}
+
+#[test]
+fn pool_reference_hand_derived() {
+    // 4×4 ramp, 2×2 windows: max = bottom-right of each block, avg = block mean.
+    let x = ramp(4, 4);
+    let o = Pool2dOptions::new(2, 2);
+    assert_eq!(max_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![5., 7., 13., 15.]);
+    assert_eq!(avg_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![2.5, 4.5, 10.5, 12.5]);
+    // 3×3 ramp, k=2 s=2 ceil_mode: windows {0,1,3,4} {2,5} {6,7} {8}.
+    let x = ramp(3, 3);
+    let o = Pool2dOptions { ceil_mode: true, ..Pool2dOptions::new(2, 2) };
+    assert_eq!(max_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![4., 5., 7., 8.]);
+    assert_eq!(avg_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![2., 3.5, 6.5, 8.]);
+    // padding 1, k=2 s=2, count_include_pad: corner window {0} / 4; excluded: {0} / 1.
+    let o = Pool2dOptions { padding: [1, 1], ..Pool2dOptions::new(2, 2) };
+    assert_eq!(avg_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![0., 0.75, 2.25, 6.]);
+    let o = Pool2dOptions { count_include_pad: false, ..o };
+    assert_eq!(avg_pool2d(&x, &o).unwrap().to_vec::<f32>().unwrap(), vec![0., 1.5, 4.5, 6.]);
+    // adaptive 3 → 2: windows rows {0,1} {1,2}.
+    let y = adaptive_avg_pool2d(&x, [2, 2]).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![2., 3., 5., 6.]);
+    assert_eq!(global_avg_pool2d(&x).unwrap().to_vec::<f32>().unwrap(), vec![4.]);
+    assert_eq!(global_max_pool2d(&x).unwrap().to_vec::<f32>().unwrap(), vec![8.]);
+}
+
+fn check(what: &str, cpu: &Tensor, got: &Tensor) {
+    assert_eq!(got.shape(), cpu.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), cpu.dtype(), "{what}: dtype");
+    let (rtol, atol) = if cpu.dtype() == DType::F16 { (2e-3, 1e-3) } else { (1e-5, 1e-6) };
+    assert_close(what, &got.to_f64_vec().unwrap(), &cpu.to_f64_vec().unwrap(), rtol, atol);
+}
+
+#[test]
+fn pool_table_matches_cpu_on_every_device() {
+    // (h, w, kernel, stride, padding, dilation, ceil_mode, count_include_pad)
+    type Case = (usize, usize, [usize; 2], Option<[usize; 2]>, [usize; 2], [usize; 2], bool, bool);
+    let cases: &[Case] = &[
+        (7, 9, [3, 3], Some([2, 2]), [1, 1], [1, 1], false, true),
+        (7, 9, [3, 3], Some([2, 2]), [1, 1], [1, 1], true, false),
+        (8, 11, [2, 3], None, [0, 1], [1, 1], true, true),
+        (10, 10, [3, 2], Some([1, 3]), [1, 0], [2, 1], false, true),
+        (5, 6, [2, 2], Some([3, 3]), [1, 1], [1, 2], true, false),
+        (1, 1, [1, 1], None, [0, 0], [1, 1], false, true),
+        (112, 112, [3, 3], Some([2, 2]), [1, 1], [1, 1], false, true), // ResNet stem pool
+    ];
+    for (i, &(h, w, kernel, stride, padding, dilation, ceil_mode, cip)) in cases.iter().enumerate()
+    {
+        for dtype in [DType::F32, DType::F16] {
+            let n = 2 * 3 * h * w;
+            let x = tensor(&values(n, 50 + i as u64, true), &[2, 3, h, w], dtype);
+            let o = Pool2dOptions {
+                kernel,
+                stride,
+                padding,
+                dilation,
+                ceil_mode,
+                count_include_pad: cip,
+            };
+            let cmax = max_pool2d(&x, &o).unwrap();
+            let cavg = avg_pool2d(&x, &o).unwrap();
+            for p in gpus() {
+                let xg = x.to(p).unwrap();
+                check(&format!("max case {i} {dtype}"), &cmax, &max_pool2d(&xg, &o).unwrap());
+                check(&format!("avg case {i} {dtype}"), &cavg, &avg_pool2d(&xg, &o).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn adaptive_global_noncontiguous_and_3d() {
+    let x = tensor(&values(2 * 5 * 7 * 9, 3, false), &[2, 9, 5, 7], DType::F32)
+        .permute(&[0, 2, 3, 1])
+        .unwrap()
+        .permute(&[0, 3, 1, 2])
+        .unwrap()
+        .transpose(2, 3)
+        .unwrap(); // (2, 9, 7, 5), non-contiguous
+    assert!(!x.is_contiguous());
+    let sizes = [[3, 2], [7, 5], [1, 1], [4, 4], [10, 3]];
+    for s in sizes {
+        let ca = adaptive_avg_pool2d(&x, s).unwrap();
+        let cm = adaptive_max_pool2d(&x, s).unwrap();
+        for p in gpus() {
+            let xg = tensor(&values(2 * 5 * 7 * 9, 3, false), &[2, 9, 5, 7], DType::F32)
+                .to(p)
+                .unwrap()
+                .transpose(2, 3)
+                .unwrap();
+            assert!(!xg.is_contiguous());
+            check("adaptive avg", &ca, &adaptive_avg_pool2d(&xg, s).unwrap());
+            check("adaptive max", &cm, &adaptive_max_pool2d(&xg, s).unwrap());
+        }
+    }
+    let x3 = tensor(&values(3 * 6 * 6, 4, true), &[3, 6, 6], DType::F32);
+    let c = global_avg_pool2d(&x3).unwrap();
+    assert_eq!(c.shape(), [3, 1, 1]);
+    let m = max_pool2d(&x3, &Pool2dOptions::new(3, 3)).unwrap();
+    assert_eq!(m.shape(), [3, 2, 2]);
+    for p in gpus() {
+        let g = x3.to(p).unwrap();
+        check("global avg 3-D", &c, &global_avg_pool2d(&g).unwrap());
+        check("global max 3-D", &global_max_pool2d(&x3).unwrap(), &global_max_pool2d(&g).unwrap());
+        check("max 3-D", &m, &max_pool2d(&g, &Pool2dOptions::new(3, 3)).unwrap());
+    }
+}
+
+#[test]
+fn pool_errors() {
+    for p in devices() {
+        let x = tensor(&values(2 * 3 * 4 * 4, 1, false), &[2, 3, 4, 4], DType::F32).to(p).unwrap();
+        let e = max_pool2d(&x, &Pool2dOptions::new(5, 5)).unwrap_err().to_string();
+        assert!(e.contains("max_pool2d") && e.contains("larger"), "{e}");
+        let o = Pool2dOptions { padding: [2, 2], ..Pool2dOptions::new(3, 3) };
+        let e = avg_pool2d(&x, &o).unwrap_err().to_string();
+        assert!(e.contains("avg_pool2d") && e.contains("half"), "{e}");
+        let o = Pool2dOptions { stride: Some([0, 1]), ..Pool2dOptions::new(2, 2) };
+        assert!(max_pool2d(&x, &o).is_err());
+        let e =
+            max_pool2d(&x.flatten(0, 1).unwrap().flatten(0, 1).unwrap(), &Pool2dOptions::new(2, 2));
+        assert!(e.unwrap_err().to_string().contains("4-D"));
+        assert!(adaptive_avg_pool2d(&x, [0, 2]).is_err());
+        assert!(max_pool2d(&x.astype(DType::I32).unwrap(), &Pool2dOptions::new(2, 2)).is_err());
+    }
+}

@@ -1,0 +1,313 @@
+"""Functions over tensors under Paddle/PyTorch names. Table-driven: adding an op that
+`mpsrt._C` exposes is one entry in `_UNARY` / `_BINARY` (or a small wrapper below)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _C
+from ._tensor import Tensor, _binary, _is_number, dtype_name, resolve_place, to_tensor
+
+
+def _shape(shape) -> list:
+    if isinstance(shape, (int, np.integer)):
+        return [int(shape)]
+    if isinstance(shape, Tensor):
+        shape = shape.tolist()
+    return [int(s) for s in shape]
+
+
+def _default_float(dtype) -> str:
+    return "float32" if dtype is None else dtype_name(dtype)
+
+
+# ---- creation ----
+def full(shape, fill_value, dtype=None, place=None) -> Tensor:
+    """A tensor of `shape` filled with `fill_value` (dtype from the value when not given)."""
+    if dtype is None:
+        dtype = "bool" if isinstance(fill_value, bool) else \
+            "int32" if isinstance(fill_value, (int, np.integer)) else "float32"
+    return Tensor._wrap(_C.full(_shape(shape), fill_value, dtype_name(dtype), resolve_place(place)))
+
+
+def zeros(shape, dtype=None, place=None) -> Tensor:
+    """>>> mpsrt.zeros([2, 3], place='mps').numpy().sum()
+    0.0"""
+    return Tensor._wrap(_C.full(_shape(shape), 0, _default_float(dtype), resolve_place(place)))
+
+
+def ones(shape, dtype=None, place=None) -> Tensor:
+    return Tensor._wrap(_C.full(_shape(shape), 1, _default_float(dtype), resolve_place(place)))
+
+
+def _like(x: Tensor, dtype, place):
+    return (x.dtype if dtype is None else dtype, x.place if place is None else place)
+
+
+def zeros_like(x: Tensor, dtype=None, place=None) -> Tensor:
+    d, p = _like(x, dtype, place)
+    return zeros(x.shape, d, p)
+
+
+def ones_like(x: Tensor, dtype=None, place=None) -> Tensor:
+    d, p = _like(x, dtype, place)
+    return ones(x.shape, d, p)
+
+
+def full_like(x: Tensor, fill_value, dtype=None, place=None) -> Tensor:
+    d, p = _like(x, dtype, place)
+    return full(x.shape, fill_value, d, p)
+
+
+def empty(shape, dtype=None, place=None, device=None) -> Tensor:
+    """A new tensor with its own storage (zero-filled), e.g. the output of a `@jit` kernel.
+    `device=` is accepted as an alias of `place=` (PyTorch style)."""
+    return zeros(shape, dtype, place if place is not None else device)
+
+
+def empty_like(x: Tensor, dtype=None, place=None) -> Tensor:
+    """A new zero-filled tensor with `x`'s shape, dtype and place (its own storage)."""
+    return zeros_like(x, dtype, place)
+
+
+def arange(start=0, end=None, step=1, dtype=None, place=None) -> Tensor:
+    """`[start, end)` by `step` like `numpy.arange` (int32 for int arguments, else float32)."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = "int32" if ints else "float32"
+    return Tensor._wrap(_C.arange(float(start), float(end), float(step), dtype_name(dtype),
+                                  resolve_place(place)))
+
+
+def rand(shape, dtype=None, place=None) -> Tensor:
+    """Uniform samples in [0, 1); reproducible with `mpsrt.mps.manual_seed`."""
+    return Tensor._wrap(_C.rand(_shape(shape), _default_float(dtype), resolve_place(place)))
+
+
+def randn(shape, dtype=None, place=None) -> Tensor:
+    """Standard normal samples.
+
+    >>> x = mpsrt.randn([2, 3], dtype='float32', place='mps')
+    """
+    return Tensor._wrap(_C.randn(_shape(shape), _default_float(dtype), resolve_place(place)))
+
+
+def manual_seed(seed: int) -> None:
+    """Reseeds the generator of `rand`/`randn` (shared by all places)."""
+    _C.manual_seed(int(seed))
+
+
+seed = manual_seed
+
+
+# ---- elementwise ----
+def _t(x, like=None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    return to_tensor(x, place=None if like is None else like.place)
+
+
+def _unary(name):
+    def f(x, name_=None):
+        return Tensor._wrap(_C.unary(name, _t(x)._t))
+    f.__name__ = name
+    f.__doc__ = f"Elementwise `{name}` (see the Rust `mpsrt_tensor::{name}`)."
+    return f
+
+
+def _bin(name):
+    def f(x, y, name_=None):
+        if isinstance(x, Tensor):
+            return _binary(name, x, y)
+        if isinstance(y, Tensor):
+            if _is_number(x) and name not in _NO_REFLECT:
+                return _binary(name, y, x, True)
+            return _binary(name, _t(x, y), y)
+        return _binary(name, _t(x), y)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise `{name}` with NumPy broadcasting; either side may be a Python number."
+    return f
+
+
+_NO_REFLECT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+_UNARY = ["exp", "log", "sqrt", "sigmoid", "tanh", "erf", "sin", "cos", "reciprocal", "neg",
+          "abs", "sign", "relu", "floor", "ceil", "round", "logical_not", "isnan", "silu",
+          "hardswish"]
+_BINARY = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "logical_and",
+           "logical_or", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+_funcs = {n: _unary(n) for n in _UNARY}
+_funcs.update({n: _bin(n) for n in _BINARY})
+# PyTorch / Paddle aliases.
+_ALIASES = {"negative": "neg", "sub": "subtract", "mul": "multiply", "div": "divide",
+            "true_divide": "divide", "eq": "equal", "ne": "not_equal", "lt": "less",
+            "le": "less_equal", "gt": "greater", "ge": "greater_equal", "less_than": "less",
+            "greater_than": "greater", "absolute": "abs", "rsqrt_": None}
+for _a, _n in _ALIASES.items():
+    if _n is not None:
+        _funcs[_a] = _funcs[_n]
+globals().update(_funcs)
+
+
+def rsqrt(x) -> Tensor:
+    return _funcs["reciprocal"](_funcs["sqrt"](x))
+
+
+def square(x) -> Tensor:
+    x = _t(x)
+    return x * x
+
+
+def clip(x, min=None, max=None) -> Tensor:
+    """Clamps into [min, max] (either bound optional); keeps the dtype."""
+    return Tensor._wrap(_C.clip(_t(x)._t, None if min is None else float(min),
+                                None if max is None else float(max)))
+
+
+clamp = clip
+
+
+def where(condition, x, y) -> Tensor:
+    """Elements of `x` where `condition` is true, else of `y` (tensors or numbers; broadcast)."""
+    c = _t(condition)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        dt = "float32" if isinstance(x, float) or isinstance(y, float) else "int32"
+        return Tensor._wrap(_C.where_scalar(c._t, x, y, dt))
+    like = x if isinstance(x, Tensor) else y
+    x = x if isinstance(x, Tensor) else full([], x, like.dtype, like.place)
+    y = y if isinstance(y, Tensor) else full([], y, like.dtype, like.place)
+    return Tensor._wrap(_C.where_(c._t, x._t, y._t))
+
+
+def assign(x) -> Tensor:
+    """A copy with its own storage."""
+    x = _t(x)
+    return x + zeros([], x.dtype, x.place) if x.dtype != "bool" else x | False
+
+
+def cast(x, dtype) -> Tensor:
+    return _t(x).astype(dtype)
+
+
+def reshape(x, shape) -> Tensor:
+    return _t(x).reshape(shape)
+
+
+def transpose(x, perm) -> Tensor:
+    """Paddle's `transpose(x, perm)`; PyTorch's `transpose(x, a, b)` is `x.transpose(a, b)`."""
+    return _t(x).permute(perm)
+
+
+def permute(x, perm) -> Tensor:
+    return _t(x).permute(perm)
+
+
+def unsqueeze(x, axis) -> Tensor:
+    return _t(x).unsqueeze(axis)
+
+
+def squeeze(x, axis=None) -> Tensor:
+    return _t(x).squeeze(axis)
+
+
+def flatten(x, start_axis=0, stop_axis=-1) -> Tensor:
+    return _t(x).flatten(start_axis, stop_axis)
+
+
+def expand(x, shape) -> Tensor:
+    return _t(x).expand(shape)
+
+
+broadcast_to = expand
+
+
+def matmul(x, y) -> Tensor:
+    """Matrix product (`x @ y`) with NumPy's batching rules."""
+    x, y = _t(x), _t(y)
+    if hasattr(_C, "matmul"):
+        return Tensor._wrap(_C.matmul(x._t, y._t))
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("[matmul] both operands need at least one dimension")
+    # Composite until a Rust matmul lands: broadcast product [..., M, K, N] summed over K.
+    xa = x.unsqueeze(0) if x.ndim == 1 else x
+    ya = y.unsqueeze(1) if y.ndim == 1 else y
+    if xa.shape[-1] != ya.shape[-2]:
+        raise ValueError(f"[matmul] inner dimensions differ: {x.shape} @ {y.shape}")
+    out = (xa.unsqueeze(-1) * ya.unsqueeze(-3)).sum(axis=-2)
+    if x.ndim == 1:
+        out = out.squeeze(-2)
+    if y.ndim == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+# Methods `x.exp()`, `x.add(y)`, ... for every function above.
+for _n, _f in list(_funcs.items()):
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _f)
+for _n, _f in {"clip": clip, "clamp": clip, "rsqrt": rsqrt, "square": square,
+               "matmul": matmul, "cast": cast}.items():
+    setattr(Tensor, _n, _f)
+
+
+# ---- reductions (Paddle: axis/keepdim; PyTorch: dim/keepdim) ----
+def _axes(axis, dim):
+    a = axis if axis is not None else dim
+    if a is None:
+        return None
+    return [int(v) for v in a] if isinstance(a, (list, tuple)) else [int(a)]
+
+
+def _reducer(name):
+    def f(x, axis=None, keepdim=False, dtype=None, name_=None, dim=None):
+        out = Tensor._wrap(_C.reduce(name, _t(x)._t, _axes(axis, dim), bool(keepdim)))
+        return out if dtype is None else out.astype(dtype)
+    f.__name__ = name
+    f.__doc__ = (f"`{name}` over `axis` (an int, a list, or None for all) keeping reduced dims "
+                 f"when `keepdim`.\n\n>>> mpsrt.{name}(mpsrt.ones([2, 3]), axis=1)")
+    return f
+
+
+def _arg(name):
+    def f(x, axis=None, keepdim=False, dtype=None, name_=None, dim=None):
+        a = axis if axis is not None else dim
+        return Tensor._wrap(_C.reduce_arg(name, _t(x)._t, None if a is None else int(a),
+                                          bool(keepdim)))
+    f.__name__ = name
+    f.__doc__ = f"Index (int32) of the `{name[3:]}` along `axis` (flattened when None)."
+    return f
+
+
+def var(x, axis=None, unbiased=True, keepdim=False, name=None, dim=None, correction=None):
+    """Variance (`unbiased` → ddof 1; `correction` overrides)."""
+    c = float(correction if correction is not None else (1.0 if unbiased else 0.0))
+    return Tensor._wrap(_C.moment("var", _t(x)._t, _axes(axis, dim), c, bool(keepdim)))
+
+
+def std(x, axis=None, unbiased=True, keepdim=False, name=None, dim=None, correction=None):
+    """Standard deviation (`unbiased` → ddof 1; `correction` overrides)."""
+    c = float(correction if correction is not None else (1.0 if unbiased else 0.0))
+    return Tensor._wrap(_C.moment("std", _t(x)._t, _axes(axis, dim), c, bool(keepdim)))
+
+
+def softmax(x, axis=-1, dtype=None, name=None, dim=None):
+    """exp(x) / sum(exp(x)) along `axis` (stable)."""
+    a = axis if dim is None else dim
+    out = Tensor._wrap(_C.axis_op("softmax", _t(x)._t, int(a)))
+    return out if dtype is None else out.astype(dtype)
+
+
+def log_softmax(x, axis=-1, dtype=None, name=None, dim=None):
+    a = axis if dim is None else dim
+    out = Tensor._wrap(_C.axis_op("log_softmax", _t(x)._t, int(a)))
+    return out if dtype is None else out.astype(dtype)
+
+
+_REDUCTIONS = {n: _reducer(n) for n in ["sum", "mean", "prod", "max", "min", "logsumexp", "norm"]}
+_REDUCTIONS.update({n: _arg(n) for n in ["argmax", "argmin"]})
+_REDUCTIONS.update({"var": var, "std": std, "amax": _REDUCTIONS["max"],
+                    "amin": _REDUCTIONS["min"], "softmax": softmax, "log_softmax": log_softmax})
+for _n, _f in _REDUCTIONS.items():
+    setattr(Tensor, _n, _f)
+_funcs.update(_REDUCTIONS)

@@ -1,0 +1,128 @@
+"""`mpsrt.nn.functional`: activations (and, as they land in Rust, softmax/conv/pool/norm).
+
+>>> y = mpsrt.nn.functional.relu(mpsrt.to_tensor([-1.0, 2.0], place='mps'))
+"""
+from __future__ import annotations
+
+from .. import _C
+from .._ops import _t, clip as _clip
+from .._tensor import Tensor
+
+
+def _u(name, x):
+    return Tensor._wrap(_C.unary(name, _t(x)._t))
+
+
+def relu(x, name=None) -> Tensor:
+    """max(x, 0)."""
+    return _u("relu", x)
+
+
+def relu6(x, name=None) -> Tensor:
+    return _clip(x, 0.0, 6.0)
+
+
+def sigmoid(x, name=None) -> Tensor:
+    """1 / (1 + e^-x)."""
+    return _u("sigmoid", x)
+
+
+def tanh(x, name=None) -> Tensor:
+    return _u("tanh", x)
+
+
+def silu(x, name=None) -> Tensor:
+    """x * sigmoid(x)."""
+    return _u("silu", x)
+
+
+swish = silu
+
+
+def gelu(x, approximate=False, name=None) -> Tensor:
+    """GELU; `approximate=True` or `'tanh'` uses the tanh formula."""
+    tanh_ = approximate is True or approximate == "tanh"
+    return Tensor._wrap(_C.gelu(_t(x)._t, tanh_))
+
+
+def leaky_relu(x, negative_slope=0.01, name=None) -> Tensor:
+    return Tensor._wrap(_C.leaky_relu(_t(x)._t, float(negative_slope)))
+
+
+def elu(x, alpha=1.0, name=None) -> Tensor:
+    return Tensor._wrap(_C.elu(_t(x)._t, float(alpha)))
+
+
+def hardsigmoid(x, slope=1.0 / 6.0, offset=0.5, name=None) -> Tensor:
+    """clip(slope * x + offset, 0, 1) (PyTorch's constants by default)."""
+    return Tensor._wrap(_C.hardsigmoid(_t(x)._t, float(slope), float(offset)))
+
+
+def hardswish(x, name=None) -> Tensor:
+    return _u("hardswish", x)
+
+
+def softplus(x, beta=1.0, threshold=20.0, name=None) -> Tensor:
+    """log(1 + e^(beta x)) / beta, linear where beta x > threshold."""
+    return Tensor._wrap(_C.softplus(_t(x)._t, float(beta), float(threshold)))
+
+
+def hardtanh(x, min=-1.0, max=1.0, name=None) -> Tensor:
+    return _clip(x, min, max)
+
+
+def softmax(x, axis=-1, dtype=None, name=None, dim=None) -> Tensor:
+    """Softmax along `axis` (PyTorch's `dim=` accepted)."""
+    from .._ops import softmax as _softmax
+    return _softmax(x, axis, dtype, dim=dim)
+
+
+def log_softmax(x, axis=-1, dtype=None, name=None, dim=None) -> Tensor:
+    from .._ops import log_softmax as _log_softmax
+    return _log_softmax(x, axis, dtype, dim=dim)
+
+
+def _pair(v):
+    return [int(v), int(v)] if isinstance(v, (int,)) else [int(e) for e in v]
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None) -> Tensor:
+    """2-D convolution, NCHW input and (out, in/groups, kh, kw) weight.
+    `padding`: int, (ph, pw), (top, left, bottom, right) or `'same'`."""
+    same = isinstance(padding, str)
+    if same and padding.lower() != "same":
+        if padding.lower() == "valid":
+            same, padding = False, 0
+        else:
+            raise ValueError(f"[conv2d] padding must be 'same', 'valid' or ints, got {padding!r}")
+    pads = [0, 0, 0, 0]
+    if not same:
+        p = [int(padding)] * 2 if isinstance(padding, int) else [int(v) for v in padding]
+        pads = p + p if len(p) == 2 else p
+    b = None if bias is None else _t(bias)._t
+    return Tensor._wrap(_C.conv2d(_t(x)._t, _t(weight)._t, b, _pair(stride), pads, same,
+                                  _pair(dilation), int(groups)))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               name=None) -> Tensor:
+    """Max pooling over NCHW windows (stride defaults to the kernel size)."""
+    return Tensor._wrap(_C.pool2d("max", _t(x)._t, _pair(kernel_size),
+                                  None if stride is None else _pair(stride), _pair(padding),
+                                  _pair(dilation), bool(ceil_mode), True))
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               name=None) -> Tensor:
+    """Average pooling over NCHW windows (PyTorch's `count_include_pad`)."""
+    return Tensor._wrap(_C.pool2d("avg", _t(x)._t, _pair(kernel_size),
+                                  None if stride is None else _pair(stride), _pair(padding),
+                                  [1, 1], bool(ceil_mode), bool(count_include_pad)))
+
+
+def adaptive_avg_pool2d(x, output_size, name=None) -> Tensor:
+    return Tensor._wrap(_C.adaptive_pool2d("avg", _t(x)._t, _pair(output_size)))
+
+
+def adaptive_max_pool2d(x, output_size, name=None) -> Tensor:
+    return Tensor._wrap(_C.adaptive_pool2d("max", _t(x)._t, _pair(output_size)))

@@ -1,0 +1,197 @@
+//! `mpsrt run` and `mpsrt bench MODEL`: run an ONNX model through the engine from the shell.
+
+use crate::npy;
+use indicatif::{ProgressBar, ProgressStyle};
+use mpsrt::{DType, Error, Place, Result, Tensor};
+use mpsrt_engine::{Session, SessionOptions};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Where to run.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Device {
+    Cpu,
+    Gpu,
+}
+
+fn place(d: Option<Device>) -> Place {
+    match d {
+        Some(Device::Cpu) => Place::Cpu,
+        Some(Device::Gpu) => Place::Gpu(0),
+        None if mpsrt::device::gpu_available() => Place::Gpu(0),
+        None => Place::Cpu,
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    /// `name=file.npy` for one input, or a `.npz` whose array names are input names (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Where to write the outputs (`.npz`).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Device (default: the GPU when there is one).
+    #[arg(long, value_enum)]
+    device: Option<Device>,
+}
+
+fn load_inputs(specs: &[String], place: Place) -> Result<HashMap<String, Tensor>> {
+    let mut feeds = HashMap::new();
+    for spec in specs {
+        let (name, file) = match spec.split_once('=') {
+            Some((n, f)) => (Some(n.to_string()), PathBuf::from(f)),
+            None => (None, PathBuf::from(spec)),
+        };
+        for (array_name, t) in npy::read(&file)? {
+            let key = name.clone().or(array_name).ok_or_else(|| {
+                Error::invalid("run", format!("--input {spec}: give it as NAME=FILE.npy"))
+            })?;
+            let t = if place.is_gpu() && t.dtype().gpu_supported() { t.to(place)? } else { t };
+            feeds.insert(key, t);
+        }
+    }
+    Ok(feeds)
+}
+
+fn summary(t: &Tensor) -> String {
+    let vals = t.to(Place::Cpu).and_then(|c| c.to_f64_vec()).unwrap_or_default();
+    let head: Vec<String> = vals.iter().take(6).map(|v| format!("{v:.5}")).collect();
+    let more = if vals.len() > 6 { ", ..." } else { "" };
+    format!("{} {:?} [{}{more}]", t.dtype(), t.shape(), head.join(", "))
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let place = place(a.device);
+    let session = Session::load(&a.model, place, SessionOptions::default())?;
+    let feeds = load_inputs(&a.inputs, place)?;
+    let t0 = Instant::now();
+    let outs = session.run(&feeds)?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    println!("ran {} on {place} in {ms:.2} ms", a.model.display());
+    for (name, t) in &outs {
+        println!("  {name}: {}", summary(t));
+    }
+    if let Some(path) = &a.output {
+        npy::write_npz(path, &outs)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct ModelBenchArgs {
+    /// Batch size substituted for dynamic (and leading) batch dims.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Timed iterations.
+    #[arg(long, default_value_t = 20)]
+    pub iterations: usize,
+    /// Untimed warm-up iterations.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    #[arg(long, value_enum)]
+    pub device: Option<Device>,
+    /// Plan without elementwise fusion.
+    #[arg(long)]
+    pub no_fusion: bool,
+    /// Plan without buffer reuse.
+    #[arg(long)]
+    pub no_memory_planning: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn random_input(dtype: DType, shape: &[usize], place: Place) -> Result<Tensor> {
+    let t = if dtype.is_float() {
+        mpsrt::rand(shape, DType::F32, Place::Cpu)?.astype(dtype)?
+    } else {
+        mpsrt::zeros(shape, dtype, Place::Cpu)?
+    };
+    if place.is_gpu() && dtype.gpu_supported() {
+        t.to(place)
+    } else {
+        Ok(t)
+    }
+}
+
+fn sync(place: Place) -> Result<()> {
+    if let Place::Gpu(i) = place {
+        mpsrt::device::gpu_device(i)?.synchronize()?;
+    }
+    Ok(())
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
+    let place = place(a.device);
+    let opts = SessionOptions { fusion: !a.no_fusion, memory_planning: !a.no_memory_planning };
+    let session = Session::load(&model, place, opts)?;
+    let mut feeds = HashMap::new();
+    let mut shapes = Vec::new();
+    for info in session.inputs() {
+        let shape: Vec<usize> = info
+            .shape
+            .iter()
+            .enumerate()
+            .map(|(i, d)| match d.known() {
+                Some(n) if i == 0 && n == 1 => a.batch,
+                Some(n) => n,
+                None if i == 0 => a.batch,
+                None => 1,
+            })
+            .collect();
+        shapes.push(shape.clone());
+        feeds.insert(info.name.clone(), random_input(info.dtype, &shape, place)?);
+    }
+    let plan = session.plan_for(&shapes)?;
+    for _ in 0..a.warmup {
+        session.run(&feeds)?;
+        sync(place)?;
+    }
+    let pb = if a.json { ProgressBar::hidden() } else { ProgressBar::new(a.iterations as u64) };
+    if let Ok(style) = ProgressStyle::with_template("{msg:>8} [{bar:30}] {pos}/{len} {elapsed}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message("run");
+    let mut lat = Vec::with_capacity(a.iterations);
+    for _ in 0..a.iterations {
+        let t0 = Instant::now();
+        let outs = session.run(&feeds)?;
+        sync(place)?;
+        drop(outs);
+        lat.push(t0.elapsed().as_secs_f64() * 1e3);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    lat.sort_by(|x, y| x.total_cmp(y));
+    let (p50, p90, p99) = (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99));
+    let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    if a.json {
+        let v = serde_json::json!({
+            "model": model.display().to_string(), "place": place.to_string(), "batch": a.batch,
+            "iterations": a.iterations, "fusion": opts.fusion, "memory_planning": opts.memory_planning,
+            "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": mean, "plan": plan.summary(),
+        });
+        println!("{v}");
+    } else {
+        println!("{} on {place}, batch {}, {} iterations", model.display(), a.batch, a.iterations);
+        println!("  plan: {}", plan.summary());
+        println!("  latency ms: p50 {p50:.3}  p90 {p90:.3}  p99 {p99:.3}  mean {mean:.3}");
+        if mean > 0.0 {
+            println!("  throughput: {:.1} inferences/s", a.batch as f64 * 1e3 / mean);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! `Session`: loads an ONNX model once, specializes it per concrete input shapes through the plan
+//! cache, runs each plan's init steps once (persistent values) and then its steps on every call,
+//! dropping every intermediate right after its last use so the caching allocator recycles it.
+
+use crate::elementwise::run_fused;
+use crate::ops::{lookup, Ctx};
+use crate::value::{host_to_tensor, to_device, to_logical};
+use mpsrt_core::{DType, Error, Place, Result};
+use mpsrt_graph::{
+    shape_str, CompiledGraph, Dim, HostTensor, Plan, PlanOptions, Step, Storage, ValueId,
+};
+use mpsrt_tensor::Tensor;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+const OP: &str = "session";
+/// Plans whose per-plan state (persistent values, liveness) is kept.
+const STATE_CAPACITY: usize = 16;
+
+/// Engine knobs; both on by default (off exists to measure what each buys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Fuse elementwise chains into one generated kernel each.
+    pub fusion: bool,
+    /// Reuse intermediate buffers by liveness (drop values after their last use).
+    pub memory_planning: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { fusion: true, memory_planning: true }
+    }
+}
+
+/// A graph input or output: name, dtype and shape (`Dim::Sym` for dynamic dims).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IoInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<Dim>,
+}
+
+impl IoInfo {
+    /// The shape with dynamic dims as `-1` (Triton/ORT style).
+    pub fn dims_i64(&self) -> Vec<i64> {
+        self.shape.iter().map(|d| d.known().map_or(-1, |n| n as i64)).collect()
+    }
+}
+
+/// Per-plan state kept across runs.
+struct PlanState {
+    plan: Arc<Plan>,
+    persistent: HashMap<ValueId, Tensor>,
+    /// For each step, the values whose last use it is (dropped after the step).
+    frees: Vec<Vec<ValueId>>,
+}
+
+type ConstKey = (String, DType, Vec<usize>, u64);
+
+/// A loaded model ready to run on one place.
+pub struct Session {
+    compiled: CompiledGraph,
+    place: Place,
+    options: SessionOptions,
+    inputs: Vec<IoInfo>,
+    outputs: Vec<IoInfo>,
+    states: Mutex<Vec<Arc<PlanState>>>,
+    constants: Mutex<HashMap<ConstKey, Tensor>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("place", &self.place)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+fn io(sig: Vec<(String, DType, Vec<Dim>)>) -> Vec<IoInfo> {
+    sig.into_iter().map(|(name, dtype, shape)| IoInfo { name, dtype, shape }).collect()
+}
+
+impl Session {
+    /// Loads a model file.
+    pub fn load(path: impl AsRef<Path>, place: Place, options: SessionOptions) -> Result<Session> {
+        let model = mpsrt_onnx::load_path(path)?;
+        Self::from_graph(model.graph, place, options)
+    }
+
+    /// Loads a model from memory.
+    pub fn load_bytes(bytes: &[u8], place: Place, options: SessionOptions) -> Result<Session> {
+        let model = mpsrt_onnx::load_bytes(bytes)?;
+        Self::from_graph(model.graph, place, options)
+    }
+
+    /// Compiles an already imported graph. Fails listing every op the engine cannot run.
+    pub fn from_graph(
+        graph: mpsrt_graph::Graph,
+        place: Place,
+        options: SessionOptions,
+    ) -> Result<Session> {
+        let place = mpsrt_runtime::validate_place(place)?;
+        graph.check_ops("engine", |op| lookup(&op.name()).is_some())?;
+        let plan_opts = PlanOptions {
+            fuse_elementwise: options.fusion,
+            reuse_memory: options.memory_planning,
+            fold_batchnorm: true,
+        };
+        let compiled = CompiledGraph::new(graph, plan_opts)?;
+        // Folding may leave ops the importer produced in other forms: check again.
+        compiled.graph().check_ops("engine", |op| lookup(&op.name()).is_some())?;
+        let inputs = io(compiled.graph().input_signature());
+        let outputs = io(compiled.graph().output_signature());
+        Ok(Session {
+            compiled,
+            place,
+            options,
+            inputs,
+            outputs,
+            states: Mutex::new(Vec::new()),
+            constants: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn inputs(&self) -> &[IoInfo] {
+        &self.inputs
+    }
+    pub fn outputs(&self) -> &[IoInfo] {
+        &self.outputs
+    }
+    pub fn place(&self) -> Place {
+        self.place
+    }
+    pub fn options(&self) -> SessionOptions {
+        self.options
+    }
+
+    /// The plan for these input shapes (graph input order), e.g. for `Plan::summary`.
+    pub fn plan_for(&self, shapes: &[Vec<usize>]) -> Result<Arc<Plan>> {
+        self.compiled.plan(shapes)
+    }
+
+    /// Checks names, dtypes and shapes; returns the inputs in graph order.
+    fn bind<'a>(&self, feeds: &'a HashMap<String, Tensor>) -> Result<Vec<&'a Tensor>> {
+        let expected: Vec<&str> = self.inputs.iter().map(|i| i.name.as_str()).collect();
+        if let Some(unknown) = feeds.keys().find(|k| !expected.contains(&k.as_str())) {
+            return Err(Error::invalid(
+                OP,
+                format!("unknown input {unknown:?}; the model's inputs are {expected:?}"),
+            ));
+        }
+        let mut out = Vec::with_capacity(self.inputs.len());
+        for info in &self.inputs {
+            let t = feeds.get(&info.name).ok_or_else(|| {
+                Error::invalid(
+                    OP,
+                    format!(
+                        "missing input {:?} ({} {}); the model's inputs are {expected:?}",
+                        info.name,
+                        info.dtype,
+                        shape_str(&info.shape)
+                    ),
+                )
+            })?;
+            if t.dtype() != info.dtype {
+                return Err(Error::dtype(
+                    OP,
+                    format!(
+                        "input {:?}: expected dtype {}, given {}",
+                        info.name,
+                        info.dtype,
+                        t.dtype()
+                    ),
+                ));
+            }
+            let ok = t.ndim() == info.shape.len()
+                && info.shape.iter().zip(t.shape()).all(|(d, &n)| d.known().is_none_or(|k| k == n));
+            if !ok {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "input {:?}: expected shape {}, given {:?}",
+                        info.name,
+                        shape_str(&info.shape),
+                        t.shape()
+                    ),
+                ));
+            }
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    fn plan(&self, feeds: &[&Tensor]) -> Result<Arc<Plan>> {
+        let shapes: Vec<Vec<usize>> = feeds.iter().map(|t| t.shape().to_vec()).collect();
+        let vi = self.compiled.value_inputs();
+        if vi.is_empty() {
+            return self.compiled.plan(&shapes);
+        }
+        let mut values = Vec::with_capacity(vi.len());
+        for &i in vi {
+            let t = feeds.get(i).ok_or_else(|| Error::invalid(OP, "value input out of range"))?;
+            values.push(HostTensor::new(t.dtype(), t.shape().to_vec(), t.to_bytes()?)?);
+        }
+        self.compiled.plan_with_values(&shapes, &values)
+    }
+
+    fn constant(&self, plan: &Plan, v: ValueId) -> Result<Tensor> {
+        let h = plan.graph.initializers.get(&v).ok_or_else(|| {
+            Error::invalid(OP, format!("constant {:?} has no data", plan.graph.value(v).name))
+        })?;
+        let mut hasher = DefaultHasher::new();
+        h.bytes.hash(&mut hasher);
+        let key = (plan.graph.value(v).name.clone(), h.dtype, h.shape.clone(), hasher.finish());
+        let mut cache = self.constants.lock().map_err(|_| poisoned())?;
+        if let Some(t) = cache.get(&key) {
+            return Ok(t.clone());
+        }
+        // int64 constants that do not fit int32 (Slice ends) stay on the CPU side.
+        let t = match host_to_tensor(&plan.graph.value(v).name, h, self.place) {
+            Ok(t) => t,
+            Err(_) if h.dtype == DType::I64 => host_to_tensor("constant", h, Place::Cpu)?,
+            Err(e) => return Err(e),
+        };
+        cache.insert(key, t.clone());
+        Ok(t)
+    }
+
+    fn state(&self, plan: &Arc<Plan>) -> Result<Arc<PlanState>> {
+        {
+            let states = self.states.lock().map_err(|_| poisoned())?;
+            if let Some(s) = states.iter().find(|s| Arc::ptr_eq(&s.plan, plan)) {
+                return Ok(s.clone());
+            }
+        }
+        let ctx = Ctx { plan, place: self.place };
+        let mut env: HashMap<ValueId, Tensor> = HashMap::new();
+        for step in &plan.init_steps {
+            let outs =
+                self.run_step(&ctx, step, &mut |v| self.fetch(plan, &env, &HashMap::new(), v))?;
+            for (v, t) in outs {
+                env.insert(v, t);
+            }
+        }
+        let persistent: HashMap<ValueId, Tensor> = env
+            .into_iter()
+            .filter(|(v, _)| plan.storage.get(v.0) == Some(&Storage::Persistent))
+            .collect();
+        let frees = liveness(plan, self.options.memory_planning);
+        let st = Arc::new(PlanState { plan: plan.clone(), persistent, frees });
+        let mut states = self.states.lock().map_err(|_| poisoned())?;
+        if states.len() >= STATE_CAPACITY {
+            states.remove(0);
+        }
+        states.push(st.clone());
+        Ok(st)
+    }
+
+    /// A value that is not produced by the current run's steps: constant, persistent or computed
+    /// earlier in the run.
+    fn fetch(
+        &self,
+        plan: &Plan,
+        env: &HashMap<ValueId, Tensor>,
+        persistent: &HashMap<ValueId, Tensor>,
+        v: ValueId,
+    ) -> Result<Tensor> {
+        if let Some(t) = env.get(&v).or_else(|| persistent.get(&v)) {
+            return Ok(t.clone());
+        }
+        if plan.graph.initializers.contains_key(&v) {
+            return self.constant(plan, v);
+        }
+        Err(Error::invalid(
+            OP,
+            format!("value {:?} is read before it is computed", plan.graph.value(v).name),
+        ))
+    }
+
+    fn run_step(
+        &self,
+        ctx: &Ctx<'_>,
+        step: &Step,
+        get: &mut dyn FnMut(ValueId) -> Result<Tensor>,
+    ) -> Result<Vec<(ValueId, Tensor)>> {
+        let (ins, outs) = ctx.plan.step_io(step);
+        match step {
+            Step::Fused(group) => {
+                let mut args = Vec::with_capacity(ins.len());
+                for &v in &ins {
+                    let t = get(v)?;
+                    args.push(to_device("fused", &t, ctx.dtype(v), self.place)?);
+                }
+                let r = run_fused(ctx, group, &args)?;
+                Ok(vec![(group.output, r)])
+            }
+            Step::Node(i) => {
+                let node = ctx.node(*i)?;
+                let name = node.op.name();
+                let entry = lookup(&name).ok_or_else(|| {
+                    Error::unsupported(ctx.label(node), "op is not supported by the engine")
+                })?;
+                let mut args = Vec::with_capacity(ins.len());
+                for (k, &v) in ins.iter().enumerate() {
+                    let t = get(v)?;
+                    args.push(if k < entry.host_from {
+                        to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?
+                    } else {
+                        t
+                    });
+                }
+                let results = (entry.run)(ctx, node, &args)?;
+                if results.len() < outs.len() {
+                    return Err(ctx.err(
+                        node,
+                        format!(
+                            "produced {} outputs, the graph expects {}",
+                            results.len(),
+                            outs.len()
+                        ),
+                    ));
+                }
+                Ok(outs.into_iter().zip(results).collect())
+            }
+        }
+    }
+
+    /// Runs the model. Outputs come back in graph order with the dtypes the graph declares
+    /// (int64/float64 outputs of a GPU session are returned on the CPU).
+    pub fn run(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
+        let bound = self.bind(feeds)?;
+        let plan = self.plan(&bound)?;
+        let st = self.state(&plan)?;
+        let ctx = Ctx { plan: &plan, place: self.place };
+        let mut env: HashMap<ValueId, Tensor> = HashMap::new();
+        for (i, &v) in plan.graph.inputs.iter().enumerate() {
+            if let Some(t) = bound.get(i) {
+                env.insert(v, (*t).clone());
+            }
+        }
+        for (s, step) in plan.steps.iter().enumerate() {
+            let outs = {
+                let env_ref = &env;
+                self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, &st.persistent, v))?
+            };
+            for (v, t) in outs {
+                env.insert(v, t);
+            }
+            if let Some(frees) = st.frees.get(s) {
+                for v in frees {
+                    env.remove(v);
+                }
+            }
+        }
+        let mut result = Vec::with_capacity(plan.graph.outputs.len());
+        for &v in &plan.graph.outputs {
+            let t = self.fetch(&plan, &env, &st.persistent, v)?;
+            let info = plan.graph.value(v);
+            result.push((info.name.clone(), to_logical(&t, info.dtype)?));
+        }
+        Ok(result)
+    }
+}
+
+/// For each step, the values last read there that are neither graph outputs nor inputs.
+fn liveness(plan: &Plan, enabled: bool) -> Vec<Vec<ValueId>> {
+    let mut frees = vec![Vec::new(); plan.steps.len()];
+    if !enabled {
+        return frees;
+    }
+    let mut last: HashMap<ValueId, usize> = HashMap::new();
+    for (s, step) in plan.steps.iter().enumerate() {
+        let (ins, outs) = plan.step_io(step);
+        for v in ins.into_iter().chain(outs) {
+            last.insert(v, s);
+        }
+    }
+    for (v, s) in last {
+        if matches!(plan.storage.get(v.0), Some(Storage::Slot(_))) {
+            frees[s].push(v);
+        }
+    }
+    frees
+}
+
+fn poisoned() -> Error {
+    Error::device(OP, "session lock poisoned by a panic in another thread")
+}
+
+/// Builds a tensor on `place` from a graph host tensor (used by tests and the CLI).
+pub fn tensor_from_host(h: &HostTensor, place: Place) -> Result<Tensor> {
+    let t = Tensor::from_bytes(&h.bytes, h.dtype, &h.shape, Place::Cpu)?;
+    if place.is_gpu() && h.dtype.gpu_supported() {
+        t.to(place)
+    } else {
+        Ok(t)
+    }
+}

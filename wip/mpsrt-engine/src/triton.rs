@@ -1,0 +1,163 @@
+//! The engine as a Triton backend for `mpsrt serve`: backend `onnxruntime`, platform
+//! `onnxruntime_onnx`, so Triton model repositories written for ONNX Runtime load unchanged.
+//! `KIND_GPU` instances run on `mps:N`, `KIND_CPU` instances on the CPU.
+
+use crate::session::{Session, SessionOptions};
+use mpsrt_core::{DType, Place};
+use mpsrt_serve::proto::inference::ModelConfig;
+use mpsrt_serve::{
+    Backend, HostTensor, InstanceDevice, ModelInstance, ModelIo, ServeError, TensorData, TensorIo,
+    TritonDType,
+};
+use mpsrt_tensor::Tensor;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Triton wire dtype of an mpsrt dtype.
+pub fn triton_dtype(d: DType) -> TritonDType {
+    match d {
+        DType::Bool => TritonDType::Bool,
+        DType::U8 => TritonDType::Uint8,
+        DType::I8 => TritonDType::Int8,
+        DType::I32 => TritonDType::Int32,
+        DType::I64 => TritonDType::Int64,
+        DType::F16 => TritonDType::Fp16,
+        DType::F32 => TritonDType::Fp32,
+        DType::F64 => TritonDType::Fp64,
+    }
+}
+
+/// mpsrt dtype of a Triton wire dtype, if mpsrt has one.
+pub fn mpsrt_dtype(d: TritonDType) -> Option<DType> {
+    Some(match d {
+        TritonDType::Bool => DType::Bool,
+        TritonDType::Uint8 => DType::U8,
+        TritonDType::Int8 => DType::I8,
+        TritonDType::Int32 => DType::I32,
+        TritonDType::Int64 => DType::I64,
+        TritonDType::Fp16 => DType::F16,
+        TritonDType::Fp32 => DType::F32,
+        TritonDType::Fp64 => DType::F64,
+        _ => return None,
+    })
+}
+
+fn serve_err(e: mpsrt_core::Error) -> ServeError {
+    match e.kind {
+        mpsrt_core::ErrorKind::InvalidArgument
+        | mpsrt_core::ErrorKind::Shape
+        | mpsrt_core::ErrorKind::DType => ServeError::invalid(e.to_string()),
+        mpsrt_core::ErrorKind::Unsupported => ServeError::unsupported(e.to_string()),
+        _ => ServeError::internal(e.to_string()),
+    }
+}
+
+/// The ONNX engine backend.
+#[derive(Debug, Clone, Default)]
+pub struct EngineBackend {
+    pub options: SessionOptions,
+}
+
+impl Backend for EngineBackend {
+    fn name(&self) -> &str {
+        "onnxruntime"
+    }
+    fn platform(&self) -> &str {
+        "onnxruntime_onnx"
+    }
+    fn default_model_filename(&self) -> &str {
+        "model.onnx"
+    }
+
+    fn model_io(&self, model_path: &Path) -> Result<ModelIo, ServeError> {
+        let model = mpsrt_onnx::load_path(model_path).map_err(serve_err)?;
+        let conv = |sig: Vec<(String, DType, Vec<mpsrt_graph::Dim>)>| -> Vec<TensorIo> {
+            sig.into_iter()
+                .map(|(name, dtype, shape)| TensorIo {
+                    name,
+                    datatype: triton_dtype(dtype),
+                    dims: shape.iter().map(|d| d.known().map_or(-1, |n| n as i64)).collect(),
+                })
+                .collect()
+        };
+        Ok(ModelIo {
+            inputs: conv(model.graph.input_signature()),
+            outputs: conv(model.graph.output_signature()),
+        })
+    }
+
+    fn load(
+        &self,
+        model_path: &Path,
+        _config: &ModelConfig,
+        device: InstanceDevice,
+    ) -> Result<Box<dyn ModelInstance>, ServeError> {
+        let place = match device {
+            InstanceDevice::Cpu => Place::Cpu,
+            InstanceDevice::Gpu(i) => Place::Gpu(i as usize),
+        };
+        let session = Session::load(model_path, place, self.options).map_err(serve_err)?;
+        Ok(Box::new(EngineInstance { session }))
+    }
+}
+
+/// One loaded session serving requests.
+pub struct EngineInstance {
+    session: Session,
+}
+
+impl ModelInstance for EngineInstance {
+    fn execute(
+        &mut self,
+        inputs: Vec<HostTensor>,
+        requested_outputs: &[String],
+    ) -> Result<Vec<HostTensor>, ServeError> {
+        let mut feeds = HashMap::new();
+        for t in inputs {
+            let dtype = mpsrt_dtype(t.datatype).ok_or_else(|| {
+                ServeError::invalid(format!(
+                    "input '{}': datatype {} is not supported by the mpsrt engine",
+                    t.name,
+                    t.datatype.as_str()
+                ))
+            })?;
+            let TensorData::Raw(bytes) = &t.data else {
+                return Err(ServeError::invalid(format!(
+                    "input '{}': BYTES tensors are not supported by the mpsrt engine",
+                    t.name
+                )));
+            };
+            let shape: Vec<usize> =
+                t.shape.iter().map(|&d| usize::try_from(d)).collect::<Result<_, _>>().map_err(
+                    |_| ServeError::invalid(format!("input '{}': negative dim", t.name)),
+                )?;
+            let tensor = Tensor::from_bytes(bytes, dtype, &shape, Place::Cpu).map_err(serve_err)?;
+            feeds.insert(t.name, tensor);
+        }
+        // Inputs arrive on the host; the session moves them to its place.
+        let place = self.session.place();
+        let feeds: HashMap<String, Tensor> = feeds
+            .into_iter()
+            .map(|(k, t)| {
+                let t = if place.is_gpu() && t.dtype().gpu_supported() { t.to(place)? } else { t };
+                Ok((k, t))
+            })
+            .collect::<Result<_, mpsrt_core::Error>>()
+            .map_err(serve_err)?;
+        let outs = self.session.run(&feeds).map_err(serve_err)?;
+        let mut result = Vec::with_capacity(outs.len());
+        for (name, t) in outs {
+            if !requested_outputs.is_empty() && !requested_outputs.contains(&name) {
+                continue;
+            }
+            let bytes = t.to_bytes().map_err(serve_err)?;
+            result.push(HostTensor {
+                name,
+                datatype: triton_dtype(t.dtype()),
+                shape: t.shape().iter().map(|&d| d as i64).collect(),
+                data: TensorData::Raw(bytes),
+            });
+        }
+        Ok(result)
+    }
+}
