@@ -3,8 +3,12 @@
 mod bench;
 mod demo;
 mod info;
+mod model_cmd;
+mod npy;
+mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
@@ -20,25 +24,59 @@ struct Cli {
     command: Command,
 }
 
+/// `mpsrt bench MODEL.onnx [...]` or `mpsrt bench elementwise [...]`.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BenchArgs {
+    #[command(subcommand)]
+    micro: Option<bench::BenchCommand>,
+    /// ONNX model to benchmark end to end.
+    model: Option<PathBuf>,
+    #[command(flatten)]
+    opts: model_cmd::ModelBenchArgs,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Show devices, backends, features, limits and memory.
     Info(info::InfoArgs),
     /// Run the seed's basic-usage demo on the GPU (CPU if none) and print what ran where.
     Demo(demo::DemoArgs),
-    /// Micro-benchmarks.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    /// Benchmark an ONNX model (latency percentiles), or a micro-benchmark subcommand.
+    Bench(BenchArgs),
+    /// Run an ONNX model on .npy/.npz inputs and write its outputs to .npz.
+    Run(model_cmd::RunArgs),
+    /// Serve a Triton model repository over HTTP/gRPC (Triton-compatible).
+    Serve(serve::ServeArgs),
+}
+
+fn parse() -> Cli {
+    let cmd = Cli::command().mut_subcommand("serve", |s| {
+        s.mut_arg("model_repository", |a| {
+            a.required(false).default_value("examples/model_repository")
+        })
+    });
+    let matches = cmd.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse();
     let filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
         Command::Demo(a) => demo::run(a),
-        Command::Bench(c) => bench::run(c),
+        Command::Bench(BenchArgs { micro: Some(c), .. }) => bench::run(c),
+        Command::Bench(BenchArgs { micro: None, model: Some(m), opts }) => {
+            model_cmd::bench(m, opts)
+        }
+        Command::Bench(BenchArgs { micro: None, model: None, .. }) => Err(mpsrt::Error::invalid(
+            "bench",
+            "give a model (mpsrt bench model.onnx) or a micro-benchmark (mpsrt bench elementwise)",
+        )),
+        Command::Run(a) => model_cmd::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

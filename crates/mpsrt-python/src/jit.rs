@@ -213,7 +213,7 @@ fn launch_jit(
     let mut bindings = Vec::with_capacity(kernel.bindings.len());
     for b in &kernel.bindings {
         match args.get(b.arg_index) {
-            Some(Arg::Ptr(t)) => bindings.push(Binding { buffer: gpu_buffer(op, t)? }),
+            Some(Arg::Ptr(t)) => bindings.push(Binding::from(gpu_buffer(op, t)?)),
             _ => return Err(Error::invalid(op, format!("argument '{}' is not a tensor", b.name))),
         }
     }
@@ -274,7 +274,7 @@ fn wgsl_launch(
         let pipeline = dev.pipeline(Kernel { source: &source, entry: &entry })?;
         let mut bindings = Vec::with_capacity(ts.len());
         for t in &ts {
-            bindings.push(Binding { buffer: gpu_buffer(op, t)? });
+            bindings.push(Binding::from(gpu_buffer(op, t)?));
         }
         dev.dispatch(op, &pipeline, &bindings, &meta, [workgroups.0, workgroups.1, workgroups.2])
     })

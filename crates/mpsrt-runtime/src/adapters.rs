@@ -27,6 +27,8 @@ pub struct DeviceProperties {
     pub subgroup_max_size: u32,
     pub max_buffer_size: u64,
     pub max_storage_buffer_binding_size: u64,
+    /// Byte alignment of a storage-buffer binding's offset (windows into large buffers).
+    pub min_storage_buffer_offset_alignment: u32,
     pub max_storage_buffers_per_shader_stage: u32,
     pub max_compute_workgroups_per_dimension: u32,
     pub max_compute_invocations_per_workgroup: u32,
@@ -180,6 +182,7 @@ pub(crate) fn properties(
         subgroup_max_size: info.subgroup_max_size,
         max_buffer_size: limits.max_buffer_size,
         max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+        min_storage_buffer_offset_alignment: limits.min_storage_buffer_offset_alignment,
         max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,

@@ -86,15 +86,34 @@ impl Drop for GpuBuffer {
     }
 }
 
-/// One storage-buffer argument of a dispatch: a whole tensor buffer.
+/// One storage-buffer argument of a dispatch: a whole tensor buffer, or a byte window of it
+/// (how a kernel reaches into a buffer larger than `max_storage_buffer_binding_size`).
 #[derive(Clone, Copy)]
 pub struct Binding<'a> {
     pub buffer: &'a GpuBuffer,
+    /// `(offset, size)` in bytes; `None` binds the whole buffer.
+    pub window: Option<(u64, u64)>,
 }
 
 impl<'a> From<&'a GpuBuffer> for Binding<'a> {
     fn from(buffer: &'a GpuBuffer) -> Self {
-        Binding { buffer }
+        Binding { buffer, window: None }
+    }
+}
+
+impl<'a> Binding<'a> {
+    /// Binds `size` bytes from `offset`; the offset must be a multiple of the adapter's
+    /// `min_storage_buffer_offset_alignment` (checked at dispatch).
+    pub fn window(buffer: &'a GpuBuffer, offset: u64, size: u64) -> Self {
+        Binding { buffer, window: Some((offset, size)) }
+    }
+
+    /// `(offset, size)` actually bound.
+    fn range(&self) -> (u64, u64) {
+        match self.window {
+            Some((o, s)) => (o, s.max(4).next_multiple_of(4).min(self.buffer.binding_size() - o)),
+            None => (0, self.buffer.binding_size()),
+        }
     }
 }
 
@@ -145,7 +164,10 @@ impl GpuDevice {
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = errors.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| sink.lock().push(e.to_string())));
-        let props = adapters::properties(index, adapter, &device);
+        let mut props = adapters::properties(index, adapter, &device);
+        if let Some(b) = config.max_binding_bytes {
+            props.max_storage_buffer_binding_size = props.max_storage_buffer_binding_size.min(b);
+        }
         let mappable = features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let mut usage = wgpu::BufferUsages::STORAGE
             | wgpu::BufferUsages::COPY_SRC
@@ -483,16 +505,28 @@ impl GpuDevice {
             return Ok(());
         }
         let max_bind = self.props.max_storage_buffer_binding_size;
+        let align = self.props.min_storage_buffer_offset_alignment as u64;
         for b in bindings {
-            if b.buffer.binding_size() > max_bind {
+            let (offset, size) = b.range();
+            if size > max_bind {
                 return Err(Error::oom(
                     op,
                     format!(
                         "a tensor of {} exceeds the adapter's max_storage_buffer_binding_size of {} ({}); \
                          split the work into smaller tensors",
-                        fmt_bytes(b.buffer.size),
+                        fmt_bytes(size),
                         fmt_bytes(max_bind),
                         self.props.display_name()
+                    ),
+                ));
+            }
+            if offset % align != 0 || offset >= b.buffer.binding_size() {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "binding window at byte {offset} of a {} buffer is out of range or not \
+                         a multiple of min_storage_buffer_offset_alignment ({align})",
+                        fmt_bytes(b.buffer.size)
                     ),
                 ));
             }
@@ -503,13 +537,16 @@ impl GpuDevice {
         let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &b.buffer.buffer,
-                    offset: 0,
-                    size: NonZeroU64::new(b.buffer.binding_size()),
-                }),
+            .map(|(i, b)| {
+                let (offset, size) = b.range();
+                wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &b.buffer.buffer,
+                        offset,
+                        size: NonZeroU64::new(size),
+                    }),
+                }
             })
             .collect();
         if let Some((arena, offset)) = meta_slot {

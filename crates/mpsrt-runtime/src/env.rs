@@ -26,6 +26,9 @@ pub struct RuntimeConfig {
     pub max_inflight_bytes: u64,
     /// Map storage buffers directly on unified-memory adapters (`MPSRT_UNIFIED_FAST_PATH`, default on).
     pub unified_fast_path: bool,
+    /// Lowers the storage-binding limit the kernels plan for (`MPSRT_MAX_BINDING_BYTES`): tests
+    /// exercise the large-operand paths with small tensors; never raises the adapter's limit.
+    pub max_binding_bytes: Option<u64>,
 }
 
 impl Default for RuntimeConfig {
@@ -39,6 +42,7 @@ impl Default for RuntimeConfig {
             max_inflight_batches: 8,
             max_inflight_bytes: 1 << 30,
             unified_fast_path: true,
+            max_binding_bytes: None,
         }
     }
 }
@@ -75,6 +79,7 @@ impl RuntimeConfig {
         if let Some(v) = var_u64("MPSRT_MAX_INFLIGHT_MB")? {
             c.max_inflight_bytes = v.max(1) << 20;
         }
+        c.max_binding_bytes = var_u64("MPSRT_MAX_BINDING_BYTES")?;
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;
         }

@@ -2,6 +2,10 @@
 //! N = 1 by swapping the operands' roles through strides) or the tiled GEMM, choose the tile
 //! size and each operand's load path (`vec4` along its contiguous axis when aligned), and
 //! record one dispatch. The f32 result is cast by the caller.
+//!
+//! A `B` operand larger than the adapter's `max_storage_buffer_binding_size` (VGG's 392 MiB
+//! fully-connected weight against lavapipe's 128 MiB) is solved in column blocks, each binding
+//! only the byte window of `B` it reads, and the blocks are concatenated.
 
 use super::reduce::gpu_buffer;
 use crate::matmul::Problem;
@@ -16,6 +20,80 @@ fn aligned(vals: &[isize]) -> bool {
 }
 
 pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let props = dev.properties();
+    let b_bytes = gpu_buffer(op, p.b_t)?.size();
+    let z: usize = p.batch.iter().product();
+    if b_bytes > props.max_storage_buffer_binding_size && z == 1 && p.mnk[1] > 1 {
+        return split_columns(op, device, p);
+    }
+    solve(op, device, p, None)
+}
+
+/// Solves `p` in column blocks of `B` whose byte windows fit one binding, then concatenates.
+fn split_columns(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let props = dev.properties();
+    let [m, n, k] = p.mnk;
+    let nb = p.batch.len();
+    let elem = p.b_t.dtype().size();
+    let align = (props.min_storage_buffer_offset_alignment as usize).div_ceil(elem).max(1);
+    let (s0, s1) = (p.b.strides[nb], p.b.strides[nb + 1]);
+    let max_elems = props.max_storage_buffer_binding_size as usize / elem;
+    // Elements one column block of width c spans: (c - 1) * s1 + (k - 1) * s0 + 1 (+ alignment slack).
+    let fixed = (k.saturating_sub(1)) * s0.max(0) as usize + 1 + align;
+    if s0 < 0 || s1 <= 0 || fixed > max_elems {
+        return Err(Error::oom(
+            op,
+            format!(
+                "B of shape [{k}, {n}] with strides [{s0}, {s1}] is larger than the adapter's \
+                 max_storage_buffer_binding_size ({} bytes) and its columns are not stored apart \
+                 (pass B transposed, e.g. as Gemm's transB weight)",
+                props.max_storage_buffer_binding_size
+            ),
+        ));
+    }
+    let mut cols = (max_elems - fixed) / s1 as usize + 1;
+    if cols >= 128 {
+        cols -= cols % 64;
+    }
+    let mut parts = Vec::new();
+    for n0 in (0..n).step_by(cols) {
+        let n1 = (n0 + cols).min(n);
+        let start = p.b.offset + n0 * s1 as usize;
+        let base = start / align * align;
+        let end = start + (n1 - n0 - 1) * s1 as usize + (k - 1) * s0 as usize + 1;
+        let mut b = p.b.clone();
+        b.offset = start - base;
+        b.shape[nb + 1] = n1 - n0;
+        let c = p.c.as_ref().map(|(t, l)| {
+            let mut l = l.clone();
+            l.offset += n0 * l.strides[l.strides.len() - 1].max(0) as usize;
+            let r = l.shape.len();
+            l.shape[r - 1] = n1 - n0;
+            (*t, l)
+        });
+        let sub = Problem {
+            a: p.a.clone(),
+            b,
+            a_t: p.a_t,
+            b_t: p.b_t,
+            batch: p.batch.clone(),
+            mnk: [m, n1 - n0, k],
+            c,
+            alpha: p.alpha,
+            beta: p.beta,
+        };
+        let window = ((base * elem) as u64, ((end - base) * elem) as u64);
+        parts.push(solve(op, device, &sub, Some(window))?);
+    }
+    let refs: Vec<&Tensor> = parts.iter().collect();
+    crate::shape::concat(&refs, -1)
+}
+
+/// One dispatch; `b_window` binds only that byte range of B's buffer (offsets in `p.b` are
+/// then relative to the window's start).
+fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let [m, n, k] = p.mnk;
     let nb = p.batch.len();
@@ -45,7 +123,14 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
     let (mut sa, mut sb) =
         ([p.a.strides[nb], p.a.strides[nb + 1]], [p.b.strides[nb], p.b.strides[nb + 1]]);
     let (mut oa, mut ob) = (p.a.offset, p.b.offset);
-    let (mut abuf, mut bbuf) = (gpu_buffer(op, p.a_t)?, gpu_buffer(op, p.b_t)?);
+    let bbuf = gpu_buffer(op, p.b_t)?;
+    let (mut abuf, mut bbuf) = (
+        Binding::from(&**gpu_buffer(op, p.a_t)?),
+        match b_window {
+            Some((o, s)) => Binding::window(bbuf, o, s),
+            None => Binding::from(&**bbuf),
+        },
+    );
     let (mut ab, mut bb) = (bst[0].clone(), bst[1].clone());
     let outb = gpu_buffer(op, &result)?;
     let (mut mm, mut nn) = (m, n);
@@ -73,7 +158,7 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
         let src = spec.render().map_err(|e| Error::dtype(op, e))?;
         let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
-        let binds = [Binding::from(&**abuf), Binding::from(&**bbuf), Binding::from(&**outb)];
+        let binds = [abuf, bbuf, Binding::from(&**outb)];
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
         return Ok(result);
     }
@@ -111,7 +196,7 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
     }
-    let mut binds = vec![Binding::from(&**abuf), Binding::from(&**bbuf)];
+    let mut binds = vec![abuf, bbuf];
     if let Some((c, _)) = &p.c {
         binds.push(Binding::from(&**gpu_buffer(op, c)?));
     }

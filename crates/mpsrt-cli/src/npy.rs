@@ -1,6 +1,7 @@
 //! `.npy`/`.npz` files ↔ tensors for `mpsrt run` (through the `npyz` crate).
 
 use mpsrt::{DType, Error, Place, Result, Tensor};
+use npyz::WriterBuilder;
 use std::io::Read;
 use std::path::Path;
 
@@ -81,7 +82,7 @@ pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<()> {
             ($ty:ty) => {{
                 let v: Vec<$ty> = t.to_vec()?;
                 let mut w = npz
-                    .array(name, Default::default())
+                    .array::<$ty>(name, Default::default())
                     .map_err(|e| io_err(path, e))?
                     .default_dtype()
                     .shape(&shape)
@@ -102,7 +103,7 @@ pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<()> {
             DType::Bool => {
                 let v: Vec<bool> = t.to_bytes()?.into_iter().map(|b| b != 0).collect();
                 let mut w = npz
-                    .array(name, Default::default())
+                    .array::<bool>(name, Default::default())
                     .map_err(|e| io_err(path, e))?
                     .default_dtype()
                     .shape(&shape)

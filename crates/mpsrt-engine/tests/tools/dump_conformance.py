@@ -20,8 +20,11 @@ from onnx.backend.test.runner import Runner
 
 
 def save(path, value):
+    # Some cases (casts to exotic dtypes) already carry TensorProtos: write them as they are.
+    if not isinstance(value, onnx.TensorProto):
+        value = numpy_helper.from_array(np.asarray(value))
     with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(np.asarray(value)).SerializeToString())
+        f.write(value.SerializeToString())
 
 
 def dump_node(out):

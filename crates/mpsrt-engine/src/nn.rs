@@ -26,6 +26,7 @@ pub(crate) fn entries() -> Vec<OpEntry> {
         e("SoftmaxFlat", softmax, usize::MAX),
         e("BatchNormalization", batch_norm, usize::MAX),
         e("LayerNormalization", layer_norm, usize::MAX),
+        e("Lrn", lrn, usize::MAX),
         e("MatMul", matmul, usize::MAX),
         e("Gemm", gemm, usize::MAX),
         e("Concat", concat, usize::MAX),
@@ -197,6 +198,59 @@ fn softmax(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>>
     Ok(vec![r])
 }
 
+/// Cross-channel LRN: `x / (bias + alpha / size * sum_{window} x^2) ^ beta`, the window sum as
+/// an average pool (zero-padded, so `avg * size` is the sum) over channels of `x^2` viewed as
+/// `[N, 1, C, rest]`, then one fused elementwise kernel.
+fn lrn(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let Op::Lrn { size, alpha, beta, bias } = &node.op else {
+        return Err(ctx.err(node, "not LRN"));
+    };
+    let wrap = |e| ctx.wrap(node, e);
+    let x = ctx.input(node, inputs, 0)?;
+    if x.ndim() < 3 || *size == 0 {
+        return Err(ctx.err(
+            node,
+            format!(
+                "needs a [N, C, ...] input and size >= 1, got shape {:?} and size {size}",
+                x.shape()
+            ),
+        ));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let rest: usize = x.shape()[2..].iter().product();
+    let sq = t::multiply(x, x).map_err(wrap)?;
+    let sq = sq.reshape(&[n as isize, 1, c as isize, rest as isize]).map_err(wrap)?;
+    let (lo, hi) = ((size - 1) / 2, size - 1 - (size - 1) / 2);
+    let padded = t::pad(
+        &sq,
+        &[(0, 0), (0, 0), (lo as isize, hi as isize), (0, 0)],
+        t::PadMode::Constant(0.0),
+    )
+    .map_err(wrap)?;
+    let opts = Pool2dOptions {
+        kernel: [*size, 1],
+        stride: Some([1, 1]),
+        padding: [0, 0],
+        dilation: [1, 1],
+        ceil_mode: false,
+        count_include_pad: true,
+    };
+    let avg = t::avg_pool2d(&padded, &opts).map_err(wrap)?;
+    let shape: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+    let avg = avg.reshape(&shape).map_err(wrap)?;
+    let i = Expr::input;
+    let sc = |k| Expr::Scalar(k, VType::Float);
+    // x / pow(bias + alpha * avg, beta)
+    let e = Expr::binary(
+        B::Div,
+        i(0),
+        Expr::binary(B::Pow, Expr::binary(B::Add, sc(0), Expr::binary(B::Mul, sc(1), i(1))), sc(2)),
+    );
+    let scalars = [Scalar::F(*bias as f64), Scalar::F(*alpha as f64), Scalar::F(*beta as f64)];
+    let y = t::fused_elementwise(&ctx.label(node), &[x, &avg], x.dtype(), e, &scalars)?;
+    Ok(vec![y])
+}
+
 /// Per-channel parameter `p` (shape [C]) viewed as [C, 1, ...] against an input of rank `r`.
 fn channel_view(p: &Tensor, r: usize) -> Result<Tensor> {
     let mut shape = vec![-1isize];
@@ -290,26 +344,10 @@ fn layer_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
     Ok(vec![to_out(ctx, node, 0, y)?])
 }
 
-/// NumPy matmul by broadcasting: `sum_k a[..., m, k, 1] * b[..., 1, k, n]`.
-fn matmul_tensors(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let (a1, b1) = (a.ndim() == 1, b.ndim() == 1);
-    let a2 = if a1 { a.unsqueeze(0)? } else { a.clone() };
-    let b2 = if b1 { b.unsqueeze(1)? } else { b.clone() };
-    let prod = t::multiply(&a2.unsqueeze(-1)?, &b2.unsqueeze(-3)?)?;
-    let mut y = t::sum(&prod, Some(&[-2]), false)?;
-    if a1 {
-        y = y.squeeze(Some(-2))?;
-    }
-    if b1 {
-        y = y.squeeze(Some(-1))?;
-    }
-    Ok(y)
-}
-
 fn matmul(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     let a = ctx.input(node, inputs, 0)?;
     let b = ctx.input(node, inputs, 1)?;
-    let y = matmul_tensors(a, b).map_err(|e| ctx.wrap(node, e))?;
+    let y = t::matmul(a, b).map_err(|e| ctx.wrap(node, e))?;
     Ok(vec![to_out(ctx, node, 0, y)?])
 }
 
@@ -317,27 +355,10 @@ fn gemm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     let Op::Gemm { alpha, beta, trans_a, trans_b } = &node.op else {
         return Err(ctx.err(node, "not Gemm"));
     };
-    let wrap = |e| ctx.wrap(node, e);
-    let mut a = ctx.input(node, inputs, 0)?.clone();
-    let mut b = ctx.input(node, inputs, 1)?.clone();
-    if *trans_a {
-        a = a.transpose(0, 1).map_err(wrap)?;
-    }
-    if *trans_b {
-        b = b.transpose(0, 1).map_err(wrap)?;
-    }
-    let mut y = matmul_tensors(&a, &b).map_err(wrap)?;
-    if *alpha != 1.0 {
-        y = t::multiply_scalar(&y, *alpha as f64).map_err(wrap)?;
-    }
-    if let Some(c) = inputs.get(2) {
-        let c = if *beta != 1.0 {
-            t::multiply_scalar(c, *beta as f64).map_err(wrap)?
-        } else {
-            c.clone()
-        };
-        y = t::add(&y, &c).map_err(wrap)?;
-    }
+    let a = ctx.input(node, inputs, 0)?;
+    let b = ctx.input(node, inputs, 1)?;
+    let y = t::gemm(a, b, inputs.get(2), *alpha as f64, *beta as f64, *trans_a, *trans_b)
+        .map_err(|e| ctx.wrap(node, e))?;
     Ok(vec![to_out(ctx, node, 0, y)?])
 }
 
