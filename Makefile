@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Every GPU test must really run on a GPU (lavapipe in CI): never skip silently.
 export MPSRT_REQUIRE_GPU ?= 1
 
-.PHONY: run test deps build fmt-check clippy rust-test info bench python-build python-test
+.PHONY: run test deps build fmt-check clippy rust-test conformance info bench python-build python-test
 
 deps:
 	./scripts/install-deps.sh
@@ -36,8 +36,14 @@ rust-test: deps
 	MPSRT_TRITONCLIENT_PYTHON=$(CURDIR)/.venv/bin/python \
 	$(CARGO) test --workspace
 
-## Every test: formatting, lints, Rust tests (GPU kernels on lavapipe), the Python suite.
-test: deps fmt-check clippy rust-test python-test
+## ONNX conformance (node tests + the nine light models, CPU and GPU): regenerates
+## CONFORMANCE.md and fails if a pass count falls below the committed baseline.
+conformance: deps
+	./scripts/conformance.sh --check
+
+## Every test: formatting, lints, ONNX conformance, Rust tests (GPU kernels on lavapipe), the
+## Python suite.
+test: deps fmt-check clippy conformance rust-test python-test
 
 ## Python package: build the `mpsrt` extension (maturin, dev profile) into .venv and run pytest.
 ## GPU tests run on lavapipe; MPSRT_REQUIRE_GPU=1 (exported above) turns a missing GPU into failures.

@@ -38,6 +38,15 @@ const NAMES: &[&str] = &[
     "Acosh",
     "Atanh",
     "Mish",
+    "Asin",
+    "Acos",
+    "Atan",
+    "BitwiseNot",
+    "BitShiftLeft",
+    "BitShiftRight",
+    "BitwiseAnd",
+    "BitwiseOr",
+    "BitwiseXor",
     "Add",
     "Sub",
     "Mul",
@@ -150,6 +159,10 @@ fn node_expr(op: &Op, a: &[(Expr, VType)], out: VType, sc: &mut Scalars) -> Resu
                 UnaryOp::Sin => un(U::Sin, xf),
                 UnaryOp::Cos => un(U::Cos, xf),
                 UnaryOp::IsNaN => un(U::IsNan, xf),
+                UnaryOp::Asin => un(U::Asin, xf),
+                UnaryOp::Acos => un(U::Acos, xf),
+                UnaryOp::Atan => un(U::Atan, xf),
+                UnaryOp::BitwiseNot => un(U::BitNot, x),
                 UnaryOp::Tan => bin(B::Div, un(U::Sin, xf.clone()), un(U::Cos, xf)),
                 UnaryOp::HardSwish => {
                     let hs = clamp01(
@@ -182,15 +195,9 @@ fn node_expr(op: &Op, a: &[(Expr, VType)], out: VType, sc: &mut Scalars) -> Resu
                         bin(B::Div, bin(B::Add, sc.f(1.0), xf.clone()), bin(B::Sub, sc.f(1.0), xf));
                     bin(B::Mul, sc.f(0.5), un(U::Log, q))
                 }
-                other => {
-                    return Err(Error::unsupported(
-                        op.name(),
-                        format!("{other:?} has no elementwise lowering"),
-                    ))
-                }
             }
         }
-        Op::Binary(b) => binary(op, *b, arg(0)?, arg(1)?, out, sc)?,
+        Op::Binary(b) => binary(*b, arg(0)?, arg(1)?, out, sc),
         Op::Where => {
             let (c, tc) = arg(0)?;
             let c = cast_to(c, tc, VType::Bool);
@@ -301,13 +308,12 @@ fn softplus(x: Expr, sc: &mut Scalars) -> Expr {
 }
 
 fn binary(
-    op: &Op,
     b: BinaryOp,
     (x, tx): (Expr, VType),
     (y, ty): (Expr, VType),
     out: VType,
     sc: &mut Scalars,
-) -> Result<Expr> {
+) -> Expr {
     use BinaryOp as O;
     let common = if tx == VType::Float || ty == VType::Float {
         VType::Float
@@ -319,7 +325,7 @@ fn binary(
     let (xc, yc) = (cast_to(x.clone(), tx, common), cast_to(y.clone(), ty, common));
     let (xf, yf) = (cast_to(x, tx, VType::Float), cast_to(y, ty, VType::Float));
     let back = |e: Expr| cast_to(e, VType::Float, out);
-    Ok(match b {
+    match b {
         O::Add | O::Sub | O::Mul | O::Max | O::Min if common == VType::Bool => {
             let f = if matches!(b, O::Add | O::Max) { B::Or } else { B::And };
             bin(f, xc, yc)
@@ -348,17 +354,16 @@ fn binary(
         O::And => bin(B::And, xc, yc),
         O::Or => bin(B::Or, xc, yc),
         O::Xor => bin(B::Ne, xc, yc),
+        O::BitwiseAnd => bin(B::BitAnd, xc, yc),
+        O::BitwiseOr => bin(B::BitOr, xc, yc),
+        O::BitwiseXor => bin(B::BitXor, xc, yc),
+        O::BitShiftLeft => bin(B::Shl, xc, yc),
+        O::BitShiftRight => bin(B::Shr, xc, yc),
         O::PRelu => {
             let neg = bin(B::Lt, xc.clone(), sc.typed(0.0, common));
             Expr::select(neg, bin(B::Mul, xc.clone(), yc), xc)
         }
-        other => {
-            return Err(Error::unsupported(
-                op.name(),
-                format!("{other:?} has no elementwise lowering"),
-            ))
-        }
-    })
+    }
 }
 
 /// Casts the finished expression to the output's value type when needed.

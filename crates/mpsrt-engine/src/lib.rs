@@ -18,11 +18,16 @@
 //! # Ok::<(), mpsrt_core::Error>(())
 //! ```
 
+mod attention;
 pub mod conformance;
 mod elementwise;
+mod loss;
+mod index;
+mod norm;
 mod nn;
 mod ops;
 mod reduce;
+mod resize;
 mod session;
 mod shape;
 pub mod triton;

@@ -17,15 +17,16 @@ pub(crate) fn entries() -> Vec<OpEntry> {
     let e = |name: &'static str, run: OpFn, host_from: usize| OpEntry { name, run, host_from };
     vec![
         e("Conv", conv, usize::MAX),
+        e("ConvTranspose", conv_transpose, usize::MAX),
         e("MaxPool", pool, usize::MAX),
         e("AveragePool", pool, usize::MAX),
+        e("LpPool", pool, usize::MAX),
         e("GlobalAveragePool", global_pool, usize::MAX),
         e("GlobalMaxPool", global_pool, usize::MAX),
         e("Softmax", softmax, usize::MAX),
         e("LogSoftmax", softmax, usize::MAX),
         e("SoftmaxFlat", softmax, usize::MAX),
         e("BatchNormalization", batch_norm, usize::MAX),
-        e("LayerNormalization", layer_norm, usize::MAX),
         e("Lrn", lrn, usize::MAX),
         e("MatMul", matmul, usize::MAX),
         e("Gemm", gemm, usize::MAX),
@@ -93,10 +94,82 @@ fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(vec![y])
 }
 
+/// Transposed convolution: the full (unpadded) result from the tensor library, then the ONNX
+/// output window cut out of it (pads, `output_padding`, `output_shape`, SAME_*), then the bias.
+fn conv_transpose(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let Op::ConvTranspose(a) = &node.op else {
+        return Err(ctx.err(node, "not a ConvTranspose"));
+    };
+    let ConvAttrs { strides, pads, dilations, group, auto_pad, .. } = &a.conv;
+    let wrap = |e| ctx.wrap(node, e);
+    let (x, one_d) = as_2d(ctx.input(node, inputs, 0)?)?;
+    let w = ctx.input(node, inputs, 1)?;
+    let w = if one_d { w.unsqueeze(2)? } else { w.clone() };
+    if x.ndim() != 4 {
+        return Err(Error::unsupported(
+            ctx.label(node),
+            "only 1-D and 2-D transposed convolutions are supported",
+        ));
+    }
+    let lift = |v: &[usize], d: usize| {
+        if one_d {
+            vec![d, v.first().copied().unwrap_or(d)]
+        } else {
+            v.to_vec()
+        }
+    };
+    let s = two(&lift(strides, 1), 1);
+    let d = two(&lift(dilations, 1), 1);
+    let opad = two(&lift(&a.output_padding, 0), 0);
+    let opts = t::ConvTranspose2dOptions {
+        stride: s,
+        padding: [0, 0],
+        output_padding: [0, 0],
+        dilation: d,
+        groups: (*group).max(1),
+    };
+    let full = t::conv_transpose2d(&x, &w, None, &opts).map_err(wrap)?;
+    let out = ctx.out_shape(node, 0)?;
+    let out: Vec<usize> = if one_d { vec![1, out[2]] } else { out[2..].to_vec() };
+    let p = pads4(pads, one_d);
+    let mut y = full;
+    for i in 0..2 {
+        let have = y.shape()[2 + i];
+        let total = (have + opad[i]) as isize - out[i] as isize;
+        let begin = if !a.output_shape.is_empty() || *auto_pad != AutoPad::NotSet {
+            if *auto_pad == AutoPad::SameUpper {
+                total.div_euclid(2)
+            } else {
+                total - total.div_euclid(2)
+            }
+        } else {
+            p[i] as isize
+        };
+        // Windows reaching past the computed result (negative padding, output_padding) see
+        // zeros there: only the bias lands on those positions.
+        let need_end = begin + out[i] as isize;
+        let (pre, post) = ((-begin).max(0), (need_end - have as isize).max(0));
+        if pre > 0 || post > 0 {
+            let mut pp = [(0isize, 0isize); 4];
+            pp[2 + i] = (pre, post);
+            y = t::pad(&y, &pp, t::PadMode::Constant(0.0)).map_err(wrap)?;
+        }
+        let (begin, need_end) = (begin + pre, need_end + pre);
+        y = y.slice(2 + i as isize, Some(begin), Some(need_end), 1).map_err(wrap)?;
+    }
+    if let Some(b) = inputs.get(2) {
+        y = t::add(&y, &b.reshape(&[1, -1, 1, 1]).map_err(wrap)?).map_err(wrap)?;
+    }
+    let y = if one_d { y.squeeze(Some(2))? } else { y.contiguous()? };
+    Ok(vec![y])
+}
+
 fn pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-    let (attrs, is_max) = match &node.op {
-        Op::MaxPool(a) => (a, true),
-        Op::AveragePool(a) => (a, false),
+    let sc = |k| Expr::Scalar(k, VType::Float);
+    let (attrs, is_max, lp) = match &node.op {
+        Op::MaxPool(a) => (a, true, None),
+        Op::AveragePool(a) => (a, false, None),
+        Op::LpPool { attrs, p } => (attrs, false, Some(*p as f64)),
         _ => return Err(ctx.err(node, "not a pool")),
     };
     if node.outputs.len() > 1 {
@@ -108,6 +181,8 @@ fn pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     if x.ndim() != 4 {
         return Err(Error::unsupported(ctx.label(node), "only 1-D and 2-D pooling is supported"));
     }
+    // Integer inputs (uint8 images) pool in f32, exact for 8/16-bit values; cast back at the end.
+    let x = if x.dtype().is_float() { x } else { x.astype(mpsrt_core::DType::F32)? };
     let lift = |v: &[usize], d: usize| {
         if one_d {
             vec![d, v.first().copied().unwrap_or(d)]
@@ -139,33 +214,63 @@ fn pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             p
         }
     };
-    let (x, padding) = if p[0] == p[2] && p[1] == p[3] {
-        (x, [p[0], p[1]])
-    } else if is_max {
-        let pads = [(0, 0), (0, 0), (p[0] as isize, p[2] as isize), (p[1] as isize, p[3] as isize)];
-        (
-            t::pad(&x, &pads, t::PadMode::Constant(f64::NEG_INFINITY))
-                .map_err(|e| ctx.wrap(node, e))?,
-            [0, 0],
-        )
-    } else {
-        return Err(Error::unsupported(
-            ctx.label(node),
-            format!("asymmetric average-pool padding {p:?}"),
-        ));
-    };
-    let opts = Pool2dOptions {
+    let wrap = |e| ctx.wrap(node, e);
+    let opts = |padding: [usize; 2], count_include_pad: bool| Pool2dOptions {
         kernel: k,
         stride: Some(s),
         padding,
         dilation: d,
         ceil_mode: *ceil_mode,
-        count_include_pad: *count_include_pad,
+        count_include_pad,
     };
-    let y = if is_max { t::max_pool2d(&x, &opts) } else { t::avg_pool2d(&x, &opts) }
-        .map_err(|e| ctx.wrap(node, e))?;
+    // LpPool: (Σ |x|^p)^(1/p) = (window mean of |x|^p with zero padding · window size)^(1/p).
+    let x = match lp {
+        Some(pw) => {
+            let e = Expr::binary(B::Pow, Expr::unary(U::Abs, Expr::input(0)), sc(0));
+            t::fused_elementwise(&ctx.label(node), &[&x], x.dtype(), e, &[Scalar::F(pw)])?
+        }
+        None => x,
+    };
+    // The tensor library takes symmetric padding up to half the kernel (PyTorch's rule); any
+    // other padding is applied explicitly first.
+    let symmetric = p[0] == p[2] && p[1] == p[3] && p[0] <= k[0] / 2 && p[1] <= k[1] / 2;
+    let y = if symmetric {
+        let o = opts([p[0], p[1]], *count_include_pad || lp.is_some());
+        if is_max { t::max_pool2d(&x, &o) } else { t::avg_pool2d(&x, &o) }.map_err(wrap)?
+    } else {
+        let pads = [(0, 0), (0, 0), (p[0] as isize, p[2] as isize), (p[1] as isize, p[3] as isize)];
+        let fill = if is_max { f64::NEG_INFINITY } else { 0.0 };
+        let xp = t::pad(&x, &pads, t::PadMode::Constant(fill)).map_err(wrap)?;
+        let o = opts([0, 0], true);
+        if is_max {
+            t::max_pool2d(&xp, &o).map_err(wrap)?
+        } else if *count_include_pad || lp.is_some() {
+            t::avg_pool2d(&xp, &o).map_err(wrap)?
+        } else {
+            // Mean over the real elements only: window sums of x over window sums of a 0/1 mask.
+            let ones = t::ones(&[1, 1, x.shape()[2], x.shape()[3]], x.dtype(), x.place())?;
+            let mask = t::pad(&ones, &pads, t::PadMode::Constant(0.0)).map_err(wrap)?;
+            let num = t::avg_pool2d(&xp, &o).map_err(wrap)?;
+            let den = t::avg_pool2d(&mask, &o).map_err(wrap)?;
+            t::divide(&num, &den).map_err(wrap)?
+        }
+    };
+    let y = match lp {
+        Some(pw) => {
+            let e = Expr::binary(B::Pow, Expr::binary(B::Mul, Expr::input(0), sc(0)), sc(1));
+            let n = (k[0] * k[1]) as f64;
+            t::fused_elementwise(
+                &ctx.label(node),
+                &[&y],
+                y.dtype(),
+                e,
+                &[Scalar::F(n), Scalar::F(1.0 / pw)],
+            )?
+        }
+        None => y,
+    };
     let y = if one_d { y.squeeze(Some(2))? } else { y };
-    Ok(vec![y])
+    Ok(vec![to_out(ctx, node, 0, y)?])
 }
 
 fn global_pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -293,55 +398,6 @@ fn batch_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
     let y =
         t::fused_elementwise(&ctx.label(node), &refs, x.dtype(), e, &[Scalar::F(*epsilon as f64)])?;
     Ok(vec![y])
-}
-
-fn layer_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-    let Op::LayerNormalization { axis, epsilon } = &node.op else {
-        return Err(ctx.err(node, "not LayerNormalization"));
-    };
-    if node.outputs.len() > 1 {
-        return Err(Error::unsupported(
-            ctx.label(node),
-            "mean/inv_std_dev outputs are not supported",
-        ));
-    }
-    let x = ctx.input(node, inputs, 0)?;
-    let a = mpsrt_core::normalize_axis(&ctx.label(node), *axis as isize, x.ndim())?;
-    let axes: Vec<isize> = (a as isize..x.ndim() as isize).collect();
-    let wrap = |e| ctx.wrap(node, e);
-    let xf = x.astype(x.dtype().to_float()).map_err(wrap)?;
-    let mu = t::mean(&xf, Some(&axes), true).map_err(wrap)?;
-    let d = t::subtract(&xf, &mu).map_err(wrap)?;
-    let var = t::mean(&t::multiply(&d, &d).map_err(wrap)?, Some(&axes), true).map_err(wrap)?;
-    let scale = ctx.input(node, inputs, 1)?.astype(xf.dtype())?;
-    let i = Expr::input;
-    let norm = Expr::binary(
-        B::Mul,
-        Expr::binary(
-            B::Div,
-            i(0),
-            Expr::unary(U::Sqrt, Expr::binary(B::Add, i(1), Expr::Scalar(0, VType::Float))),
-        ),
-        i(2),
-    );
-    let mut refs = vec![&d, &var, &scale];
-    let bias;
-    let e = match inputs.get(2) {
-        Some(b) => {
-            bias = b.astype(xf.dtype())?;
-            refs.push(&bias);
-            Expr::binary(B::Add, norm, i(3))
-        }
-        None => norm,
-    };
-    let y = t::fused_elementwise(
-        &ctx.label(node),
-        &refs,
-        xf.dtype(),
-        e,
-        &[Scalar::F(*epsilon as f64)],
-    )?;
-    Ok(vec![to_out(ctx, node, 0, y)?])
 }
 
 fn matmul(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

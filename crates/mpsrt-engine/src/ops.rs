@@ -31,7 +31,12 @@ fn table() -> &'static HashMap<&'static str, OpEntry> {
             crate::elementwise::entries(),
             crate::shape::entries(),
             crate::nn::entries(),
+            crate::attention::entries(),
             crate::reduce::entries(),
+            crate::loss::entries(),
+            crate::index::entries(),
+            crate::norm::entries(),
+            crate::resize::entries(),
         ];
         for e in families.into_iter().flatten() {
             m.insert(e.name, e);

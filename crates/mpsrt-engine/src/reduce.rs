@@ -2,9 +2,9 @@
 //! the tensor library's reductions; results are cast to the dtype the graph declares.
 
 use crate::ops::{Ctx, OpEntry};
-use mpsrt_core::{Error, Result};
+use mpsrt_core::{DType, Result};
 use mpsrt_graph::{Node, Op, ReduceKind};
-use mpsrt_tensor::{self as t, Tensor};
+use mpsrt_tensor::{self as t, BinaryFn, Expr, Scalar, Tensor, VType};
 
 /// The op table entries of this family.
 pub(crate) fn entries() -> Vec<OpEntry> {
@@ -38,16 +38,66 @@ fn reduce(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> 
         return Err(ctx.err(node, "not a reduction"));
     };
     let axes: Option<Vec<isize>> = axes.as_ref().map(|a| a.iter().map(|&v| v as isize).collect());
-    if axes.as_ref().is_some_and(|a| a.is_empty()) || (axes.is_none() && *noop_with_empty_axes) {
-        if *noop_with_empty_axes {
-            return Ok(vec![to_out(ctx, node, 0, x.clone())?]);
-        }
+    // noop_with_empty_axes: no (or empty) axes means identity rather than "all axes".
+    if *noop_with_empty_axes && axes.as_ref().is_none_or(|a| a.is_empty()) {
+        return Ok(vec![to_out(ctx, node, 0, x.clone())?]);
     }
     let ax: Option<&[isize]> = match &axes {
         Some(a) if !a.is_empty() => Some(a),
         _ => None,
     };
     let k = *keepdims;
+    // Max/Min over an empty set: ONNX defines them as the identity (-inf / +inf, and the dtype's
+    // extremes for integers and bools), which the tensor library refuses (no identity there).
+    let reduced: Vec<usize> = match ax {
+        Some(a) => a
+            .iter()
+            .map(|&v| mpsrt_core::normalize_axis(&ctx.label(node), v, x.ndim()))
+            .collect::<Result<_>>()?,
+        None => (0..x.ndim()).collect(),
+    };
+    let is_max = matches!(kind, ReduceKind::Max);
+    if matches!(kind, ReduceKind::Max | ReduceKind::Min)
+        && reduced.iter().any(|&a| x.shape()[a] == 0)
+    {
+        let d = x.dtype();
+        let v: f64 = match (d, is_max) {
+            (DType::Bool, m) => (!m) as u8 as f64,
+            (d, true) if d.is_float() => f64::NEG_INFINITY,
+            (d, false) if d.is_float() => f64::INFINITY,
+            (DType::U8, m) => {
+                if m {
+                    0.0
+                } else {
+                    255.0
+                }
+            }
+            (DType::I8, m) => {
+                if m {
+                    -128.0
+                } else {
+                    127.0
+                }
+            }
+            (DType::I32, m) => {
+                if m {
+                    i32::MIN as f64
+                } else {
+                    i32::MAX as f64
+                }
+            }
+            (_, m) => {
+                if m {
+                    i64::MIN as f64
+                } else {
+                    i64::MAX as f64
+                }
+            }
+        };
+        let shape = ctx.out_shape(node, 0)?;
+        let r = t::full(&shape, v, d, x.place()).map_err(|e| ctx.wrap(node, e))?;
+        return Ok(vec![to_out(ctx, node, 0, r)?]);
+    }
     let r = match kind {
         ReduceKind::Sum => t::sum(x, ax, k),
         ReduceKind::Mean => t::mean(x, ax, k),
@@ -71,10 +121,23 @@ fn arg_reduce(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
     let Op::ArgReduce { max, axis, keepdims, select_last_index } = &node.op else {
         return Err(ctx.err(node, "not an arg reduction"));
     };
-    if *select_last_index {
-        return Err(Error::unsupported(ctx.label(node), "select_last_index=1 is not supported"));
-    }
     let f = if *max { t::argmax } else { t::argmin };
-    let r = f(x, Some(*axis as isize), *keepdims).map_err(|e| ctx.wrap(node, e))?;
+    if !*select_last_index {
+        let r = f(x, Some(*axis as isize), *keepdims).map_err(|e| ctx.wrap(node, e))?;
+        return Ok(vec![to_out(ctx, node, 0, r)?]);
+    }
+    // Last occurrence: the first one of the reversed axis, mapped back as `n - 1 - i`.
+    let label = ctx.label(node);
+    let ax = mpsrt_core::normalize_axis(&label, *axis as isize, x.ndim())?;
+    let n = x.shape()[ax] as i64;
+    let wrap = |e| ctx.wrap(node, e);
+    let rev = x.slice(ax as isize, None, None, -1).map_err(wrap)?;
+    let r = f(&rev, Some(ax as isize), *keepdims).map_err(wrap)?;
+    let e = Expr::binary(
+        BinaryFn::Sub,
+        Expr::Scalar(0, VType::Int),
+        Expr::cast(VType::Int, Expr::input(0)),
+    );
+    let r = t::fused_elementwise(&label, &[&r], DType::I32, e, &[Scalar::I(n - 1)])?;
     Ok(vec![to_out(ctx, node, 0, r)?])
 }

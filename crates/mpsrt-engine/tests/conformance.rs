@@ -1,6 +1,6 @@
 //! Fails when conformance pass counts fall below `conformance/baseline.json`.
 //!
-//! Data: `MPSRT_CONFORMANCE_DIR` (default `/tmp/onnx-conf`), written by
+//! Data: `MPSRT_CONFORMANCE_DIR` (default `target/onnx-conformance`), written by
 //! `tests/tools/dump_conformance.py` (scripts/conformance.sh does it). Without the data the test
 //! says so and passes, unless `MPSRT_REQUIRE_CONFORMANCE=1`. Suites listed in the baseline run on
 //! the devices listed there; the GPU runs on lavapipe in CI (`MPSRT_REQUIRE_GPU=1` makes a missing
@@ -21,7 +21,7 @@ fn conformance_not_below_baseline() {
         &std::fs::read_to_string(root.join("conformance/exclusions.txt")).unwrap_or_default(),
     );
     let data = PathBuf::from(
-        std::env::var("MPSRT_CONFORMANCE_DIR").unwrap_or_else(|_| "/tmp/onnx-conf".into()),
+        std::env::var("MPSRT_CONFORMANCE_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/onnx-conformance").into()),
     );
     if !data.exists() {
         assert!(
@@ -36,7 +36,7 @@ fn conformance_not_below_baseline() {
         return;
     }
     let ci_suites: Vec<String> = std::env::var("MPSRT_CONFORMANCE_SUITES")
-        .unwrap_or_else(|_| "light".into())
+        .unwrap_or_else(|_| "node".into())
         .split(',')
         .map(String::from)
         .collect();

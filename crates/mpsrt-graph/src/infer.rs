@@ -190,6 +190,34 @@ pub fn infer_node(node: &Node, ins: &[InferIn]) -> Result<Vec<OutInfo>> {
             ));
             Ok(out)
         }
+        Op::NegativeLogLikelihoodLoss { reduction, .. }
+        | Op::SoftmaxCrossEntropyLoss { reduction, .. } => {
+            // Scores [N, C, d..] and target [N, d..]; SCE's optional log_prob is shaped like x.
+            cx.arity(ins, 2)?;
+            let (x, t) = (ins[0].shape, ins[1].shape);
+            if !ins[1].dtype.is_int() {
+                return Err(cx.invalid(format!("target must be integer, got {}", ins[1].dtype)));
+            }
+            let mut per: Vec<Dim> = x.get(..1).unwrap_or_default().to_vec();
+            per.extend(x.get(2..).unwrap_or_default().iter().cloned());
+            if x.len() < 2 || t.len() != per.len() {
+                return Err(cx.shape_err(format!(
+                    "scores {} and target {} are not [N, C, d..] and [N, d..]",
+                    shape_str(x),
+                    shape_str(t)
+                )));
+            }
+            for (a, b) in per.iter().zip(t) {
+                check_eq(&cx, a, b, "scores and target dims")?;
+            }
+            let loss = if *reduction == crate::op::LossReduction::None { per } else { vec![] };
+            let mut out = vec![(ins[0].dtype, loss)];
+            if node.outputs.len() > 1 {
+                out.push((ins[0].dtype, x.to_vec()));
+            }
+            Ok(out)
+        }
+        Op::Attention(a) => crate::attention::infer(&mut cx, a, ins, node.outputs.len()),
         Op::Dropout => {
             cx.arity(ins, 1)?;
             let s = ins[0].shape.to_vec();

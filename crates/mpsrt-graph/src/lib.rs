@@ -23,6 +23,7 @@
 //! `plan.memory` reports slot bytes with and without reuse; `plan.epilogues` lists conv/matmul
 //! nodes whose bias add/activation a kernel could absorb (analysis only).
 
+pub mod attention;
 pub mod canon;
 pub mod eval;
 pub mod infer;
@@ -33,6 +34,7 @@ pub mod passes;
 pub mod plan;
 pub mod propagate;
 
+pub use attention::AttentionAttrs;
 pub use ir::{concrete, dims, shape_str, Dim, Graph, HostTensor, Node, ValueId, ValueInfo};
 pub use op::{
     AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, NearestRounding, Op, PadMode,

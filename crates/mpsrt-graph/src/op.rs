@@ -196,6 +196,16 @@ pub enum PadMode {
     Wrap,
 }
 
+/// How a loss op reduces its per-element losses (ONNX `reduction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LossReduction {
+    /// Per-element losses, shaped like the target.
+    None,
+    Sum,
+    /// Weighted mean: the sum divided by the total weight of the non-ignored elements.
+    Mean,
+}
+
 /// An operation with its attributes. Input order follows ONNX for each op.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -327,6 +337,8 @@ pub enum Op {
     InstanceNormalization {
         epsilon: f32,
     },
+    /// Scaled dot-product attention with optional mask, KV cache and GQA (ONNX `Attention`).
+    Attention(crate::attention::AttentionAttrs),
     /// Cross-channel local response normalization.
     Lrn {
         size: usize,
@@ -344,6 +356,18 @@ pub enum Op {
     SoftmaxFlat {
         axis: i64,
         log: bool,
+    },
+    /// Inputs `(scores [N, C, d..], target [N, d..] int, weight? [C])`: `-scores[n, target, d..]`
+    /// weighted by `weight[target]`; targets equal to `ignore_index` contribute nothing.
+    NegativeLogLikelihoodLoss {
+        reduction: LossReduction,
+        ignore_index: Option<i64>,
+    },
+    /// `NegativeLogLikelihoodLoss` of `log_softmax(scores, axis 1)`; an optional second output
+    /// holds those log-probabilities.
+    SoftmaxCrossEntropyLoss {
+        reduction: LossReduction,
+        ignore_index: Option<i64>,
     },
     /// `axes: None` means all axes (unless `noop_with_empty_axes`).
     Reduce {

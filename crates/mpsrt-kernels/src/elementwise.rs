@@ -78,6 +78,11 @@ pub enum UnaryFn {
     Recip,
     Not,
     IsNan,
+    Asin,
+    Acos,
+    Atan,
+    /// Bitwise complement of an integer.
+    BitNot,
 }
 
 /// Primitive two-argument functions; both operands have the same type (callers cast first).
@@ -98,6 +103,14 @@ pub enum BinaryFn {
     Ge,
     And,
     Or,
+    /// Bitwise ops on integers.
+    BitAnd,
+    BitOr,
+    BitXor,
+    /// Shifts with ONNX `BitShift` edges: a shift outside `0..32` gives 0 (left) or the sign
+    /// fill (right) instead of WGSL's shift-modulo-width.
+    Shl,
+    Shr,
 }
 
 /// An elementwise expression over the kernel's inputs and scalar slots.
@@ -148,6 +161,7 @@ impl Expr {
                 let ok = match f {
                     Neg | Abs | Sign | Relu => t != VType::Bool,
                     Not => t == VType::Bool,
+                    BitNot => t == VType::Int,
                     IsNan => t == VType::Float,
                     _ => t == VType::Float,
                 };
@@ -171,6 +185,7 @@ impl Expr {
                     Eq | Ne => VType::Bool,
                     Lt | Le | Gt | Ge if ta != VType::Bool => VType::Bool,
                     And | Or if ta == VType::Bool => VType::Bool,
+                    BitAnd | BitOr | BitXor | Shl | Shr if ta == VType::Int => ta,
                     _ => return Err(format!("{f:?} does not accept {ta:?}")),
                 }
             }
@@ -608,6 +623,10 @@ fn unary_text(f: UnaryFn, t: VType, x: &str, h: &mut Helpers) -> String {
         (Recip, _) => format!("(1.0 / {x})"),
         (Not, _) => format!("(!{x})"),
         (IsNan, _) => format!("is_nan({x})"),
+        (Asin, _) => format!("asin({x})"),
+        (Acos, _) => format!("acos({x})"),
+        (Atan, _) => format!("atan({x})"),
+        (BitNot, _) => format!("(~{x})"),
     }
 }
 
@@ -648,5 +667,10 @@ fn binary_text(f: BinaryFn, t: VType, x: &str, y: &str, h: &mut Helpers) -> Stri
         Ge => op(">="),
         And => op("&&"),
         Or => op("||"),
+        BitAnd => op("&"),
+        BitOr => op("|"),
+        BitXor => op("^"),
+        Shl => format!("select(0, {x} << u32({y} & 31), {y} >= 0 && {y} < 32)"),
+        Shr => format!("({x} >> u32(select(31, {y}, {y} >= 0 && {y} < 32)))"),
     }
 }

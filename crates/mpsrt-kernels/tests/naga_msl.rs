@@ -5,7 +5,7 @@ use mpsrt_core::DType;
 use mpsrt_kernels::validate::wgsl_to_msl;
 use mpsrt_kernels::{BinaryFn, ElementwiseSpec, Expr, Mode, UnaryFn, VType};
 
-const UNARY: [UnaryFn; 18] = [
+const UNARY: [UnaryFn; 22] = [
     UnaryFn::Neg,
     UnaryFn::Abs,
     UnaryFn::Sign,
@@ -24,8 +24,12 @@ const UNARY: [UnaryFn; 18] = [
     UnaryFn::Recip,
     UnaryFn::Not,
     UnaryFn::IsNan,
+    UnaryFn::Asin,
+    UnaryFn::Acos,
+    UnaryFn::Atan,
+    UnaryFn::BitNot,
 ];
-const BINARY: [BinaryFn; 15] = [
+const BINARY: [BinaryFn; 20] = [
     BinaryFn::Add,
     BinaryFn::Sub,
     BinaryFn::Mul,
@@ -41,6 +45,11 @@ const BINARY: [BinaryFn; 15] = [
     BinaryFn::Ge,
     BinaryFn::And,
     BinaryFn::Or,
+    BinaryFn::BitAnd,
+    BinaryFn::BitOr,
+    BinaryFn::BitXor,
+    BinaryFn::Shl,
+    BinaryFn::Shr,
 ];
 const GPU_DTYPES: [DType; 6] =
     [DType::Bool, DType::U8, DType::I8, DType::I32, DType::F16, DType::F32];

@@ -63,6 +63,7 @@ pub const OPS: &[(&str, Importer)] = &[
     ("Xor", binary),
     ("PRelu", binary),
     ("Sum", variadic),
+    ("Mean", mean),
     ("Max", variadic),
     ("Min", variadic),
     ("Where", where_),
@@ -177,6 +178,21 @@ fn variadic(cx: &mut Ctx) -> Result<()> {
     }
 }
 
+/// Mean of any number of inputs: their sum (as `Sum`) divided by the count.
+fn mean(cx: &mut Ctx) -> Result<()> {
+    let n = cx.node.input.len();
+    let ins: Vec<_> = (0..n).map(|i| cx.input(i)).collect::<Result<_>>()?;
+    let Some((&first, rest)) = ins.split_first() else {
+        return Err(cx.invalid("needs at least one input"));
+    };
+    let mut acc = first;
+    for &x in rest {
+        acc = cx.emit_tmp(Op::Binary(BinaryOp::Add), vec![acc, x]);
+    }
+    let count = cx.constant(mpsrt_graph::HostTensor::from_f32(vec![], &[n as f32]));
+    cx.emit(Op::Binary(BinaryOp::Div), vec![acc, count])
+}
+
 fn bit_shift(cx: &mut Ctx) -> Result<()> {
     let op = match cx.string("direction", "")?.as_str() {
         "LEFT" => BinaryOp::BitShiftLeft,
@@ -232,10 +248,15 @@ fn identity(cx: &mut Ctx) -> Result<()> {
 
 /// Inference-mode dropout (ratio and training_mode inputs are ignored: mpsrt only infers).
 fn dropout(cx: &mut Ctx) -> Result<()> {
-    if let Some(t) = cx.const_input(2)? {
-        if t.to_i64_vec().first().is_some_and(|&v| v != 0) {
+    match cx.const_input(2)? {
+        Some(t) if t.to_i64_vec().first().is_some_and(|&v| v != 0) => {
             return Err(cx.unsupported("training_mode=true is not supported (inference only)"));
         }
+        // A training_mode fed at run time could switch training on: refuse rather than guess.
+        None if cx.has_input(2) => {
+            return Err(cx.unsupported("a run-time training_mode input is not supported"));
+        }
+        _ => {}
     }
     let x = cx.input(0)?;
     cx.emit(Op::Dropout, vec![x])

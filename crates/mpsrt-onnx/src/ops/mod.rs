@@ -4,8 +4,10 @@
 use crate::ctx::Ctx;
 use mpsrt_core::Result;
 
+pub mod attention;
 pub mod conv;
 pub mod elementwise;
+pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod reduce;
@@ -15,8 +17,16 @@ pub mod shape;
 pub type Importer = fn(&mut Ctx) -> Result<()>;
 
 /// All family tables, searched in order.
-const FAMILIES: &[&[(&str, Importer)]] =
-    &[elementwise::OPS, conv::OPS, pool::OPS, norm::OPS, reduce::OPS, shape::OPS];
+const FAMILIES: &[&[(&str, Importer)]] = &[
+    elementwise::OPS,
+    conv::OPS,
+    pool::OPS,
+    norm::OPS,
+    reduce::OPS,
+    shape::OPS,
+    attention::OPS,
+    loss::OPS,
+];
 
 /// The importer for an ONNX op type (default domain).
 pub fn lookup(op_type: &str) -> Option<Importer> {

@@ -16,6 +16,7 @@ pub const OPS: &[(&str, Importer)] = &[
     ("ReduceL2", reduce),
     ("ReduceLogSumExp", reduce),
     ("ReduceSumSquare", reduce),
+    ("ReduceLogSum", reduce),
     ("ArgMax", arg_reduce),
     ("ArgMin", arg_reduce),
     ("CumSum", cumsum),
@@ -32,6 +33,8 @@ const KINDS: &[(&str, ReduceKind)] = &[
     ("ReduceL2", ReduceKind::L2),
     ("ReduceLogSumExp", ReduceKind::LogSumExp),
     ("ReduceSumSquare", ReduceKind::SumSquare),
+    // log(sum(x)): a Sum node followed by a Log node.
+    ("ReduceLogSum", ReduceKind::Sum),
 ];
 
 fn reduce(cx: &mut Ctx) -> Result<()> {
@@ -61,6 +64,10 @@ fn reduce(cx: &mut Ctx) -> Result<()> {
         keepdims: cx.int("keepdims", 1)? != 0,
         noop_with_empty_axes: cx.int("noop_with_empty_axes", 0)? != 0,
     };
+    if cx.op_type() == "ReduceLogSum" {
+        let sum = cx.emit_tmp(op, ins);
+        return cx.emit(Op::Unary(mpsrt_graph::UnaryOp::Log), vec![sum]);
+    }
     cx.emit(op, ins)
 }
 

@@ -46,8 +46,12 @@ macro_rules! float_math {
                 Sin => x.sin(),
                 Cos => x.cos(),
                 Recip => 1.0 / x,
-                // Bool-only / bool-valued functions never reach float math (type-checked earlier).
-                Not | IsNan => x,
+                Asin => x.asin(),
+                Acos => x.acos(),
+                Atan => x.atan(),
+                // Bool/int-only and bool-valued functions never reach float math (type-checked
+                // earlier).
+                Not | IsNan | BitNot => x,
             }
         }
 
@@ -91,6 +95,7 @@ macro_rules! int_math {
                 UnaryFn::Abs => x.wrapping_abs(),
                 UnaryFn::Sign => x.signum(),
                 UnaryFn::Relu => x.max(0),
+                UnaryFn::BitNot => !x,
                 _ => x,
             }
         }
@@ -103,6 +108,14 @@ macro_rules! int_math {
                 Mul => a.wrapping_mul(b),
                 Max => a.max(b),
                 Min => a.min(b),
+                BitAnd => a & b,
+                BitOr => a | b,
+                BitXor => a ^ b,
+                // ONNX BitShift: shifts outside the width give 0 (left) or the sign fill (right).
+                Shl if (0..<$t>::BITS as $t).contains(&b) => a.wrapping_shl(b as u32),
+                Shl => 0,
+                Shr if (0..<$t>::BITS as $t).contains(&b) => a >> b,
+                Shr => a >> (<$t>::BITS - 1),
                 Pow => {
                     if b < 0 {
                         match a {

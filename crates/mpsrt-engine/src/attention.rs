@@ -1,0 +1,350 @@
+//! ONNX `Attention` (opsets 23-25) built from tensor-library ops, so the same code runs on the CPU
+//! and GPU places: `softmax(softcap(q*s @ (k*s)^T) + bias) @ v` with an optional KV cache
+//! (concatenated before the new keys/values), grouped-query heads (a broadcast batched matmul
+//! instead of copying repeated KV heads), and a bias combining the attn_mask with causal,
+//! sliding-window and `nonpad_kv_seqlen` padding constraints.
+//!
+//! The steps follow the ONNX reference implementation, including where it rounds to the input
+//! dtype: `q` and `k` are each scaled by `sqrt(scale)` in the input dtype, `q @ k^T` and the
+//! probabilities fed to the final matmul are in the input dtype; softcap and bias are computed in
+//! f32 for f16 inputs (exact for the 0/-inf bias) and the softmax in the `softmax_precision`
+//! dtype, else the input dtype (f16 rounding emulated step by step). Rows whose bias is entirely
+//! `-inf` (no key may be attended) produce zero probabilities instead of NaN.
+
+use crate::ops::{Ctx, OpEntry};
+use crate::reduce::to_out;
+use mpsrt_core::{DType, Error, Place, Result};
+use mpsrt_graph::{AttentionAttrs, Node, Op};
+use mpsrt_tensor::{self as t, BinaryFn as B, Expr, Scalar, Tensor, UnaryFn as U, VType};
+
+/// The op table entries of this family.
+pub(crate) fn entries() -> Vec<OpEntry> {
+    vec![OpEntry { name: "Attention", run: attention, host_from: usize::MAX }]
+}
+
+fn attention(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let Op::Attention(a) = &node.op else {
+        return Err(ctx.err(node, "not Attention"));
+    };
+    let label = ctx.label(node);
+    let outs = run(&label, ctx.place, a, inputs).map_err(|e| {
+        if e.op == label {
+            e
+        } else {
+            ctx.wrap(node, e)
+        }
+    })?;
+    outs.into_iter()
+        .take(node.outputs.len())
+        .enumerate()
+        .map(|(i, y)| to_out(ctx, node, i, y))
+        .collect()
+}
+
+/// Shape of a 4-D tensor, or an error naming `what`.
+fn dims4(label: &str, x: &Tensor, what: &str) -> Result<[usize; 4]> {
+    <[usize; 4]>::try_from(x.shape()).map_err(|_| {
+        Error::shape(label, format!("{what} must be 4-D here, got shape {:?}", x.shape()))
+    })
+}
+
+/// Views a 3-D `[batch, seq, heads * head_size]` input as `[batch, heads, seq, head_size]`.
+fn split_heads(label: &str, x: &Tensor, heads: Option<usize>, what: &str) -> Result<Tensor> {
+    if x.ndim() == 4 {
+        return Ok(x.clone());
+    }
+    let heads = heads.ok_or_else(|| {
+        Error::invalid(label, "3-D inputs need the q_num_heads and kv_num_heads attributes")
+    })?;
+    let s = x.shape();
+    if x.ndim() != 3 || heads == 0 || !s[2].is_multiple_of(heads) {
+        return Err(Error::shape(
+            label,
+            format!("{what} {s:?} is not [batch, seq, heads * head_size] with {heads} heads"),
+        ));
+    }
+    let shape = [s[0] as isize, s[1] as isize, heads as isize, (s[2] / heads) as isize];
+    x.reshape(&shape)?.permute(&[0, 2, 1, 3])
+}
+
+/// `x * s` computed in float and stored as `out`.
+fn scale_by(label: &str, x: &Tensor, s: f64, out: DType) -> Result<Tensor> {
+    let e = Expr::binary(
+        B::Mul,
+        Expr::cast(VType::Float, Expr::input(0)),
+        Expr::Scalar(0, VType::Float),
+    );
+    t::fused_elementwise(label, &[x], out, e, &[Scalar::F(s)])
+}
+
+/// `sqrt(scale)` rounded to the input dtype, as the reference applies it to both `q` and `k`.
+fn half_scale(a: &AttentionAttrs, head_size: usize, dt: DType) -> f64 {
+    let scale = a.scale.map_or(1.0 / (head_size as f64).sqrt(), f64::from);
+    let s = scale.sqrt();
+    match dt {
+        DType::F16 => half::f16::from_f64(s).to_f64(),
+        DType::F32 => s as f32 as f64,
+        _ => s,
+    }
+}
+
+fn run(label: &str, place: Place, a: &AttentionAttrs, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+    if ins.len() != a.num_inputs() {
+        return Err(Error::invalid(
+            label,
+            format!("expected {} inputs, got {}", a.num_inputs(), ins.len()),
+        ));
+    }
+    let (mask_i, past_i, nonpad_i) = a.input_slots();
+    let (q_in, k_in, v_in) = (&ins[0], &ins[1], &ins[2]);
+    if k_in.ndim() != q_in.ndim() || v_in.ndim() != q_in.ndim() {
+        return Err(Error::shape(
+            label,
+            format!(
+                "Q, K and V must have the same rank, got {:?}, {:?} and {:?}",
+                q_in.shape(),
+                k_in.shape(),
+                v_in.shape()
+            ),
+        ));
+    }
+    let three_d = q_in.ndim() == 3;
+    let q = split_heads(label, q_in, a.q_num_heads, "Q")?;
+    let k = split_heads(label, k_in, a.kv_num_heads, "K")?;
+    let v = split_heads(label, v_in, a.kv_num_heads, "V")?;
+    let (k, v, past_len) = match past_i {
+        Some(p) => {
+            let (pk, pv) = (&ins[p], &ins[p + 1]);
+            dims4(label, pk, "past_key")?;
+            dims4(label, pv, "past_value")?;
+            (t::concat(&[pk, &k], 2)?, t::concat(&[pv, &v], 2)?, pk.shape()[2])
+        }
+        None => (k, v, 0),
+    };
+    let [b, hq, sq, d] = dims4(label, &q, "Q")?;
+    let [kb, hkv, total, kd] = dims4(label, &k, "K")?;
+    let [vb, vh, vt, dv] = dims4(label, &v, "V")?;
+    if kb != b || vb != b || kd != d || vh != hkv || vt != total {
+        return Err(Error::shape(
+            label,
+            format!(
+                "per-head Q {:?}, K {:?} and V {:?} (after the cache) do not match: \
+                 expected K [{b}, kv_heads, kv_len, {d}] and V [{b}, kv_heads, kv_len, v_size]",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            ),
+        ));
+    }
+    if hkv == 0 || hq % hkv != 0 {
+        return Err(Error::shape(
+            label,
+            format!("q heads ({hq}) must be a multiple of kv heads ({hkv})"),
+        ));
+    }
+    let groups = hq / hkv;
+    let dt = q.dtype();
+    // f16 keeps the reference's rounding points but computes the rest in f32.
+    let cf = if dt == DType::F16 { DType::F32 } else { dt };
+    let s = half_scale(a, d, dt);
+    let qs = scale_by(label, &q, s, dt)?;
+    let ks = scale_by(label, &k, s, dt)?;
+    // Grouped heads: query head g * groups + i uses kv head g, so split the query heads and
+    // broadcast each kv head over its group instead of materializing repeats.
+    let grouped = |x: &Tensor, rows: usize, cols: usize| {
+        x.reshape(&[b as isize, hkv as isize, groups as isize, rows as isize, cols as isize])
+    };
+    let qk = t::matmul(&grouped(&qs, sq, d)?, &ks.transpose(-1, -2)?.unsqueeze(2)?)?.reshape(&[
+        b as isize,
+        hq as isize,
+        sq as isize,
+        total as isize,
+    ])?;
+    let mut scores = qk.astype(cf)?;
+    if a.softcap > 0.0 {
+        let c = || Expr::Scalar(0, VType::Float);
+        let x = Expr::cast(VType::Float, Expr::input(0));
+        let e = Expr::binary(B::Mul, Expr::unary(U::Tanh, Expr::binary(B::Div, x, c())), c());
+        scores = t::fused_elementwise(label, &[&scores], cf, e, &[Scalar::F(a.softcap as f64)])?;
+    }
+    let bias = build_bias(label, place, a, ins, (mask_i, nonpad_i), past_len, b, sq, total, cf)?;
+    let with_bias = match &bias {
+        Some(bias) => t::add(&scores, bias)?,
+        None => scores.clone(),
+    };
+    // The GPU has no f64: a double-precision request falls back to f32 there, as for f64 tensors.
+    let sd = match a.softmax_precision {
+        Some(p) if place.is_gpu() && !p.gpu_supported() => p.gpu_fallback(),
+        Some(p) => p,
+        None => dt,
+    };
+    let mut p = if sd == DType::F16 {
+        softmax_f16(label, &with_bias)?.astype(cf)?
+    } else {
+        t::softmax(&with_bias.astype(sd)?, -1)?.astype(cf)?
+    };
+    if let Some(bias) = &bias {
+        // Rows with every key masked (the bias max is -inf) get zero probabilities; `select`
+        // rather than a multiply so their NaN softmax does not leak into the output.
+        let row_max = t::max(bias, Some(&[-1]), true)?;
+        let dead = t::less_scalar(&row_max, Scalar::F(f32::MIN as f64))?;
+        let e = Expr::select(Expr::input(0), Expr::Scalar(0, VType::Float), Expr::input(1));
+        p = t::fused_elementwise(label, &[&dead, &p], cf, e, &[Scalar::F(0.0)])?;
+    }
+    let qk_out = match a.qk_matmul_output_mode {
+        2 => with_bias,
+        3 => p.clone(),
+        _ => scores,
+    };
+    let y = t::matmul(&grouped(&p.astype(dt)?, sq, total)?, &v.unsqueeze(2)?)?;
+    let y = if three_d {
+        y.reshape(&[b as isize, hq as isize, sq as isize, dv as isize])?
+            .permute(&[0, 2, 1, 3])?
+            .reshape(&[b as isize, sq as isize, (hq * dv) as isize])?
+    } else {
+        y.reshape(&[b as isize, hq as isize, sq as isize, dv as isize])?
+    };
+    Ok(vec![y, k.contiguous()?, v.contiguous()?, qk_out.astype(dt)?])
+}
+
+/// Softmax over the last axis in f16 arithmetic: each step (`x - max`, `exp`, the row sum, the
+/// division) is computed in f32 and rounded to f16, as the reference does for f16 inputs, so
+/// results agree to the bit rather than within an f16 ulp of an all-f32 softmax.
+fn softmax_f16(label: &str, x: &Tensor) -> Result<Tensor> {
+    let x = x.astype(DType::F16)?.astype(DType::F32)?;
+    let m = t::max(&x, Some(&[-1]), true)?;
+    let float = |i| Expr::cast(VType::Float, Expr::input(i));
+    let shifted = t::fused_elementwise(
+        label,
+        &[&x, &m],
+        DType::F16,
+        Expr::binary(B::Sub, float(0), float(1)),
+        &[],
+    )?;
+    let e =
+        t::fused_elementwise(label, &[&shifted], DType::F16, Expr::unary(U::Exp, float(0)), &[])?;
+    let sum = t::sum(&e.astype(DType::F32)?, Some(&[-1]), true)?.astype(DType::F16)?;
+    t::fused_elementwise(
+        label,
+        &[&e, &sum],
+        DType::F16,
+        Expr::binary(B::Div, float(0), float(1)),
+        &[],
+    )
+}
+
+/// The attn_mask as an additive bias in `cf`: bool `true` (attend) becomes 0 and `false` `-inf`;
+/// a mask shorter than the key length is padded with masked positions.
+fn mask_bias(label: &str, m: &Tensor, total: usize, cf: DType) -> Result<Tensor> {
+    let bias = if m.dtype() == DType::Bool {
+        t::where_scalar(m, Scalar::F(0.0), Scalar::F(f64::NEG_INFINITY), cf)?
+    } else {
+        m.astype(cf)?
+    };
+    let last = *bias.shape().last().ok_or_else(|| {
+        Error::shape(label, "attn_mask must have at least one dimension, got a scalar")
+    })?;
+    if last > total {
+        return Err(Error::shape(
+            label,
+            format!("attn_mask {:?} covers {last} keys but there are only {total}", m.shape()),
+        ));
+    }
+    if last == total {
+        return Ok(bias);
+    }
+    let mut pad_shape = bias.shape().to_vec();
+    *pad_shape.last_mut().unwrap_or(&mut 0) = total - last;
+    let pad = t::full(&pad_shape, Scalar::F(f64::NEG_INFINITY), cf, bias.place())?;
+    t::concat(&[&bias, &pad], -1)
+}
+
+/// The combined additive bias, broadcastable to `[batch, q_heads, q_len, total]`, or `None` when
+/// nothing is masked. Causal and window constraints compare the query's absolute position
+/// (`offset + i`) with the key index; the offset is the past length, or per batch
+/// `nonpad_kv_seqlen[b] - q_len` for an external cache.
+#[allow(clippy::too_many_arguments)]
+fn build_bias(
+    label: &str,
+    place: Place,
+    a: &AttentionAttrs,
+    ins: &[Tensor],
+    (mask_i, nonpad_i): (Option<usize>, Option<usize>),
+    past_len: usize,
+    b: usize,
+    sq: usize,
+    total: usize,
+    cf: DType,
+) -> Result<Option<Tensor>> {
+    let mask = mask_i.map(|i| mask_bias(label, &ins[i], total, cf)).transpose()?;
+    let nonpad = match nonpad_i {
+        Some(i) => {
+            let n = ins[i].astype(DType::I32)?;
+            if n.numel() != b {
+                return Err(Error::shape(
+                    label,
+                    format!("nonpad_kv_seqlen {:?} must have one entry per batch ({b})", n.shape()),
+                ));
+            }
+            Some(n.reshape(&[b as isize, 1, 1])?)
+        }
+        None => None,
+    };
+    let j_idx = t::arange(0.0, total as f64, 1.0, DType::I32, place)?.reshape(&[1, -1])?;
+    let mut allowed: Option<Tensor> = None;
+    let mut and = |c: Tensor| -> Result<()> {
+        allowed = Some(match allowed.take() {
+            Some(x) => t::logical_and(&x, &c)?,
+            None => c,
+        });
+        Ok(())
+    };
+    let window = a.left_window_size >= 0 || a.right_window_size >= 0;
+    if a.is_causal || window {
+        let i_idx = t::arange(0.0, sq as f64, 1.0, DType::I32, place)?.reshape(&[-1, 1])?;
+        // Absolute query positions: [q, 1], or [batch, q, 1] with a per-batch offset.
+        let pos = match &nonpad {
+            Some(n) => t::add(&i_idx, &t::subtract_scalar(n, Scalar::I(sq as i64))?)?,
+            None => t::add_scalar(&i_idx, Scalar::I(past_len as i64))?,
+        };
+        let diff = t::subtract(&pos, &j_idx)?;
+        let per_batch = |c: Tensor| {
+            if nonpad.is_some() {
+                c.reshape(&[b as isize, 1, sq as isize, total as isize])
+            } else {
+                Ok(c)
+            }
+        };
+        if a.is_causal {
+            and(per_batch(t::greater_equal_scalar(&diff, Scalar::I(0))?)?)?;
+        }
+        if a.left_window_size >= 0 {
+            and(per_batch(t::less_equal_scalar(&diff, Scalar::I(a.left_window_size))?)?)?;
+        }
+        if a.right_window_size >= 0 {
+            let c = t::greater_equal_scalar(&diff, Scalar::I(-a.right_window_size))?;
+            and(per_batch(c)?)?;
+        }
+    }
+    if let Some(n) = &nonpad {
+        // Keys at or past a batch's valid length are padding.
+        let valid = t::less(&j_idx, &n.reshape(&[b as isize, 1])?)?;
+        and(valid.reshape(&[b as isize, 1, 1, total as isize])?)?;
+    }
+    Ok(match (mask, allowed) {
+        (None, None) => None,
+        (Some(m), None) => Some(m),
+        (None, Some(al)) => {
+            Some(t::where_scalar(&al, Scalar::F(0.0), Scalar::F(f64::NEG_INFINITY), cf)?)
+        }
+        (Some(m), Some(al)) => {
+            let e = Expr::select(
+                Expr::input(0),
+                Expr::cast(VType::Float, Expr::input(1)),
+                Expr::Scalar(0, VType::Float),
+            );
+            let refs = [&al, &m];
+            Some(t::fused_elementwise(label, &refs, cf, e, &[Scalar::F(f64::NEG_INFINITY)])?)
+        }
+    })
+}
