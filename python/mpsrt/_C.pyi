@@ -1,6 +1,7 @@
 """Type stubs of the `mpsrt._C` extension module (Rust, PyO3). Users call the `mpsrt` package;
 these are its building blocks."""
-from typing import Any, Optional, Sequence
+import os
+from typing import Any, Optional, Sequence, Union
 
 class Tensor:
     @property
@@ -75,3 +76,17 @@ def jit_compile(source: str, name: Optional[str],
                 args: Sequence[tuple[str, Any]]) -> tuple[str, str, int]: ...
 def wgsl_launch(source: str, entry: str, tensors: Sequence[Tensor], meta: bytes,
                 workgroups: tuple[int, int, int]) -> None: ...
+
+# (name, dtype name, shape) of a graph input/output; a dim is an int, a dim_param name, or None.
+_IoInfo = tuple[str, str, list[Union[int, str, None]]]
+
+class OnnxSession:
+    """An ONNX model imported and compiled for one place (wrapped by `mpsrt.onnx.InferenceSession`)."""
+    def __init__(self, model: Union[str, "os.PathLike[str]", bytes], place: str = "mps") -> None: ...
+    @property
+    def place(self) -> str: ...
+    def inputs(self) -> list[_IoInfo]: ...
+    def outputs(self) -> list[_IoInfo]: ...
+    def run(self, feeds: dict[str, Tensor]) -> list[tuple[str, Tensor]]: ...
+
+def onnx_supported_ops() -> list[str]: ...

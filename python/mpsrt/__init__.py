@@ -19,6 +19,7 @@ from ._ops import (_funcs, arange, assign, broadcast_to, cast, clamp, clip, empt
                    transpose, unsqueeze, where, zeros, zeros_like)
 from ._jit import (Autotuner, Config, JITFunction, autotune, cdiv, compile_kernel,  # noqa: F401
                    heuristics, jit, next_power_of_2)
+from . import onnx  # noqa: F401,E402 - ONNX sessions; `mpsrt.onnx.backend` imports `onnx` lazily
 
 globals().update(_funcs)
 

@@ -26,6 +26,7 @@ mod index;
 mod norm;
 mod nn;
 mod ops;
+mod pool;
 mod reduce;
 mod resize;
 mod session;

@@ -177,7 +177,11 @@ fn pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     }
     let PoolAttrs { kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad } =
         attrs;
-    let (x, one_d) = as_2d(ctx.input(node, inputs, 0)?)?;
+    let x0 = ctx.input(node, inputs, 0)?;
+    if x0.ndim() == 5 || (!is_max && dilations.iter().any(|&d| d > 1)) {
+        return pool_general(ctx, node, x0, attrs, is_max, lp);
+    }
+    let (x, one_d) = as_2d(x0)?;
     if x.ndim() != 4 {
         return Err(Error::unsupported(ctx.label(node), "only 1-D and 2-D pooling is supported"));
     }
@@ -270,6 +274,74 @@ fn pool(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         None => y,
     };
     let y = if one_d { y.squeeze(Some(2))? } else { y };
+    Ok(vec![to_out(ctx, node, 0, y)?])
+}
+
+/// 3-D pools and dilated average pools through the separable general path (`pool.rs`).
+fn pool_general(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    x: &Tensor,
+    attrs: &PoolAttrs,
+    is_max: bool,
+    lp: Option<f64>,
+) -> Result<Vec<Tensor>> {
+    let label = ctx.label(node);
+    let wrap = |e| ctx.wrap(node, e);
+    let r = x.ndim().saturating_sub(2);
+    let out = ctx.out_shape(node, 0)?;
+    let get = |v: &[usize], i: usize, d: usize| v.get(i).copied().unwrap_or(d);
+    let mut axes = Vec::with_capacity(r);
+    for i in 0..r {
+        let (k, s, d) =
+            (get(&attrs.kernel, i, 1), get(&attrs.strides, i, 1), get(&attrs.dilations, i, 1));
+        let (pb, pe) = match attrs.auto_pad {
+            AutoPad::NotSet => (get(&attrs.pads, i, 0), get(&attrs.pads, r + i, 0)),
+            AutoPad::Valid => (0, 0),
+            AutoPad::SameUpper | AutoPad::SameLower => {
+                let need = (out[2 + i].saturating_sub(1)) * s + (k - 1) * d + 1;
+                let total = need.saturating_sub(x.shape()[2 + i]);
+                let (small, big) = (total / 2, total - total / 2);
+                if attrs.auto_pad == AutoPad::SameUpper {
+                    (small, big)
+                } else {
+                    (big, small)
+                }
+            }
+        };
+        axes.push(crate::pool::Axis {
+            kernel: k,
+            stride: s,
+            dilation: d,
+            pad_begin: pb,
+            pad_end: pe,
+            out: out[2 + i],
+        });
+    }
+    let xf = if x.dtype().is_float() { x.clone() } else { x.astype(mpsrt_core::DType::F32)? };
+    let sc = |k| Expr::Scalar(k, VType::Float);
+    let xf = match lp {
+        Some(pw) => {
+            let e = Expr::binary(B::Pow, Expr::unary(U::Abs, Expr::input(0)), sc(0));
+            t::fused_elementwise(&label, &[&xf], xf.dtype(), e, &[Scalar::F(pw)])?
+        }
+        None => xf,
+    };
+    let kind = if is_max {
+        crate::pool::Kind::Max
+    } else {
+        crate::pool::Kind::Avg { count_include_pad: attrs.count_include_pad || lp.is_some() }
+    };
+    let y = crate::pool::pool_nd(&xf, &axes, kind).map_err(wrap)?;
+    let y = match lp {
+        Some(pw) => {
+            let vol: usize = axes.iter().map(|a| a.kernel).product();
+            let e = Expr::binary(B::Pow, Expr::binary(B::Mul, Expr::input(0), sc(0)), sc(1));
+            let s = [Scalar::F(vol as f64), Scalar::F(1.0 / pw)];
+            t::fused_elementwise(&label, &[&y], y.dtype(), e, &s)?
+        }
+        None => y,
+    };
     Ok(vec![to_out(ctx, node, 0, y)?])
 }
 

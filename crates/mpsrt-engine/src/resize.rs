@@ -11,24 +11,37 @@
 use crate::ops::{Ctx, OpEntry};
 use crate::reduce::to_out;
 use mpsrt_core::{DType, Place, Result};
-use mpsrt_graph::{CoordTransform, NearestRounding, Node, Op, ResizeAttrs, ResizeMode};
-use mpsrt_tensor::{self as t, BinaryFn as B, Expr, Tensor};
+use mpsrt_graph::{CoordTransform, NearestRounding, Node, Op, ResizeAttrs, ResizeAxis, ResizeMode};
+use mpsrt_tensor::{self as t, BinaryFn as B, Expr, Scalar, Tensor, VType};
 
 /// The op table entries of this family.
 pub(crate) fn entries() -> Vec<OpEntry> {
     vec![OpEntry { name: "Resize", run: resize, host_from: usize::MAX }]
 }
 
-/// Source taps of one axis: `idx[k][o]` and `w[k][o]` for tap `k` of output position `o`.
+/// Source taps of one axis: `idx[k][o]` and `w[k][o]` for tap `k` of output position `o`;
+/// `outside[o]` marks tf_crop_and_resize points outside the input (extrapolated).
 struct Taps {
     idx: Vec<Vec<i64>>,
     w: Vec<Vec<f32>>,
+    outside: Vec<bool>,
 }
 
 /// Source coordinate of output position `o` (ONNX's `coordinate_transformation_mode`).
-fn source_coord(coord: CoordTransform, o: f64, scale: f64, len_in: usize, len_out: usize) -> f64 {
+fn source_coord(coord: CoordTransform, o: f64, ax: &ResizeAxis, len_in: usize) -> f64 {
+    let (scale, len_out) = (ax.scale, ax.out);
     let out_w = scale * len_in as f64;
+    let span = len_in as f64 - 1.0;
     match coord {
+        CoordTransform::TfCropAndResize => {
+            let (r0, r1) = ax.roi;
+            let x = if out_w == 1.0 {
+                (r1 - r0) * span / 2.0
+            } else {
+                o * (r1 - r0) * span / (out_w - 1.0)
+            };
+            x + r0 * span
+        }
         CoordTransform::AlignCorners => {
             if out_w == 1.0 {
                 0.0
@@ -114,12 +127,17 @@ fn coeffs(a: &ResizeAttrs, ratio: f64, scale: f64) -> Vec<f64> {
     }
 }
 
-/// Taps of one axis resized from `len_in` to `len_out` with `scale`.
-fn axis_taps(a: &ResizeAttrs, len_in: usize, len_out: usize, scale: f64) -> Taps {
+/// Taps of one axis resized from `len_in` to `ax.out`.
+fn axis_taps(a: &ResizeAttrs, len_in: usize, ax: &ResizeAxis) -> Taps {
+    let (len_out, scale) = (ax.out, ax.scale);
     let mut idx: Vec<Vec<i64>> = Vec::new();
     let mut w: Vec<Vec<f32>> = Vec::new();
+    let mut outside = vec![false; len_out];
     for o in 0..len_out {
-        let x = source_coord(a.coord, o as f64, scale, len_in, len_out);
+        let x = source_coord(a.coord, o as f64, ax, len_in);
+        if a.coord == CoordTransform::TfCropAndResize && (x < 0.0 || x > len_in as f64 - 1.0) {
+            outside[o] = true;
+        }
         // The reference prefers the neighbour left of x: ratio in (0, 1].
         let base = if x.fract() == 0.0 { x as i64 - 1 } else { x.floor() as i64 };
         let ratio = x - base as f64;
@@ -155,12 +173,13 @@ fn axis_taps(a: &ResizeAttrs, len_in: usize, len_out: usize, scale: f64) -> Taps
             w[k][o] = v as f32;
         }
     }
-    Taps { idx, w }
+    Taps { idx, w, outside }
 }
 
 /// Whether the taps are the identity (one tap, `idx[o] = o`, weight 1).
 fn is_identity(t: &Taps, len_in: usize) -> bool {
-    t.idx.len() == 1
+    !t.outside.contains(&true)
+        && t.idx.len() == 1
         && t.idx[0].len() == len_in
         && t.idx[0].iter().enumerate().all(|(o, &i)| i == o as i64)
         && t.w[0].iter().all(|&v| v == 1.0)
@@ -182,6 +201,9 @@ fn resize(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> 
     let nearest = a.mode == ResizeMode::Nearest;
     // Nearest keeps the dtype (pure gathers); interpolation computes in f32.
     let mut y = if nearest { x.clone() } else { x.astype(DType::F32).map_err(wrap)? };
+    let plan = a.plan(x.shape()).map_err(wrap)?;
+    // tf_crop_and_resize: 1 where every axis' source point is inside the input.
+    let mut inside: Option<Tensor> = None;
     for ax in 0..x.ndim() {
         let (len_in, len_out) = (x.shape()[ax], out_shape[ax]);
         if len_in == 0 || len_out == 0 {
@@ -189,17 +211,25 @@ fn resize(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> 
                 ctx.err(node, format!("cannot resize axis {ax} from {len_in} to {len_out}"))
             );
         }
-        let scale = if a.sizes.is_empty() {
-            a.scales.get(ax).copied().unwrap_or(1.0) as f64
-        } else {
-            len_out as f64 / len_in as f64
-        };
-        let taps = axis_taps(a, len_in, len_out, scale);
+        if plan[ax].out != len_out {
+            return Err(
+                ctx.err(node, format!("planned size {} != {len_out} on axis {ax}", plan[ax].out))
+            );
+        }
+        let taps = axis_taps(a, len_in, &plan[ax]);
         if is_identity(&taps, len_in) {
             continue;
         }
         let mut wshape = vec![1usize; x.ndim()];
         wshape[ax] = len_out;
+        if taps.outside.contains(&true) {
+            let v: Vec<f32> = taps.outside.iter().map(|&o| (!o) as u8 as f32).collect();
+            let m = Tensor::from_slice(&v, &wshape, y.place())?;
+            inside = Some(match inside {
+                None => m,
+                Some(prev) => t::multiply(&prev, &m).map_err(wrap)?,
+            });
+        }
         let mut acc: Option<Tensor> = None;
         for (idx, w) in taps.idx.iter().zip(&taps.w) {
             let idx = Tensor::from_slice(idx, &[len_out], Place::Cpu)?;
@@ -221,6 +251,21 @@ fn resize(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> 
         if let Some(v) = acc {
             y = v;
         }
+    }
+    if let Some(m) = inside {
+        // y·m + e·(1 − m): extrapolated points take extrapolation_value.
+        let yf = y.astype(DType::F32).map_err(wrap)?;
+        let e = Expr::binary(
+            B::Add,
+            Expr::binary(B::Mul, Expr::input(0), Expr::input(1)),
+            Expr::binary(
+                B::Mul,
+                Expr::Scalar(0, VType::Float),
+                Expr::binary(B::Sub, Expr::Scalar(1, VType::Float), Expr::input(1)),
+            ),
+        );
+        let s = [Scalar::F(a.extrapolation_value as f64), Scalar::F(1.0)];
+        y = t::fused_elementwise(&label, &[&yf, &m], DType::F32, e, &s)?;
     }
     Ok(vec![to_out(ctx, node, 0, y)?])
 }

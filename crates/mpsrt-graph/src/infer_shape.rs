@@ -448,6 +448,14 @@ pub fn infer_data_movement(cx: &mut Cx, ins: &[InferIn]) -> Result<Vec<OutInfo>>
         Op::Resize(r) => {
             cx.arity(ins, 1)?;
             let x = ins[0].shape;
+            if let Some(known) = crate::ir::concrete(x) {
+                let plan = r.plan(&known).map_err(|e| cx.invalid(e.to_string()))?;
+                let out: Vec<usize> = plan.iter().map(|p| p.out).collect();
+                return one(ins[0].dtype, dims(&out));
+            }
+            if !r.axes.is_empty() || r.keep_aspect != crate::op::KeepAspect::Stretch {
+                return Err(cx.invalid("Resize with axes or keep_aspect_ratio_policy needs a static input shape"));
+            }
             let out = if !r.sizes.is_empty() {
                 if r.sizes.len() != x.len() {
                     return Err(cx.invalid(format!(

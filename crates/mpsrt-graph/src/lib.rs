@@ -33,11 +33,14 @@ pub mod op;
 pub mod passes;
 pub mod plan;
 pub mod propagate;
+pub mod resize;
 
 pub use attention::AttentionAttrs;
+pub use resize::ResizeAxis;
 pub use ir::{concrete, dims, shape_str, Dim, Graph, HostTensor, Node, ValueId, ValueInfo};
 pub use op::{
-    AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, NearestRounding, Op, PadMode,
+    AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, KeepAspect, NearestRounding, Op,
+    PadMode,
     PoolAttrs, ReduceKind, ResizeAttrs, ResizeMode, UnaryOp,
 };
 pub use passes::fusion::{Epilogue, FusedElementwise};

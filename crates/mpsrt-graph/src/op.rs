@@ -158,6 +158,9 @@ pub enum CoordTransform {
     PytorchHalfPixel,
     AlignCorners,
     Asymmetric,
+    /// Crop to `roi` (normalized) and resize; source points outside the input take
+    /// `extrapolation_value`.
+    TfCropAndResize,
 }
 
 /// Rounding of the source index for nearest-neighbour `Resize`.
@@ -185,6 +188,25 @@ pub struct ResizeAttrs {
     /// Per-axis output sizes (all axes).
     pub sizes: Vec<usize>,
     pub sizes_input: bool,
+    /// The axes `scales`/`sizes`/`roi` refer to (ONNX `axes`); empty means every axis in order.
+    pub axes: Vec<i64>,
+    /// ONNX `keep_aspect_ratio_policy` for `sizes`.
+    pub keep_aspect: KeepAspect,
+    /// `tf_crop_and_resize` region: starts then ends, one per resized axis (normalized coords).
+    pub roi: Vec<f32>,
+    pub extrapolation_value: f32,
+}
+
+/// How `Resize` with `sizes` treats the aspect ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KeepAspect {
+    /// Each axis gets its size (its own scale).
+    #[default]
+    Stretch,
+    /// One scale for all resized axes: the largest whose result fits in every size.
+    NotLarger,
+    /// One scale for all resized axes: the smallest that covers every size.
+    NotSmaller,
 }
 
 /// Padding modes of `Pad`.

@@ -2,12 +2,14 @@
 //!
 //! The Rust side stays thin: a `Tensor` class over `mpsrt_tensor::Tensor`, op tables keyed by
 //! name (`ops.rs`), device and memory functions (`device.rs`) and the Triton-language / raw WGSL
-//! kernel launcher (`jit.rs`). Conversions to and from NumPy, operator overloading and the
-//! Paddle/PyTorch naming live in the pure-Python package. Every wait on the GPU releases the GIL.
+//! kernel launcher (`jit.rs`), ONNX sessions (`onnx.rs`). Conversions to and from NumPy,
+//! operator overloading and the Paddle/PyTorch naming live in the pure-Python package. Every wait
+//! on the GPU releases the GIL.
 
 mod device;
 mod jit;
 mod nn;
+mod onnx;
 mod ops;
 mod reduce;
 mod tensor;
@@ -71,5 +73,6 @@ fn mpsrt_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nn::register(m)?;
     device::register(m)?;
     jit::register(m)?;
+    onnx::register(m)?;
     Ok(())
 }

@@ -5,7 +5,9 @@ use super::conv::auto_pad;
 use super::Importer;
 use crate::ctx::Ctx;
 use mpsrt_core::Result;
-use mpsrt_graph::{CoordTransform, NearestRounding, Op, PoolAttrs, ResizeAttrs, ResizeMode};
+use mpsrt_graph::{
+    CoordTransform, KeepAspect, NearestRounding, Op, PoolAttrs, ResizeAttrs, ResizeMode,
+};
 
 pub const OPS: &[(&str, Importer)] = &[
     ("MaxPool", max_pool),
@@ -85,6 +87,7 @@ fn resize(cx: &mut Ctx) -> Result<()> {
         "pytorch_half_pixel" => CoordTransform::PytorchHalfPixel,
         "align_corners" => CoordTransform::AlignCorners,
         "asymmetric" => CoordTransform::Asymmetric,
+        "tf_crop_and_resize" => CoordTransform::TfCropAndResize,
         other => {
             return Err(cx
                 .unsupported(format!("coordinate_transformation_mode {other:?} is not supported")))
@@ -98,10 +101,19 @@ fn resize(cx: &mut Ctx) -> Result<()> {
         "ceil" => NearestRounding::Ceil,
         other => return Err(cx.invalid(format!("unknown nearest_mode {other:?}"))),
     };
-    if cx.ints("axes")?.is_some() || cx.string("keep_aspect_ratio_policy", "stretch")? != "stretch"
-    {
-        return Err(cx.unsupported("axes and keep_aspect_ratio_policy are not supported"));
-    }
+    let keep_aspect = match cx.string("keep_aspect_ratio_policy", "stretch")?.as_str() {
+        "stretch" => KeepAspect::Stretch,
+        "not_larger" => KeepAspect::NotLarger,
+        "not_smaller" => KeepAspect::NotSmaller,
+        other => return Err(cx.invalid(format!("unknown keep_aspect_ratio_policy {other:?}"))),
+    };
+    // tf_crop_and_resize reads its region from input 1 (opset >= 11), which must be constant.
+    let roi = if coord == CoordTransform::TfCropAndResize {
+        let t = cx.req_const_input(1, "roi")?;
+        t.to_f64_vec().into_iter().map(|v| v as f32).collect()
+    } else {
+        vec![]
+    };
     let mut attrs = ResizeAttrs {
         mode,
         coord,
@@ -112,6 +124,10 @@ fn resize(cx: &mut Ctx) -> Result<()> {
         scales: vec![],
         sizes: vec![],
         sizes_input: false,
+        axes: cx.ints("axes")?.unwrap_or_default(),
+        keep_aspect,
+        roi,
+        extrapolation_value: cx.float("extrapolation_value", 0.0)?,
     };
     let x = cx.input(0)?;
     if upsample && cx.opset < 9 {
