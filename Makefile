@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Every GPU test must really run on a GPU (lavapipe in CI): never skip silently.
 export MPSRT_REQUIRE_GPU ?= 1
 
-.PHONY: run test deps build fmt-check clippy rust-test conformance info bench python-build python-test
+.PHONY: run demo test deps build fmt-check clippy rust-test conformance info bench python-build python-test
 
 deps:
 	./scripts/install-deps.sh
@@ -13,8 +13,13 @@ deps:
 build: deps
 	$(CARGO) build --release -p mpsrt-cli
 
-## Main job: the seed's basic-usage demo on the GPU (CPU fallback), then device info.
+## Main job: serve the example model repository (Triton protocol: HTTP :8000, gRPC :8001,
+## metrics :8002) with the ONNX engine on the GPU (CPU fallback). Ctrl-C drains and exits.
 run: build
+	./target/release/mpsrt serve --model-repository examples/model_repository
+
+## The seed's basic-usage demo on the GPU (CPU fallback), then device info.
+demo: build
 	./target/release/mpsrt demo
 	./target/release/mpsrt info
 
