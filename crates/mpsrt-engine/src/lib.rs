@@ -20,15 +20,19 @@
 
 mod attention;
 pub mod conformance;
+mod einsum;
 mod elementwise;
-mod loss;
 mod index;
-mod norm;
+mod loss;
 mod nn;
+mod norm;
 mod ops;
 mod pool;
+mod quant;
 mod reduce;
 mod resize;
+mod scatter;
+mod select;
 mod session;
 mod shape;
 pub mod triton;

@@ -37,6 +37,10 @@ fn table() -> &'static HashMap<&'static str, OpEntry> {
             crate::index::entries(),
             crate::norm::entries(),
             crate::resize::entries(),
+            crate::quant::entries(),
+            crate::scatter::entries(),
+            crate::select::entries(),
+            crate::einsum::entries(),
         ];
         for e in families.into_iter().flatten() {
             m.insert(e.name, e);

@@ -20,9 +20,9 @@ fn conformance_not_below_baseline() {
     let exclusions = parse_exclusions(
         &std::fs::read_to_string(root.join("conformance/exclusions.txt")).unwrap_or_default(),
     );
-    let data = PathBuf::from(
-        std::env::var("MPSRT_CONFORMANCE_DIR").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/onnx-conformance").into()),
-    );
+    let data = PathBuf::from(std::env::var("MPSRT_CONFORMANCE_DIR").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/onnx-conformance").into()
+    }));
     if !data.exists() {
         assert!(
             std::env::var("MPSRT_REQUIRE_CONFORMANCE").as_deref() != Ok("1"),

@@ -15,7 +15,7 @@ fn repo() -> PathBuf {
 }
 
 async fn start() -> RunningServer {
-    let mut o = ServerOptions::new(&repo());
+    let mut o = ServerOptions::new(repo());
     o.host = "127.0.0.1".into();
     o.http_port = 0;
     o.grpc_port = 0;

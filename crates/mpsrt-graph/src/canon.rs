@@ -82,6 +82,21 @@ pub fn canonicalize(node: &mut Node, g: &Graph) -> Result<()> {
                 None => return Ok(()),
             }
         }
+        (Op::OneHot { axis, .. }, 3) => {
+            // Depth may be any numeric type (float in the ONNX tests); ONNX truncates it.
+            match ints(2).and_then(|d| d.first().copied()) {
+                Some(d) => match usize::try_from(d) {
+                    Ok(depth) if depth > 0 => (Op::OneHot { axis: *axis, depth }, 2),
+                    _ => {
+                        return Err(Error::invalid(
+                            node.op.name(),
+                            format!("depth must be a positive integer, got {d}"),
+                        ))
+                    }
+                },
+                None => return Ok(()),
+            }
+        }
         (Op::Resize(r), 2) => {
             let Some(t) = konst(1) else { return Ok(()) };
             let mut r = r.clone();
@@ -108,6 +123,7 @@ pub fn is_pending(node: &Node) -> bool {
         | Op::Squeeze { .. }
         | Op::Split { .. } => node.inputs.len() > 1,
         Op::Clip { .. } | Op::Pad { .. } | Op::Resize(_) | Op::TopK { .. } => node.inputs.len() > 1,
+        Op::OneHot { .. } => node.inputs.len() > 2,
         _ => false,
     }
 }
@@ -122,6 +138,7 @@ pub fn param_inputs(op: &Op) -> &'static [usize] {
         | Op::Resize(_)
         | Op::TopK { .. } => &[1],
         Op::Clip { .. } | Op::Pad { .. } => &[1, 2],
+        Op::OneHot { .. } => &[2],
         _ => &[],
     }
 }

@@ -139,6 +139,7 @@ pub fn infer_node(node: &Node, ins: &[InferIn]) -> Result<Vec<OutInfo>> {
         | Op::LogSoftmax { .. }
         | Op::SoftmaxFlat { .. }
         | Op::CumSum { .. }
+        | Op::CumProd { .. }
         | Op::Trilu { .. }
         | Op::Swish { .. }
         | Op::Shrink { .. }
@@ -162,6 +163,21 @@ pub fn infer_node(node: &Node, ins: &[InferIn]) -> Result<Vec<OutInfo>> {
                 );
             }
             one(dtype.unwrap_or(ins[0].dtype), ins[0].shape.to_vec())
+        }
+        Op::Einsum { equation } => {
+            cx.arity(ins, 1)?;
+            let ranks: Vec<usize> = ins.iter().map(|i| i.shape.len()).collect();
+            let spec = crate::einsum::parse(equation, &ranks)?;
+            let shapes: Vec<&[Dim]> = ins.iter().map(|i| i.shape).collect();
+            one(ins[0].dtype, crate::einsum::output_shape(&spec, &shapes)?)
+        }
+        Op::OneHot { axis, depth } => {
+            // Rank grows by one: the depth axis is inserted at `axis` (counted on the output).
+            cx.arity(ins, 2)?;
+            let mut s = ins[0].shape.to_vec();
+            let ax = cx.axis(*axis, s.len() + 1)?;
+            s.insert(ax, Dim::Known(*depth));
+            one(ins[1].dtype, s)
         }
         Op::TopK { axis, k, .. } => {
             cx.arity(ins, 1)?;
@@ -304,6 +320,36 @@ pub fn infer_node(node: &Node, ins: &[InferIn]) -> Result<Vec<OutInfo>> {
                 s.remove(ax);
             }
             one(DType::I64, s)
+        }
+        Op::QuantizeLinear { to, .. } => {
+            cx.arity(ins, 2)?;
+            one(*to, ins[0].shape.to_vec())
+        }
+        Op::DequantizeLinear { to, .. } => {
+            cx.arity(ins, 2)?;
+            one(to.unwrap_or(ins[1].dtype), ins[0].shape.to_vec())
+        }
+        Op::ScatterElements { .. } | Op::ScatterND { .. } => {
+            cx.arity(ins, 3)?;
+            one(ins[0].dtype, ins[0].shape.to_vec())
+        }
+        Op::GatherND { batch_dims } => {
+            // data[b.., r..] and indices[b.., q.., k]: output [b.., q.., data dims after b + k].
+            cx.arity(ins, 2)?;
+            let (x, i, b) = (ins[0].shape, ins[1].shape, *batch_dims);
+            let k = i.last().and_then(|d| d.known());
+            match k {
+                Some(k) if i.len() > b && x.len() >= b + k => {
+                    let mut s = i[..i.len() - 1].to_vec();
+                    s.extend_from_slice(&x[b + k..]);
+                    one(ins[0].dtype, s)
+                }
+                _ => Err(cx.shape_err(format!(
+                    "indices {} do not address data {} with batch_dims {b}",
+                    shape_str(i),
+                    shape_str(x)
+                ))),
+            }
         }
         _ => infer_shape::infer_data_movement(&mut cx, ins),
     }

@@ -454,7 +454,9 @@ pub fn infer_data_movement(cx: &mut Cx, ins: &[InferIn]) -> Result<Vec<OutInfo>>
                 return one(ins[0].dtype, dims(&out));
             }
             if !r.axes.is_empty() || r.keep_aspect != crate::op::KeepAspect::Stretch {
-                return Err(cx.invalid("Resize with axes or keep_aspect_ratio_policy needs a static input shape"));
+                return Err(cx.invalid(
+                    "Resize with axes or keep_aspect_ratio_policy needs a static input shape",
+                ));
             }
             let out = if !r.sizes.is_empty() {
                 if r.sizes.len() != x.len() {

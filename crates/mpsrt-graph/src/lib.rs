@@ -25,6 +25,7 @@
 
 pub mod attention;
 pub mod canon;
+pub mod einsum;
 pub mod eval;
 pub mod infer;
 pub mod infer_shape;
@@ -36,12 +37,10 @@ pub mod propagate;
 pub mod resize;
 
 pub use attention::AttentionAttrs;
-pub use resize::ResizeAxis;
 pub use ir::{concrete, dims, shape_str, Dim, Graph, HostTensor, Node, ValueId, ValueInfo};
 pub use op::{
-    AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, KeepAspect, NearestRounding, Op,
-    PadMode,
-    PoolAttrs, ReduceKind, ResizeAttrs, ResizeMode, UnaryOp,
+    AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, KeepAspect, NearestRounding,
+    Op, PadMode, PoolAttrs, ReduceKind, ResizeAttrs, ResizeMode, UnaryOp,
 };
 pub use passes::fusion::{Epilogue, FusedElementwise};
 pub use plan::{
@@ -49,3 +48,4 @@ pub use plan::{
     PlanOptions, Step, Storage,
 };
 pub use propagate::{propagate, specialize, specialize_with_values, value_inputs, FOLD_LIMIT};
+pub use resize::ResizeAxis;

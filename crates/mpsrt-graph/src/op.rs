@@ -228,6 +228,17 @@ pub enum LossReduction {
     Mean,
 }
 
+/// How a scatter op combines an update with the value already at its position (ONNX
+/// `reduction`); `None` overwrites (the last update to a position wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScatterReduction {
+    None,
+    Add,
+    Mul,
+    Max,
+    Min,
+}
+
 /// An operation with its attributes. Input order follows ONNX for each op.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -410,6 +421,22 @@ pub enum Op {
         exclusive: bool,
         reverse: bool,
     },
+    /// Sum of products over the labels of an Einstein-summation `equation` (see `einsum.rs`).
+    Einsum {
+        equation: String,
+    },
+    /// Cumulative product along the axis given by the second input.
+    CumProd {
+        exclusive: bool,
+        reverse: bool,
+    },
+    /// Inputs `(indices, values [off, on])`: `on` where the (negative-wrapped) index equals the
+    /// position along the new `axis` of length `depth`, else `off`. Front ends may pass a runtime
+    /// depth as a third input; canonicalization folds it in.
+    OneHot {
+        axis: i64,
+        depth: usize,
+    },
 
     // ---- shape / data movement ----
     /// Inputs `(data, shape)`; shape is an int64 tensor (0 copies, -1 infers unless `allowzero`).
@@ -480,6 +507,40 @@ pub enum Op {
     /// Lower (`upper == false`) or upper triangle; optional second input `k`.
     Trilu {
         upper: bool,
+    },
+
+    // ---- quantization / scatter-gather ----
+    /// Inputs `(x, scale, zero_point?)`: `clamp(round_half_even(x / scale) + zero_point, lo, hi)`
+    /// stored as `to`. `[lo, hi]` is the range of the ONNX output type (int16/uint16 are held in
+    /// int32, so the dtype alone does not give it). Scale is per tensor, per `axis`, or blocked
+    /// along `axis` when `block_size > 0`.
+    QuantizeLinear {
+        axis: i64,
+        block_size: usize,
+        to: DType,
+        lo: i64,
+        hi: i64,
+    },
+    /// Inputs `(x, scale, zero_point?)`: `(x - zero_point) * scale`; scale broadcasts
+    /// like QuantizeLinear's.
+    DequantizeLinear {
+        axis: i64,
+        block_size: usize,
+        /// `None`: the scale's dtype.
+        to: Option<DType>,
+    },
+    /// Inputs `(data, indices, updates)`: `out[idx with idx[axis] = indices[idx]] = updates[idx]`.
+    ScatterElements {
+        axis: i64,
+        reduction: ScatterReduction,
+    },
+    /// Inputs `(data, indices, updates)`: each index tuple (last dim of indices) addresses a slice.
+    ScatterND {
+        reduction: ScatterReduction,
+    },
+    /// Inputs `(data, indices)`: gathers slices addressed by the index tuples in the last dim.
+    GatherND {
+        batch_dims: usize,
     },
 }
 

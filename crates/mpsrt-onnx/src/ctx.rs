@@ -15,6 +15,9 @@ pub struct Ctx<'a> {
     pub opset: i64,
     pub node: &'a NodeProto,
     pub base_dir: Option<&'a Path>,
+    /// ONNX element type codes of the graph's declared values (inputs, outputs, value_info,
+    /// initializers), for ops whose semantics depend on a type mpsrt widens (int16 → int32).
+    pub elem_types: &'a std::collections::HashMap<String, i32>,
 }
 
 impl<'a> Ctx<'a> {
@@ -126,6 +129,11 @@ impl<'a> Ctx<'a> {
             .find(name)
             .map(Some)
             .ok_or_else(|| self.invalid(format!("input {name:?} is not defined in the graph")))
+    }
+
+    /// The declared ONNX element type code of input `i`, when the model declares it.
+    pub fn onnx_elem_type(&self, i: usize) -> Option<i32> {
+        self.node.input.get(i).and_then(|n| self.elem_types.get(n)).copied()
     }
 
     pub fn input(&self, i: usize) -> Result<ValueId> {

@@ -9,7 +9,7 @@ use crate::tensor::{map_dtype, to_host};
 use mpsrt_core::{DType, Error, Result};
 use mpsrt_graph::{propagate, Dim, Graph};
 use prost::Message;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 /// Oldest default-domain opset accepted (opset 7 introduced NumPy broadcasting everywhere).
@@ -97,11 +97,12 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
             })?;
         }
     }
+    let elem_types = declared_elem_types(gp);
     for node in &gp.node {
         let op_type = node.op_type.as_deref().unwrap_or("");
         let importer = ops::lookup(op_type)
             .ok_or_else(|| Error::unsupported(OP, format!("no importer for {op_type}")))?;
-        let mut cx = Ctx { graph: &mut g, opset, node, base_dir };
+        let mut cx = Ctx { graph: &mut g, opset, node, base_dir, elem_types: &elem_types };
         importer(&mut cx)?;
     }
     for vi in &gp.output {
@@ -121,6 +122,24 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
         producer: model.producer_name.clone().unwrap_or_default(),
         graph_name: gp.name.clone().unwrap_or_default(),
     })
+}
+
+/// ONNX element type codes of every value the graph declares a tensor type for.
+fn declared_elem_types(gp: &crate::proto::GraphProto) -> HashMap<String, i32> {
+    let mut m = HashMap::new();
+    for vi in gp.input.iter().chain(&gp.output).chain(&gp.value_info) {
+        if let (Some(n), Some(type_proto::Value::TensorType(t))) =
+            (&vi.name, vi.r#type.as_ref().and_then(|t| t.value.as_ref()))
+        {
+            m.insert(n.clone(), t.elem_type.unwrap_or(0));
+        }
+    }
+    for t in &gp.initializer {
+        if let (Some(n), Some(c)) = (&t.name, t.data_type) {
+            m.insert(n.clone(), c);
+        }
+    }
+    m
 }
 
 /// Fails with every unsupported op type and its count, so users see the whole gap at once.

@@ -10,7 +10,10 @@ pub mod elementwise;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
+pub mod scatter;
+pub mod select;
 pub mod shape;
 
 /// Converts one ONNX node into graph nodes.
@@ -26,6 +29,9 @@ const FAMILIES: &[&[(&str, Importer)]] = &[
     shape::OPS,
     attention::OPS,
     loss::OPS,
+    quant::OPS,
+    scatter::OPS,
+    select::OPS,
 ];
 
 /// The importer for an ONNX op type (default domain).
