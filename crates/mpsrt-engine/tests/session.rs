@@ -97,14 +97,39 @@ fn input_errors_name_expected_and_given() {
 
 #[test]
 fn unsupported_ops_fail_at_load_with_counts() {
-    let mut g = Graph::new();
-    let x = g.add_input("x", DType::F32, vec![Dim::Known(4)]).unwrap();
-    let a = g.add_value("a", DType::F32, None).unwrap();
-    let b = g.add_value("b", DType::F32, None).unwrap();
-    g.add_node("n1", Op::Unary(UnaryOp::Acos), vec![x], vec![a]);
-    g.add_node("n2", Op::Unary(UnaryOp::Acos), vec![a], vec![b]);
-    g.outputs = vec![b];
-    let e = Session::from_graph(g, Place::Cpu, SessionOptions::default()).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Unsupported);
-    assert!(e.to_string().contains("Acos \u{d7}2"), "{e}");
+    use mpsrt_onnx::proto::{
+        GraphProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
+    };
+    use prost::Message;
+    let node = |op: &str, i: &str, o: &str| NodeProto {
+        op_type: Some(op.into()),
+        input: vec![i.into()],
+        output: vec![o.into()],
+        ..Default::default()
+    };
+    let vi = |n: &str| ValueInfoProto { name: Some(n.into()), ..Default::default() };
+    // Every op of the model is listed with its count, before anything runs.
+    let m = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        graph: Some(GraphProto {
+            name: Some("g".into()),
+            node: vec![
+                node("Det", "x", "a"),
+                node("Det", "a", "b"),
+                node("Relu", "b", "c"),
+                node("STFT", "c", "d"),
+            ],
+            input: vec![vi("x")],
+            output: vec![vi("d")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let e =
+        Session::load_bytes(&m.encode_to_vec(), Place::Cpu, SessionOptions::default()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("Det \u{d7}2") && msg.contains("STFT \u{d7}1"), "{msg}");
+    assert!(!msg.contains("Relu"), "{msg}");
 }

@@ -5,7 +5,8 @@ Usage: python dump_conformance.py OUT_DIR
 Writes OUT_DIR/<suite>/<case>/model.onnx and test_data_set_N/{input,output}_i.pb for
 suite `node` (generated in memory by onnx's loader, every data set) and `light` (the nine light
 models: input built like onnx's runner does, `generate_dummy_data(random=False)`, reference
-output copied from `light_<name>_output_0.pb`).
+output copied from `light_<name>_output_0.pb`), and the wheel's stored suites `simple`,
+`pytorch-operator` and `pytorch-converted` (already model.onnx + test_data_set_N, copied).
 """
 import os
 import shutil
@@ -77,7 +78,22 @@ def dump_light(out):
     return n
 
 
+STORED = ("simple", "pytorch-operator", "pytorch-converted")
+
+
+def dump_stored(out, suite):
+    data = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", suite)
+    n = 0
+    for case in sorted(os.listdir(data)):
+        src = os.path.join(data, case)
+        if os.path.isfile(os.path.join(src, "model.onnx")):
+            shutil.copytree(src, os.path.join(out, suite, case), dirs_exist_ok=True)
+            n += 1
+    return n
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     out = sys.argv[1]
-    print(f"node: {dump_node(out)} cases, light: {dump_light(out)} models -> {out}")
+    stored = ", ".join(f"{s}: {dump_stored(out, s)}" for s in STORED)
+    print(f"node: {dump_node(out)} cases, light: {dump_light(out)} models, {stored} -> {out}")
