@@ -41,7 +41,7 @@ def bench_torch(iters):
     dev = torch.device("cuda")
     for name, ctor in MODELS.items():
         m = ctor(weights=None).eval().to(dev)
-        for batch in (1, 8):
+        for batch in (1, 8, 32):
             x = torch.randn(batch, 3, 224, 224, device=dev)
             with torch.inference_mode():
                 for _ in range(5):

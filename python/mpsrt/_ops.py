@@ -59,14 +59,17 @@ def full_like(x: Tensor, fill_value, dtype=None, place=None) -> Tensor:
 
 
 def empty(shape, dtype=None, place=None, device=None) -> Tensor:
-    """A new tensor with its own storage (zero-filled), e.g. the output of a `@jit` kernel.
-    `device=` is accepted as an alias of `place=` (PyTorch style)."""
-    return zeros(shape, dtype, place if place is not None else device)
+    """A new tensor with its own, uninitialised storage (like `torch.empty`: no fill pass on
+    the GPU), e.g. the output of a `@jit` kernel; zeros on the CPU. `device=` is accepted as an
+    alias of `place=` (PyTorch style)."""
+    place = place if place is not None else device
+    return Tensor._wrap(_C.empty(_shape(shape), _default_float(dtype), resolve_place(place)))
 
 
 def empty_like(x: Tensor, dtype=None, place=None) -> Tensor:
-    """A new zero-filled tensor with `x`'s shape, dtype and place (its own storage)."""
-    return zeros_like(x, dtype, place)
+    """A new uninitialised tensor with `x`'s shape, dtype and place (see `empty`)."""
+    d, p = _like(x, dtype, place)
+    return empty(x.shape, d, p)
 
 
 def arange(start=0, end=None, step=1, dtype=None, place=None) -> Tensor:
@@ -223,23 +226,9 @@ broadcast_to = expand
 
 
 def matmul(x, y) -> Tensor:
-    """Matrix product (`x @ y`) with NumPy's batching rules."""
+    """Matrix product (`x @ y`) with NumPy's batching rules (the tiled GPU GEMM; SGEMM on CPU)."""
     x, y = _t(x), _t(y)
-    if hasattr(_C, "matmul"):
-        return Tensor._wrap(_C.matmul(x._t, y._t))
-    if x.ndim == 0 or y.ndim == 0:
-        raise ValueError("[matmul] both operands need at least one dimension")
-    # Composite until a Rust matmul lands: broadcast product [..., M, K, N] summed over K.
-    xa = x.unsqueeze(0) if x.ndim == 1 else x
-    ya = y.unsqueeze(1) if y.ndim == 1 else y
-    if xa.shape[-1] != ya.shape[-2]:
-        raise ValueError(f"[matmul] inner dimensions differ: {x.shape} @ {y.shape}")
-    out = (xa.unsqueeze(-1) * ya.unsqueeze(-3)).sum(axis=-2)
-    if x.ndim == 1:
-        out = out.squeeze(-2)
-    if y.ndim == 1:
-        out = out.squeeze(-1)
-    return out
+    return Tensor._wrap(_C.matmul(x._t, y._t))
 
 
 # Methods `x.exp()`, `x.add(y)`, ... for every function above.

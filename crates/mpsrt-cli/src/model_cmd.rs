@@ -3,7 +3,7 @@
 use crate::npy;
 use indicatif::{ProgressBar, ProgressStyle};
 use mpsrt::{DType, Error, Place, Result, Tensor};
-use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_engine::{Session, SessionOptions, StepProfile};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -104,6 +104,27 @@ pub struct ModelBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// After timing, run once more synchronizing after every step and report where the time
+    /// goes (per op type, and the slowest steps).
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Per-op-type totals `(op, steps, ms)`, largest first, and the `n` slowest steps.
+fn summarize(prof: &[StepProfile], n: usize) -> (Vec<(String, usize, f64)>, Vec<StepProfile>) {
+    let mut by_op: HashMap<&str, (usize, f64)> = HashMap::new();
+    for p in prof {
+        let e = by_op.entry(&p.op).or_default();
+        e.0 += 1;
+        e.1 += p.ms;
+    }
+    let mut ops: Vec<(String, usize, f64)> =
+        by_op.into_iter().map(|(k, (c, ms))| (k.to_string(), c, ms)).collect();
+    ops.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let mut slow = prof.to_vec();
+    slow.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    slow.truncate(n);
+    (ops, slow)
 }
 
 fn random_input(dtype: DType, shape: &[usize], place: Place) -> Result<Tensor> {
@@ -175,15 +196,23 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let prof = if a.profile { Some(session.profile(&feeds)?) } else { None };
     lat.sort_by(|x, y| x.total_cmp(y));
     let (p50, p90, p99) = (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99));
     let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
     if a.json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "model": model.display().to_string(), "place": place.to_string(), "batch": a.batch,
             "iterations": a.iterations, "fusion": opts.fusion, "memory_planning": opts.memory_planning,
             "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": mean, "plan": plan.summary(),
         });
+        if let Some(prof) = &prof {
+            let (ops, slow) = summarize(prof, 8);
+            v["profile_total_ms"] = prof.iter().map(|p| p.ms).sum::<f64>().into();
+            v["profile_ops"] = ops.iter().map(|(o, c, ms)| serde_json::json!([o, c, ms])).collect();
+            v["profile_slowest"] =
+                slow.iter().map(|p| serde_json::json!([p.op, p.name, p.ms])).collect();
+        }
         println!("{v}");
     } else {
         println!("{} on {place}, batch {}, {} iterations", model.display(), a.batch, a.iterations);
@@ -191,6 +220,21 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         println!("  latency ms: p50 {p50:.3}  p90 {p90:.3}  p99 {p99:.3}  mean {mean:.3}");
         if mean > 0.0 {
             println!("  throughput: {:.1} inferences/s", a.batch as f64 * 1e3 / mean);
+        }
+        if let Some(prof) = &prof {
+            let total: f64 = prof.iter().map(|p| p.ms).sum();
+            println!(
+                "  profile (synchronized after every step): {total:.3} ms in {} steps",
+                prof.len()
+            );
+            let (ops, slow) = summarize(prof, 8);
+            for (op, count, ms) in ops {
+                println!("    {op:<24} {count:>4} steps {ms:>10.3} ms");
+            }
+            println!("  slowest steps:");
+            for p in slow {
+                println!("    {:<24} {:<40} {:>10.3} ms", p.op, p.name, p.ms);
+            }
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Conformance runner CLI: `cargo run --release -p mpsrt-engine --example conformance -- DIR
 //! [--suite node|light ...] [--device cpu|gpu ...] [--filter S] [--json OUT] [--verbose]`.
-//! DIR holds `<suite>/<case>/` folders written by `tests/tools/dump_conformance.py`.
+//! DIR holds `<suite>/<case>/` folders written by `tests/tools/dump_conformance.py` (suites: node,
+//! light, simple, pytorch-operator, pytorch-converted).
 
 use mpsrt_core::Place;
 use mpsrt_engine::conformance::{parse_exclusions, run_suite, Outcome};
@@ -28,7 +29,9 @@ fn main() {
         std::process::exit(2);
     };
     if suites.is_empty() {
-        suites = vec!["node".into(), "light".into()];
+        suites = ["node", "light", "simple", "pytorch-operator", "pytorch-converted"]
+            .map(String::from)
+            .to_vec();
     }
     if devices.is_empty() {
         devices = vec!["cpu".into(), "gpu".into()];

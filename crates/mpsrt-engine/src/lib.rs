@@ -39,4 +39,4 @@ pub mod triton;
 pub mod value;
 
 pub use ops::supported_ops;
-pub use session::{tensor_from_host, IoInfo, Session, SessionOptions};
+pub use session::{tensor_from_host, IoInfo, Session, SessionOptions, StepProfile};

@@ -56,6 +56,21 @@ struct PlanState {
     persistent: HashMap<ValueId, Tensor>,
     /// For each step, the values whose last use it is (dropped after the step).
     frees: Vec<Vec<ValueId>>,
+    /// Device copies of the initializers this plan has read, so a run never re-hashes
+    /// constant bytes (ResNet-50 holds 100 MB of them); the tensors are shared with
+    /// `Session::constants`, not duplicated.
+    constants: Mutex<HashMap<ValueId, Tensor>>,
+}
+
+/// Host-side wall time of one step in [`Session::profile`] (the device is synchronized after
+/// each step, so it includes the step's GPU time and one submit round trip).
+#[derive(Debug, Clone)]
+pub struct StepProfile {
+    /// `Fused` or the ONNX op type.
+    pub op: String,
+    /// Node name (or the fused group's output) for locating the step.
+    pub name: String,
+    pub ms: f64,
 }
 
 type ConstKey = (String, DType, Vec<usize>, u64);
@@ -241,8 +256,7 @@ impl Session {
         let ctx = Ctx { plan, place: self.place };
         let mut env: HashMap<ValueId, Tensor> = HashMap::new();
         for step in &plan.init_steps {
-            let outs =
-                self.run_step(&ctx, step, &mut |v| self.fetch(plan, &env, &HashMap::new(), v))?;
+            let outs = self.run_step(&ctx, step, &mut |v| self.fetch(plan, &env, None, v))?;
             for (v, t) in outs {
                 env.insert(v, t);
             }
@@ -252,7 +266,12 @@ impl Session {
             .filter(|(v, _)| plan.storage.get(v.0) == Some(&Storage::Persistent))
             .collect();
         let frees = liveness(plan, self.options.memory_planning);
-        let st = Arc::new(PlanState { plan: plan.clone(), persistent, frees });
+        let st = Arc::new(PlanState {
+            plan: plan.clone(),
+            persistent,
+            frees,
+            constants: Mutex::new(HashMap::new()),
+        });
         let mut states = self.states.lock().map_err(|_| poisoned())?;
         if states.len() >= STATE_CAPACITY {
             states.remove(0);
@@ -267,14 +286,21 @@ impl Session {
         &self,
         plan: &Plan,
         env: &HashMap<ValueId, Tensor>,
-        persistent: &HashMap<ValueId, Tensor>,
+        st: Option<&PlanState>,
         v: ValueId,
     ) -> Result<Tensor> {
-        if let Some(t) = env.get(&v).or_else(|| persistent.get(&v)) {
+        if let Some(t) = env.get(&v).or_else(|| st.and_then(|s| s.persistent.get(&v))) {
             return Ok(t.clone());
         }
         if plan.graph.initializers.contains_key(&v) {
-            return self.constant(plan, v);
+            let Some(st) = st else { return self.constant(plan, v) };
+            let mut consts = st.constants.lock().map_err(|_| poisoned())?;
+            if let Some(t) = consts.get(&v) {
+                return Ok(t.clone());
+            }
+            let t = self.constant(plan, v)?;
+            consts.insert(v, t.clone());
+            return Ok(t);
         }
         Err(Error::invalid(
             OP,
@@ -333,6 +359,23 @@ impl Session {
     /// Runs the model. Outputs come back in graph order with the dtypes the graph declares
     /// (int64/float64 outputs of a GPU session are returned on the CPU).
     pub fn run(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
+        self.execute(feeds, None)
+    }
+
+    /// Runs the model once, synchronizing the device after every step, and returns each step's
+    /// wall time (for `mpsrt bench --profile`; slower than [`Session::run`] by one round trip
+    /// per step).
+    pub fn profile(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<StepProfile>> {
+        let mut prof = Vec::new();
+        self.execute(feeds, Some(&mut prof))?;
+        Ok(prof)
+    }
+
+    fn execute(
+        &self,
+        feeds: &HashMap<String, Tensor>,
+        mut prof: Option<&mut Vec<StepProfile>>,
+    ) -> Result<Vec<(String, Tensor)>> {
         let bound = self.bind(feeds)?;
         let plan = self.plan(&bound)?;
         let st = self.state(&plan)?;
@@ -343,11 +386,28 @@ impl Session {
                 env.insert(v, (*t).clone());
             }
         }
+        if prof.is_some() {
+            self.synchronize()?;
+        }
         for (s, step) in plan.steps.iter().enumerate() {
+            let t0 = std::time::Instant::now();
             let outs = {
                 let env_ref = &env;
-                self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, &st.persistent, v))?
+                self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, Some(&st), v))?
             };
+            if let Some(p) = prof.as_deref_mut() {
+                self.synchronize()?;
+                let (op, name) = match step {
+                    Step::Fused(g) => {
+                        ("Fused".to_string(), plan.graph.value(g.output).name.clone())
+                    }
+                    Step::Node(i) => {
+                        let node = ctx.node(*i)?;
+                        (node.op.name().to_string(), node.name.clone())
+                    }
+                };
+                p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 });
+            }
             for (v, t) in outs {
                 env.insert(v, t);
             }
@@ -359,11 +419,19 @@ impl Session {
         }
         let mut result = Vec::with_capacity(plan.graph.outputs.len());
         for &v in &plan.graph.outputs {
-            let t = self.fetch(&plan, &env, &st.persistent, v)?;
+            let t = self.fetch(&plan, &env, Some(&st), v)?;
             let info = plan.graph.value(v);
             result.push((info.name.clone(), to_logical(&t, info.dtype)?));
         }
         Ok(result)
+    }
+
+    /// Waits for the session's device to finish the work queued so far.
+    pub fn synchronize(&self) -> Result<()> {
+        if let Place::Gpu(i) = self.place {
+            mpsrt_runtime::gpu_device(i)?.synchronize()?;
+        }
+        Ok(())
     }
 }
 

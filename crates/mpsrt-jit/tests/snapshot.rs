@@ -62,23 +62,27 @@ fn scale_kernel_wgsl() {
             let pid2 = i32(lin / (P.np0 * P.np1));
             let t1: i32 = pid0 * 4i;
             var t2: array<i32, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 t2[i] = i32(e) + 0i;
             }
             var t3: array<i32, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 t3[i] = t1 + t2[i];
             }
             var t4: array<bool, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 t4[i] = t3[i] < P.s2;
             }
             var t5: array<f32, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 if (t4[i]) {
                     t5[i] = ld0(t3[i]);
                 } else {
@@ -86,13 +90,15 @@ fn scale_kernel_wgsl() {
                 }
             }
             var t6: array<f32, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 t6[i] = t5[i] * 2.0f;
             }
             var r7: f32 = bitcast<f32>(0xff800000u);
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 r7 = max(r7, t5[i]);
             }
             wg0[lid] = bitcast<u32>(r7);
@@ -107,12 +113,14 @@ fn scale_kernel_wgsl() {
             let t9: f32 = bitcast<f32>(w10);
             workgroupBarrier();
             var t11: array<f32, 1>;
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 t11[i] = t6[i] - t9;
             }
-            for (var i = 0u; i < 1u; i++) {
-                let e = i * 4u + lid;
+            {
+                let i = 0u;
+                let e = 0u + lid;
                 if (t4[i]) {
                     st1(t3[i], f16r(t11[i]));
                 }

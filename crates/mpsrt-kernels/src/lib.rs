@@ -19,6 +19,7 @@ pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.
 pub const STATIC_SOURCES: &[(&str, &str)] = &[
     ("conv", include_str!("conv.wgsl")),
+    ("im2col", include_str!("im2col.wgsl")),
     ("pool", include_str!("pool.wgsl")),
     ("shape", include_str!("shape.wgsl")),
 ];

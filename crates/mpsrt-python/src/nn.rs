@@ -1,4 +1,5 @@
-//! Convolution and pooling: `_C.conv2d`, `_C.pool2d("max"|"avg", ...)`, `_C.adaptive_pool2d`.
+//! Matrix products, convolution and pooling: `_C.matmul`, `_C.conv2d`,
+//! `_C.pool2d("max"|"avg", ...)`, `_C.adaptive_pool2d`.
 //! Python passes PyTorch-style arguments already normalized to pairs.
 
 use crate::tensor::{wrap, PyTensor};
@@ -6,6 +7,13 @@ use crate::{IntoPy, PyRes};
 use mpsrt_tensor::{self as mt, Conv2dOptions, ConvPadding, Pool2dOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+
+/// `x @ y` with NumPy's batching rules (1-D operands promoted, batch dims broadcast).
+#[pyfunction]
+fn matmul(py: Python<'_>, x: &PyTensor, y: &PyTensor) -> PyRes<PyTensor> {
+    let (x, y) = (x.inner.clone(), y.inner.clone());
+    Ok(wrap(py.detach(move || mt::matmul(&x, &y)).py_err()?))
+}
 
 /// `padding`: `"same"`, or `(top, left, bottom, right)`.
 #[pyfunction]
@@ -73,6 +81,7 @@ fn adaptive_pool2d(py: Python<'_>, kind: &str, x: &PyTensor, size: [usize; 2]) -
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(matmul, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(pool2d, m)?)?;
     m.add_function(wrap_pyfunction!(adaptive_pool2d, m)?)?;

@@ -169,6 +169,13 @@ fn full(
     Ok(wrap(py.detach(move || mpsrt_tensor::full(&shape, s, d, p)).py_err()?))
 }
 
+/// Uninitialised on the GPU (see `mpsrt_tensor::empty`).
+#[pyfunction]
+fn empty(py: Python<'_>, shape: Vec<usize>, dtype: &str, place: &str) -> PyRes<PyTensor> {
+    let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
+    Ok(wrap(py.detach(move || mpsrt_tensor::empty(&shape, d, p)).py_err()?))
+}
+
 #[pyfunction]
 fn arange(
     py: Python<'_>,
@@ -220,6 +227,7 @@ fn set_default_place(place: &str) -> PyRes<()> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(full, m)?)?;
+    m.add_function(wrap_pyfunction!(empty, m)?)?;
     m.add_function(wrap_pyfunction!(arange, m)?)?;
     m.add_function(wrap_pyfunction!(rand, m)?)?;
     m.add_function(wrap_pyfunction!(randn, m)?)?;

@@ -225,7 +225,10 @@ pub fn conv2d(
         groups: g,
     };
     match place {
-        Place::Cpu => cpu::conv::conv2d(x, w, bias, &geom),
+        Place::Cpu => match cpu::gemm::conv2d(x, w, bias, &geom)? {
+            Some(t) => Ok(t),
+            None => cpu::conv::conv2d(x, w, bias, &geom),
+        },
         Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false),
     }
 }

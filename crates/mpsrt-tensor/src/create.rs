@@ -55,6 +55,19 @@ pub fn full(
     one.expand(shape)?.contiguous_copy()
 }
 
+/// An uninitialised tensor (PyTorch's `empty`, for outputs a kernel overwrites): on the GPU a
+/// buffer from the caching allocator with unspecified contents (a recycled buffer of this
+/// process, or a fresh one wgpu zero-filled), so no fill pass runs; on the CPU zeros.
+pub fn empty(shape: &[usize], dtype: DType, place: Place) -> Result<Tensor> {
+    match place {
+        Place::Gpu(d) if dtype.gpu_supported() => {
+            crate::gpu::shape::empty("empty", d, shape, dtype)
+        }
+        // The CPU, and dtypes the GPU cannot hold (whose error `zeros` reports).
+        _ => zeros(shape, dtype, place),
+    }
+}
+
 pub fn zeros(shape: &[usize], dtype: DType, place: Place) -> Result<Tensor> {
     full(shape, Scalar::I(0), dtype, place)
 }

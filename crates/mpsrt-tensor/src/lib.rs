@@ -25,7 +25,7 @@ pub use conv::{
     conv1d, conv2d, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
     ConvTranspose2dOptions,
 };
-pub use create::{arange, full, manual_seed, ones, rand, randn, zeros};
+pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::fused_elementwise;
 pub use matmul::{gemm, linear, matmul};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};

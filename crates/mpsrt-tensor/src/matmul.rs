@@ -31,7 +31,10 @@ fn compute_dtype(op: &str, a: DType, b: DType) -> Result<(DType, DType)> {
 
 fn solve(op: &str, p: &Problem<'_>, place: Place) -> Result<Tensor> {
     match place {
-        Place::Cpu => cpu::matmul::matmul(p),
+        Place::Cpu => match cpu::gemm::matmul(p) {
+            Some(t) => Ok(t),
+            None => cpu::matmul::matmul(p),
+        },
         Place::Gpu(i) => gpu::matmul::matmul(op, i, p),
     }
 }

@@ -1,7 +1,9 @@
-//! The CPU reference backend: the executable definition of every op's semantics.
+//! The CPU reference backend: the executable definition of every op's semantics, plus a fast
+//! f32 SGEMM path for matmul and convolution (`gemm`) checked against those definitions.
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
+pub(crate) mod gemm;
 mod math;
 pub(crate) mod matmul;
 pub(crate) mod pool;

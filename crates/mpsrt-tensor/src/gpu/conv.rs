@@ -1,7 +1,15 @@
-//! GPU launches for convolutions (kernels in `mpsrt-kernels/src/conv.wgsl`): implicit GEMM for
-//! dense and grouped convs, a direct kernel for depthwise convs (and grids too large for the
-//! GEMM tiling), a gather kernel for transposed convs. f16 tensors are widened to f32 around
-//! the f32 kernels (f32 accumulation either way).
+//! GPU launches for convolutions. Dense and grouped convs lower to the tiled matmul (the
+//! fastest kernel we have): 1×1 stride-1 unpadded convs read the input as the column matrix
+//! directly, the rest go through an im2col pass (`mpsrt-kernels/src/im2col.wgsl`). The
+//! implicit-GEMM kernel of `conv.wgsl` remains for column matrices past the binding limit (and
+//! under `MPSRT_CONV_IMPLICIT_GEMM=1`, to compare); a direct kernel serves depthwise convs, a
+//! gather kernel transposed convs. f16 tensors are widened to f32 around the f32 kernels (f32
+//! accumulation either way).
+//!
+//! Why the lowering: measured on an H100, the implicit-GEMM kernel spends ~60 µs per K step per
+//! workgroup (0.1–0.3 TFLOP/s whatever the shape), an order of magnitude behind the matmul
+//! kernel on the same M×N×K; until that kernel is understood, im2col + matmul wins everywhere
+//! the column matrix fits.
 
 use super::{alloc_out, grid};
 use crate::conv::ConvGeom;
@@ -11,6 +19,7 @@ use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Storage};
 use std::sync::{Arc, OnceLock};
 
 const SOURCE: &str = include_str!("../../../mpsrt-kernels/src/conv.wgsl");
+const IM2COL: &str = include_str!("../../../mpsrt-kernels/src/im2col.wgsl");
 const TILE: u64 = 64;
 const BIG_TILE: u64 = 128;
 
@@ -52,6 +61,80 @@ fn u(v: usize) -> u32 {
     v as u32
 }
 
+/// The conv's meta words (layout in `conv.wgsl`); `total` and `row` fill words 20 and 21.
+fn meta_words(g: &ConvGeom, has_bias: bool, offs: [usize; 3], total: usize, row: u32) -> [u32; 22] {
+    [
+        u(g.n),
+        u(g.c),
+        u(g.h),
+        u(g.w),
+        u(g.oc),
+        u(g.oh),
+        u(g.ow),
+        u(g.kh),
+        u(g.kw),
+        u(g.sh),
+        u(g.sw),
+        u(g.pt),
+        u(g.pl),
+        u(g.dh),
+        u(g.dw),
+        u(g.groups),
+        has_bias as u32,
+        u(offs[0]),
+        u(offs[1]),
+        u(offs[2]),
+        u(total),
+        row,
+    ]
+}
+
+fn implicit_gemm_forced() -> bool {
+    static F: OnceLock<bool> = OnceLock::new();
+    *F.get_or_init(|| std::env::var("MPSRT_CONV_IMPLICIT_GEMM").is_ok_and(|v| v == "1"))
+}
+
+/// Dense / grouped conv as `W[g] (OCg × K) @ col[n, g] (K × P)` through the tiled matmul, the
+/// bias added after; `None` when the column matrix would not fit one binding.
+fn lowered(
+    op: &str,
+    dev: &mpsrt_runtime::GpuDevice,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    g: &ConvGeom,
+) -> Result<Option<Tensor>> {
+    let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
+    let (k, p) = (icg * g.kh * g.kw, g.oh * g.ow);
+    let i = |v: usize| v as isize;
+    let direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0;
+    let col = if direct {
+        // oh = h and ow = w here: the NCHW input already is [N, G, ICg, H·W].
+        x.reshape(&[i(g.n), i(g.groups), i(icg), i(p)])?
+    } else {
+        let total = g.n * g.groups * k * p;
+        let limit = dev.properties().max_storage_buffer_binding_size;
+        if (total as u64) * 4 > limit || total > u32::MAX as usize / 2 {
+            return Ok(None);
+        }
+        let out = alloc_out(dev, op, total, 4)?;
+        let maxd = dev.properties().max_compute_workgroups_per_dimension;
+        let wg = grid((total as u64).div_ceil(256), maxd);
+        let words = meta_words(g, false, [x.layout().offset, 0, 0], total, wg[0] * 256);
+        let pipeline = dev.pipeline(Kernel { source: IM2COL, entry: "conv_im2col" })?;
+        let bindings = [Binding::from(&**buffer(op, x)?), Binding::from(&out)];
+        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
+        let shape = [g.n, g.groups, k, p];
+        Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32)
+    };
+    let wm = w.reshape(&[1, i(g.groups), i(ocg), i(k)])?;
+    let y = crate::matmul(&wm, &col)?.reshape(&[i(g.n), i(g.oc), i(g.oh), i(g.ow)])?;
+    Ok(Some(match b {
+        Some(b) => crate::add(&y, &b.reshape(&[1, i(g.oc), 1, 1])?)?,
+        None => y,
+    }))
+}
+
 pub(crate) fn conv(
     op: &str,
     device: usize,
@@ -67,17 +150,26 @@ pub(crate) fn conv(
     let b = b.map(as_f32).transpose()?;
     let shape = [g.n, g.oc, g.oh, g.ow];
     let total = g.n * g.oc * g.oh * g.ow;
+    // Depthwise convs (one input channel per group) keep the direct kernel: a GEMM per group
+    // of one K row would be all overhead.
+    let depthwise = g.c / g.groups == 1 && g.groups > 1;
+    let lowerable = !(transposed || depthwise);
+    if total > 0 && lowerable && !implicit_gemm_forced() {
+        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g)? {
+            return y.astype(dtype);
+        }
+    }
     let out = alloc_out(&dev, op, total, 4)?;
     if total > 0 {
         let maxd = dev.properties().max_compute_workgroups_per_dimension;
-        let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
+        let ocg = g.oc / g.groups;
         let m = (g.n * g.oh * g.ow) as u64;
         let big = m.div_ceil(BIG_TILE) * (ocg as u64).div_ceil(BIG_TILE) * g.groups as u64 >= 128
             && ocg >= 128;
         let tile = if big { BIG_TILE } else { TILE };
         let m_tiles = m.div_ceil(tile);
         let n_tiles = (ocg as u64).div_ceil(tile);
-        let direct_only = transposed || (icg == 1 && g.groups > 1);
+        let direct_only = !lowerable;
         let gemm = !direct_only
             && m_tiles <= maxd as u64
             && n_tiles <= maxd as u64
@@ -94,30 +186,9 @@ pub(crate) fn conv(
             Some(b) => buffer(op, b)?.clone(),
             None => buffer(op, &w)?.clone(),
         };
-        let words = [
-            u(g.n),
-            u(g.c),
-            u(g.h),
-            u(g.w),
-            u(g.oc),
-            u(g.oh),
-            u(g.ow),
-            u(g.kh),
-            u(g.kw),
-            u(g.sh),
-            u(g.sw),
-            u(g.pt),
-            u(g.pl),
-            u(g.dh),
-            u(g.dw),
-            u(g.groups),
-            b.is_some() as u32,
-            u(x.layout().offset),
-            u(w.layout().offset),
-            b.as_ref().map_or(0, |b| u(b.layout().offset)),
-            u(total),
-            wg[0] * 256,
-        ];
+        let offs =
+            [x.layout().offset, w.layout().offset, b.as_ref().map_or(0, |b| b.layout().offset)];
+        let words = meta_words(g, b.is_some(), offs, total, wg[0] * 256);
         let pipeline = dev.pipeline(Kernel { source, entry })?;
         let bindings = [
             Binding::from(&**buffer(op, &x)?),

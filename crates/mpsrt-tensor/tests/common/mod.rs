@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod conv_cases;
+
 use mpsrt_tensor::{DType, Place, Tensor};
 
 /// CPU plus every GPU. With `MPSRT_REQUIRE_GPU=1` (set by CI) a missing GPU fails the test

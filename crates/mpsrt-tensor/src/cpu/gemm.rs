@@ -1,0 +1,229 @@
+//! The CPU backend's fast f32 path for the two ops that dominate real models. Matrix products
+//! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels,
+//! threads) straight over the operands' own strides, so transposed and broadcast operands are
+//! never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
+//! skipped for 1×1 stride-1 unpadded kernels, whose input plane already is that matrix.
+//!
+//! These accumulate in f32 (like the GPU kernels and onnxruntime). The f64 loops in `matmul.rs`
+//! and `conv.rs` stay: they serve every other dtype and are the reference the fast path is
+//! tested against (`tests/cpu_fast.rs`). Set `MPSRT_CPU_REFERENCE=1` to force them everywhere.
+
+use crate::conv::ConvGeom;
+use crate::matmul::Problem;
+use crate::Tensor;
+use mpsrt_core::{DType, Layout, Result};
+use mpsrt_runtime::{CpuBuffer, Storage};
+use std::sync::{Arc, OnceLock};
+
+/// Whether the fast path is enabled (`MPSRT_CPU_REFERENCE` unset or `0`).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("MPSRT_CPU_REFERENCE").map_or(true, |v| v.is_empty() || v == "0")
+    })
+}
+
+/// The f32 elements of a CPU tensor's whole buffer (the layout indexes into it).
+fn f32_buffer(t: &Tensor) -> Option<&[f32]> {
+    match t.storage() {
+        Storage::Cpu(b) if t.dtype() == DType::F32 => Some(b.as_slice::<f32>()),
+        _ => None,
+    }
+}
+
+fn f32_tensor(values: Vec<f32>, shape: &[usize]) -> Tensor {
+    Tensor::from_parts(
+        Storage::Cpu(Arc::new(CpuBuffer::from_slice(&values))),
+        Layout::contiguous(shape),
+        DType::F32,
+    )
+}
+
+/// Offset of batch element `z` (row-major over `batch`) in a `[batch.., R, C]` layout.
+fn batch_offset(l: &Layout, batch: &[usize], mut z: usize) -> isize {
+    let mut off = l.offset as isize;
+    for d in (0..batch.len()).rev() {
+        off += (z % batch[d]) as isize * l.strides[d];
+        z /= batch[d];
+    }
+    off
+}
+
+/// `C (m×n, row stride n) = alpha · A·B + beta · C`, A and B read through their strides from
+/// `a[a0..]` / `b[b0..]`.
+///
+/// Every index the strides can reach was checked by the caller's layout (a tensor's layout
+/// never points outside its buffer); the asserts re-check the corner elements, so a wrong
+/// layout panics instead of reading out of bounds.
+#[allow(clippy::too_many_arguments)]
+fn sgemm(
+    [m, n, k]: [usize; 3],
+    alpha: f32,
+    (a, a0, rsa, csa): (&[f32], isize, isize, isize),
+    (b, b0, rsb, csb): (&[f32], isize, isize, isize),
+    beta: f32,
+    c: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.iter_mut().for_each(|v| *v *= beta);
+        return;
+    }
+    let last = |o: isize, r: isize, cs: isize, rows: usize, cols: usize| {
+        o + r.max(0) * (rows as isize - 1) + cs.max(0) * (cols as isize - 1)
+    };
+    let first = |o: isize, r: isize, cs: isize, rows: usize, cols: usize| {
+        o + r.min(0) * (rows as isize - 1) + cs.min(0) * (cols as isize - 1)
+    };
+    assert!(first(a0, rsa, csa, m, k) >= 0 && (last(a0, rsa, csa, m, k) as usize) < a.len());
+    assert!(first(b0, rsb, csb, k, n) >= 0 && (last(b0, rsb, csb, k, n) as usize) < b.len());
+    assert!(c.len() >= m * n);
+    // SAFETY: the asserts above bound every element the strides reach inside `a` and `b`, and
+    // C is a distinct, exclusively borrowed m×n row-major block.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            alpha,
+            a.as_ptr().offset(a0),
+            rsa,
+            csa,
+            b.as_ptr().offset(b0),
+            rsb,
+            csb,
+            beta,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// The fast path of [`super::matmul::matmul`] when both operands (and C) are f32; `None` when it
+/// does not apply.
+pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
+    if !enabled() {
+        return None;
+    }
+    let (da, db) = (f32_buffer(p.a_t)?, f32_buffer(p.b_t)?);
+    let [m, n, k] = p.mnk;
+    let nb = p.batch.len();
+    let zc: usize = p.batch.iter().product();
+    let mut out = vec![0f32; zc * m * n];
+    let beta = match &p.c {
+        Some((t, l)) => {
+            let dc = f32_buffer(t)?;
+            // C is broadcast to [M, N]: materialize beta·C into every batch's block first.
+            for i in 0..m {
+                for j in 0..n {
+                    let o =
+                        l.offset as isize + i as isize * l.strides[0] + j as isize * l.strides[1];
+                    let v = p.beta as f32 * dc[o as usize];
+                    for z in 0..zc {
+                        out[(z * m + i) * n + j] = v;
+                    }
+                }
+            }
+            1.0
+        }
+        None => 0.0,
+    };
+    let (sam, sak) = (p.a.strides[nb], p.a.strides[nb + 1]);
+    let (sbk, sbn) = (p.b.strides[nb], p.b.strides[nb + 1]);
+    for z in 0..zc {
+        let (oa, ob) = (batch_offset(&p.a, &p.batch, z), batch_offset(&p.b, &p.batch, z));
+        sgemm(
+            [m, n, k],
+            p.alpha as f32,
+            (da, oa, sam, sak),
+            (db, ob, sbk, sbn),
+            beta,
+            &mut out[z * m * n..(z + 1) * m * n],
+        );
+    }
+    let mut shape = p.batch.clone();
+    shape.extend([m, n]);
+    Some(f32_tensor(out, &shape))
+}
+
+/// Column matrix `[icg·kh·kw, oh·ow]` of group `grp` of image `img` (x contiguous NCHW).
+fn im2col(x: &[f32], g: &ConvGeom, img: usize, grp: usize, col: &mut [f32]) {
+    let icg = g.c / g.groups;
+    let plane = g.oh * g.ow;
+    for ic in 0..icg {
+        let src = &x[((img * g.c) + grp * icg + ic) * g.h * g.w..][..g.h * g.w];
+        for kh in 0..g.kh {
+            for kw in 0..g.kw {
+                let row = (ic * g.kh + kh) * g.kw + kw;
+                let dst = &mut col[row * plane..(row + 1) * plane];
+                for oh in 0..g.oh {
+                    let ih = (oh * g.sh + kh * g.dh) as isize - g.pt as isize;
+                    let line = &mut dst[oh * g.ow..(oh + 1) * g.ow];
+                    if ih < 0 || ih >= g.h as isize {
+                        line.fill(0.0);
+                        continue;
+                    }
+                    let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
+                    for (ow, v) in line.iter_mut().enumerate() {
+                        let iw = (ow * g.sw + kw * g.dw) as isize - g.pl as isize;
+                        *v = if iw < 0 || iw >= g.w as isize { 0.0 } else { srow[iw as usize] };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fast path of [`super::conv::conv2d`] for f32 operands; `None` when it does not apply.
+pub(crate) fn conv2d(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    g: &ConvGeom,
+) -> Result<Option<Tensor>> {
+    if !enabled() || x.dtype() != DType::F32 || w.dtype() != DType::F32 {
+        return Ok(None);
+    }
+    if b.is_some_and(|b| b.dtype() != DType::F32) {
+        return Ok(None);
+    }
+    let (xc, wc) = (x.contiguous()?, w.contiguous()?);
+    let (Some(xs), Some(ws)) = (f32_buffer(&xc), f32_buffer(&wc)) else {
+        return Ok(None);
+    };
+    let (xs, ws) = (&xs[xc.layout().offset..], &ws[wc.layout().offset..]);
+    let bias = match b {
+        Some(b) => Some(b.to_vec::<f32>()?),
+        None => None,
+    };
+    let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
+    let (plane, kdim) = (g.oh * g.ow, icg * g.kh * g.kw);
+    let direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0;
+    let mut out = vec![0f32; g.n * g.oc * plane];
+    let mut col = if direct { Vec::new() } else { vec![0f32; kdim * plane] };
+    for img in 0..g.n {
+        for grp in 0..g.groups {
+            let c0 = (img * g.oc + grp * ocg) * plane;
+            let dst = &mut out[c0..c0 + ocg * plane];
+            if let Some(bias) = &bias {
+                for (oc, row) in dst.chunks_mut(plane).enumerate() {
+                    row.fill(bias[grp * ocg + oc]);
+                }
+            }
+            let beta = if bias.is_some() { 1.0 } else { 0.0 };
+            let a = (ws, (grp * ocg * kdim) as isize, kdim as isize, 1);
+            let bmat = if direct {
+                // The input plane [icg, h·w] is the column matrix (oh = h, ow = w).
+                (xs, ((img * g.c + grp * icg) * g.h * g.w) as isize, plane as isize, 1)
+            } else {
+                im2col(xs, g, img, grp, &mut col);
+                (&col[..], 0, plane as isize, 1)
+            };
+            sgemm([ocg, plane, kdim], 1.0, a, bmat, beta, dst);
+        }
+    }
+    Ok(Some(f32_tensor(out, &[g.n, g.oc, g.oh, g.ow])))
+}

@@ -1,0 +1,37 @@
+//! The conv2d case table shared by `conv.rs` (every device vs the CPU) and
+//! `conv_implicit_gemm.rs` (the same table through the implicit-GEMM kernel).
+
+use mpsrt_tensor::ConvPadding;
+
+/// (n, c, h, w, oc, kh, kw, stride, padding, dilation, groups, bias)
+pub type Case = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 2],
+    ConvPadding,
+    [usize; 2],
+    usize,
+    bool,
+);
+
+pub const CASES: &[Case] = &[
+    (1, 3, 7, 9, 5, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+    (2, 4, 9, 8, 6, 3, 2, [2, 1], ConvPadding::Explicit([0, 2, 1, 0]), [1, 1], 2, false),
+    (1, 5, 11, 10, 7, 3, 3, [2, 3], ConvPadding::SameUpper, [1, 1], 1, true),
+    (1, 2, 8, 7, 3, 2, 3, [3, 2], ConvPadding::SameLower, [1, 1], 1, false),
+    (1, 3, 12, 13, 4, 3, 3, [1, 1], ConvPadding::Explicit([2, 2, 2, 2]), [2, 2], 1, true),
+    (2, 6, 9, 9, 6, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 6, true), // depthwise
+    (1, 4, 7, 7, 8, 3, 3, [2, 2], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 4, false), // dw ×2
+    (1, 33, 5, 5, 70, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, true),     // 1×1 GEMM
+    (3, 17, 9, 9, 65, 1, 1, [2, 2], ConvPadding::Explicit([0; 4]), [1, 1], 1, false), // downsample
+    (1, 3, 23, 21, 8, 7, 7, [2, 2], ConvPadding::Explicit([3, 3, 3, 3]), [1, 1], 1, true), // stem
+    (1, 1, 1, 1, 1, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
+    (0, 3, 5, 5, 2, 3, 3, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, true), // empty batch
+    // 128×128 tile variant (≥ 128 big tiles, ≥ 128 channels), odd K = 63 and N = 130
+    (2, 7, 64, 64, 130, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+];

@@ -1,0 +1,123 @@
+//! The CPU backend's fast f32 SGEMM path (matmul, gemm, conv2d) against its f64 reference loops:
+//! the same op on f64 copies of the operands takes the reference path, so each case checks the
+//! packed GEMM, the stride handling and the im2col lowering against an independent definition.
+
+mod common;
+use common::*;
+use mpsrt_tensor::{conv2d, gemm, matmul, Conv2dOptions, ConvPadding, DType, Tensor};
+
+fn rnd(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    tensor(&values(n, seed, false), shape, DType::F32)
+}
+
+fn f64_of(t: &Tensor) -> Tensor {
+    t.astype(DType::F64).unwrap()
+}
+
+fn check(what: &str, fast: &Tensor, reference: &Tensor) {
+    assert_eq!(fast.dtype(), DType::F32, "{what}: the fast path keeps f32");
+    assert_eq!(fast.shape(), reference.shape(), "{what}: shape");
+    let got = fast.to_f64_vec().unwrap();
+    assert_close(what, &got, &reference.to_f64_vec().unwrap(), 1e-4, 1e-4);
+}
+
+/// (n, c, h, w, oc, k, stride, padding [t, l, b, r], dilation, groups, bias)
+type ConvCase = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 2],
+    [usize; 2],
+    [usize; 4],
+    [usize; 2],
+    usize,
+    bool,
+);
+
+const CONV: &[ConvCase] = &[
+    (1, 3, 7, 9, 5, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true),
+    (2, 4, 9, 8, 6, [3, 2], [2, 1], [0, 2, 1, 0], [1, 1], 2, false),
+    (1, 3, 12, 13, 4, [3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 1, true),
+    (2, 6, 9, 9, 6, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 6, true), // depthwise
+    (1, 33, 5, 5, 70, [1, 1], [1, 1], [0; 4], [1, 1], 1, true),     // 1×1: no im2col
+    (3, 17, 9, 9, 65, [1, 1], [2, 2], [0; 4], [1, 1], 1, false),    // 1×1 stride 2: im2col
+    (2, 8, 6, 5, 4, [1, 1], [1, 1], [0; 4], [1, 1], 2, true),       // grouped 1×1
+    (1, 3, 23, 21, 8, [7, 7], [2, 2], [3, 3, 3, 3], [1, 1], 1, true), // a ResNet stem
+    (1, 1, 1, 1, 1, [1, 1], [1, 1], [0; 4], [1, 1], 1, false),
+    (0, 3, 5, 5, 2, [3, 3], [1, 1], [0; 4], [1, 1], 1, true), // empty batch
+    (1, 64, 17, 19, 129, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // past the SGEMM blocks
+];
+
+#[test]
+fn conv2d_fast_path_matches_the_f64_reference() {
+    for (i, &(n, c, h, w, oc, k, stride, pad, dilation, groups, bias)) in CONV.iter().enumerate() {
+        let x = rnd(&[n, c, h, w], 10 + i as u64);
+        let wt = rnd(&[oc, c / groups, k[0], k[1]], 100 + i as u64);
+        let b = rnd(&[oc], 1000 + i as u64);
+        let o = Conv2dOptions { stride, padding: ConvPadding::Explicit(pad), dilation, groups };
+        let fast = conv2d(&x, &wt, bias.then_some(&b), &o).unwrap();
+        let (bf, xf, wf) = (f64_of(&b), f64_of(&x), f64_of(&wt));
+        let reference = conv2d(&xf, &wf, bias.then_some(&bf), &o).unwrap();
+        check(&format!("conv2d case {i}"), &fast, &reference);
+    }
+    // a non-contiguous (permuted) input goes through the same path
+    let x = rnd(&[2, 9, 8, 3], 7).permute(&[0, 3, 1, 2]).unwrap();
+    let wt = rnd(&[4, 3, 3, 3], 8);
+    let o = Conv2dOptions { padding: ConvPadding::symmetric(1, 1), ..Default::default() };
+    let reference = conv2d(&f64_of(&x), &f64_of(&wt), None, &o).unwrap();
+    check("conv2d permuted input", &conv2d(&x, &wt, None, &o).unwrap(), &reference);
+}
+
+#[test]
+fn matmul_fast_path_matches_the_f64_reference() {
+    // (a shape, b shape, transpose a's last two dims, transpose b's)
+    let cases: &[(&[usize], &[usize], bool, bool)] = &[
+        (&[3, 5], &[5, 4], false, false),
+        (&[17], &[17, 33], false, false),           // 1-D lhs
+        (&[2, 3, 37, 45], &[45, 51], false, false), // broadcast batch
+        (&[4, 1, 9, 8], &[3, 8, 7], false, false),  // both batch dims broadcast
+        (&[2, 31, 20], &[2, 29, 31], true, true),   // transposed views, no copies
+        (&[130, 257], &[257, 65], false, false),    // past the SGEMM blocks
+        (&[0, 5], &[5, 3], false, false),           // zero rows
+        (&[4, 0], &[0, 3], false, false),           // K = 0: zeros
+    ];
+    for (i, &(sa, sb, ta, tb)) in cases.iter().enumerate() {
+        let mut a = rnd(sa, 20 + i as u64);
+        let mut b = rnd(sb, 40 + i as u64);
+        if ta {
+            a = a.transpose(-1, -2).unwrap();
+        }
+        if tb {
+            b = b.transpose(-1, -2).unwrap();
+        }
+        let fast = matmul(&a, &b).unwrap();
+        let reference = matmul(&f64_of(&a), &f64_of(&b)).unwrap();
+        check(&format!("matmul case {i} {sa:?}x{sb:?}"), &fast, &reference);
+    }
+}
+
+/// (M, N, K, transA, transB, C shape or none, alpha, beta)
+type GemmCase = (usize, usize, usize, bool, bool, Option<&'static [usize]>, f64, f64);
+
+#[test]
+fn gemm_fast_path_matches_the_f64_reference() {
+    let cases: &[GemmCase] = &[
+        (7, 9, 11, false, false, Some(&[9]), 1.0, 1.0),
+        (7, 9, 11, true, true, Some(&[7, 1]), 0.5, -2.0),
+        (16, 3, 40, false, true, Some(&[16, 3]), 1.0, 0.25),
+        (5, 5, 5, true, false, None, 2.0, 0.0),
+        (1, 1, 1, false, false, Some(&[]), 1.0, 1.0), // scalar C
+    ];
+    for (i, &(m, n, k, ta, tb, cshape, alpha, beta)) in cases.iter().enumerate() {
+        let a = rnd(&if ta { [k, m] } else { [m, k] }, 60 + i as u64);
+        let b = rnd(&if tb { [n, k] } else { [k, n] }, 80 + i as u64);
+        let c = cshape.map(|s| rnd(s, 90 + i as u64));
+        let fast = gemm(&a, &b, c.as_ref(), alpha, beta, ta, tb).unwrap();
+        let cf = c.as_ref().map(f64_of);
+        let reference = gemm(&f64_of(&a), &f64_of(&b), cf.as_ref(), alpha, beta, ta, tb).unwrap();
+        check(&format!("gemm case {i}"), &fast, &reference);
+    }
+}
