@@ -428,13 +428,6 @@ fn lrn(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(vec![y])
 }
 
-/// Per-channel parameter `p` (shape [C]) viewed as [C, 1, ...] against an input of rank `r`.
-fn channel_view(p: &Tensor, r: usize) -> Result<Tensor> {
-    let mut shape = vec![-1isize];
-    shape.extend(std::iter::repeat_n(1, r.saturating_sub(2)));
-    p.reshape(&shape)
-}
-
 fn batch_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     let Op::BatchNormalization { epsilon } = &node.op else {
         return Err(ctx.err(node, "not BatchNormalization"));
@@ -446,29 +439,17 @@ fn batch_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
             "only inference-mode BatchNormalization is supported",
         ));
     }
-    let r = x.ndim();
-    let p: Vec<Tensor> = inputs[1..5]
-        .iter()
-        .map(|t| channel_view(&t.astype(x.dtype())?, r))
-        .collect::<Result<_>>()?;
-    // (x - mean) / sqrt(var + eps) * scale + bias
-    let i = Expr::input;
-    let e = Expr::binary(
-        B::Add,
-        Expr::binary(
-            B::Mul,
-            Expr::binary(
-                B::Div,
-                Expr::binary(B::Sub, i(0), i(3)),
-                Expr::unary(U::Sqrt, Expr::binary(B::Add, i(4), Expr::Scalar(0, VType::Float))),
-            ),
-            i(1),
-        ),
-        i(2),
-    );
-    let refs = [x, &p[0], &p[1], &p[2], &p[3]];
-    let y =
-        t::fused_elementwise(&ctx.label(node), &refs, x.dtype(), e, &[Scalar::F(*epsilon as f64)])?;
+    // Per-channel scale and shift from the statistics, then one fused pass (mpsrt-tensor).
+    let y = t::batch_norm(
+        x,
+        &inputs[3],
+        &inputs[4],
+        Some(&inputs[1]),
+        Some(&inputs[2]),
+        *epsilon as f64,
+    )
+    .map_err(|e| ctx.wrap(node, e))?
+    .astype(x.dtype())?;
     Ok(vec![y])
 }
 

@@ -59,7 +59,44 @@ fn read_input<T: bytemuck::Pod>(t: &Tensor, shape: &[usize]) -> Result<Vec<T>> {
     };
     let data: &[T] = buf.as_slice();
     let layout = t.layout().broadcast_to("broadcast", shape)?;
-    Ok(layout.offsets().map(|o| data[o]).collect())
+    Ok(gather(data, &layout))
+}
+
+/// The elements of `l` in row-major order, a whole innermost run at a time: a slice copy for
+/// contiguous runs, a fill for broadcast ones (per-channel parameters), so the common cases
+/// cost a `memcpy` instead of per-element index arithmetic.
+fn gather<T: Copy>(data: &[T], l: &Layout) -> Vec<T> {
+    let n = numel(&l.shape);
+    if n == 0 {
+        return Vec::new();
+    }
+    if l.is_contiguous() {
+        return data[l.offset..l.offset + n].to_vec();
+    }
+    let nd = l.shape.len();
+    let (last, step) = (l.shape[nd - 1], l.strides[nd - 1]);
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; nd - 1];
+    let mut base = l.offset as isize;
+    for _ in 0..n / last {
+        let b = base as usize;
+        match step {
+            0 => out.extend(std::iter::repeat_n(data[b], last)),
+            1 => out.extend_from_slice(&data[b..b + last]),
+            s => out.extend((0..last).map(|j| data[(base + j as isize * s) as usize])),
+        }
+        // Advance the odometer over the outer dims.
+        for d in (0..nd - 1).rev() {
+            idx[d] += 1;
+            base += l.strides[d];
+            if idx[d] < l.shape[d] {
+                break;
+            }
+            base -= l.strides[d] * l.shape[d] as isize;
+            idx[d] = 0;
+        }
+    }
+    out
 }
 
 impl Ctx<'_> {

@@ -1,6 +1,6 @@
 //! The CPU backend's fast f32 path for the two ops that dominate real models. Matrix products
 //! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels,
-//! threads) straight over the operands' own strides, so transposed and broadcast operands are
+//! row blocks split over scoped threads) straight over the operands' own strides, so transposed and broadcast operands are
 //! never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
 //! skipped for 1×1 stride-1 unpadded kernels, whose input plane already is that matrix.
 //!
@@ -102,6 +102,44 @@ fn sgemm(
     }
 }
 
+/// Worker threads for one product: `MPSRT_CPU_THREADS`, else the machine's parallelism (≤ 16).
+fn threads() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("MPSRT_CPU_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 16)
+    })
+}
+
+/// [`sgemm`] with C's rows split across scoped threads (disjoint row blocks of C, A's matching
+/// rows, all of B): matrixmultiply runs single-threaded unless told otherwise, and this keeps
+/// the split where the work is. Small products stay on the calling thread.
+fn sgemm_par(
+    [m, n, k]: [usize; 3],
+    alpha: f32,
+    a: (&[f32], isize, isize, isize),
+    b: (&[f32], isize, isize, isize),
+    beta: f32,
+    c: &mut [f32],
+) {
+    let t = threads().min(m);
+    if t <= 1 || m * n * k < (1 << 20) {
+        return sgemm([m, n, k], alpha, a, b, beta, c);
+    }
+    let rows = m.div_ceil(t);
+    std::thread::scope(|s| {
+        for (j, block) in c[..m * n].chunks_mut(rows * n).enumerate() {
+            let r0 = j * rows;
+            let mb = block.len() / n;
+            let a = (a.0, a.1 + r0 as isize * a.2, a.2, a.3);
+            s.spawn(move || sgemm([mb, n, k], alpha, a, b, beta, block));
+        }
+    });
+}
+
 /// The fast path of [`super::matmul::matmul`] when both operands (and C) are f32; `None` when it
 /// does not apply.
 pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
@@ -135,7 +173,7 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
     let (sbk, sbn) = (p.b.strides[nb], p.b.strides[nb + 1]);
     for z in 0..zc {
         let (oa, ob) = (batch_offset(&p.a, &p.batch, z), batch_offset(&p.b, &p.batch, z));
-        sgemm(
+        sgemm_par(
             [m, n, k],
             p.alpha as f32,
             (da, oa, sam, sak),
@@ -222,7 +260,7 @@ pub(crate) fn conv2d(
                 im2col(xs, g, img, grp, &mut col);
                 (&col[..], 0, plane as isize, 1)
             };
-            sgemm([ocg, plane, kdim], 1.0, a, bmat, beta, dst);
+            sgemm_par([ocg, plane, kdim], 1.0, a, bmat, beta, dst);
         }
     }
     Ok(Some(f32_tensor(out, &[g.n, g.oc, g.oh, g.ow])))

@@ -3,29 +3,46 @@
 
 use crate::pool::PoolGeom;
 use crate::Tensor;
-use mpsrt_core::Result;
+use mpsrt_core::{DType, Result};
 
-/// Pool `x` (N, C, H, W) into `shape` (N, C, OH, OW).
+/// Pool `x` (N, C, H, W) into `shape` (N, C, OH, OW). f32 inputs are read as f32 (no f64 copy
+/// of the whole input); window sums accumulate in f64 either way.
 pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor> {
-    let xv = x.to_f64_vec()?;
+    let out = if x.dtype() == DType::F32 {
+        pool_values(&x.contiguous()?.to_vec::<f32>()?, g)
+    } else {
+        pool_values(&x.to_f64_vec()?, g)
+    };
+    Ok(super::conv::from_f64(&out, shape, x.dtype()))
+}
+
+fn pool_values<T: Copy + Into<f64>>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
     let (h, w) = (g.h as isize, g.w as isize);
+    // Windows are separable: each output row's input rows and each output column's input
+    // columns (with their padded extents) are computed once, not per output element.
+    let rows: Vec<(Vec<isize>, usize)> = (0..g.oh).map(|o| axis(g, 0, o, h)).collect();
+    let cols: Vec<(Vec<isize>, usize)> = (0..g.ow).map(|o| axis(g, 1, o, w)).collect();
     let mut out = Vec::with_capacity(g.nc * g.oh * g.ow);
     for nc in 0..g.nc {
         let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
-        for oh in 0..g.oh {
-            for ow in 0..g.ow {
-                let (rows, cols, divisor) = window(g, oh, ow, h, w);
+        for (rs, ph) in &rows {
+            for (cs, pw) in &cols {
                 let mut best = f64::NEG_INFINITY;
                 let mut sum = 0.0;
                 let mut nan = false;
-                for &r in &rows {
-                    for &c in &cols {
-                        let v = plane[(r * w + c) as usize];
+                for &r in rs {
+                    for &c in cs {
+                        let v: f64 = plane[(r * w + c) as usize].into();
                         nan |= v.is_nan();
                         best = best.max(v);
                         sum += v;
                     }
                 }
+                let divisor = if g.adaptive || !g.count_include_pad {
+                    (rs.len() * cs.len()) as f64
+                } else {
+                    (ph * pw) as f64
+                };
                 out.push(if !g.max {
                     sum / divisor
                 } else if nan {
@@ -36,41 +53,30 @@ pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor
             }
         }
     }
-    Ok(super::conv::from_f64(&out, shape, x.dtype()))
+    out
 }
 
-/// The in-bounds rows and columns of output (oh, ow)'s window, and the avg divisor.
-fn window(g: &PoolGeom, oh: usize, ow: usize, h: isize, w: isize) -> (Vec<isize>, Vec<isize>, f64) {
+/// Output index `o` along axis `i` (0 rows, 1 columns, input length `len`): the in-bounds input
+/// indices of its window and, for average pooling, the window's extent clipped to input +
+/// padding (PyTorch's `count_include_pad` divisor).
+fn axis(g: &PoolGeom, i: usize, o: usize, len: isize) -> (Vec<isize>, usize) {
+    let out_len = if i == 0 { g.oh } else { g.ow };
     if g.adaptive {
-        let span = |o: usize, len: usize, out: usize| {
-            let lo = o * len / out;
-            let hi = ((o + 1) * len).div_ceil(out);
-            (lo as isize..hi as isize).collect::<Vec<_>>()
-        };
-        let rows = span(oh, g.h, g.oh);
-        let cols = span(ow, g.w, g.ow);
-        let d = (rows.len() * cols.len()) as f64;
-        return (rows, cols, d);
+        let n = len as usize;
+        let (lo, hi) = (o * n / out_len, ((o + 1) * n).div_ceil(out_len));
+        let v: Vec<isize> = (lo as isize..hi as isize).collect();
+        let k = v.len();
+        return (v, k);
     }
-    let start = |o: usize, i: usize| (o * g.s[i]) as isize - g.p[i] as isize;
+    let start = (o * g.s[i]) as isize - g.p[i] as isize;
     if g.max {
-        let axis = |o: usize, i: usize, len: isize| {
-            (0..g.k[i])
-                .map(|k| start(o, i) + (k * g.d[i]) as isize)
-                .filter(|&v| v >= 0 && v < len)
-                .collect::<Vec<_>>()
-        };
-        return (axis(oh, 0, h), axis(ow, 1, w), 1.0);
+        let v: Vec<isize> = (0..g.k[i])
+            .map(|k| start + (k * g.d[i]) as isize)
+            .filter(|&v| v >= 0 && v < len)
+            .collect();
+        return (v, 1);
     }
     // avg: PyTorch clips the window to input + padding for the padded count, then to the input.
-    let axis = |o: usize, i: usize, len: isize| {
-        let lo = start(o, i);
-        let hi = (lo + g.k[i] as isize).min(len + g.p[i] as isize);
-        let padded = hi - lo;
-        ((lo.max(0)..hi.min(len)).collect::<Vec<_>>(), padded)
-    };
-    let (rows, ph) = axis(oh, 0, h);
-    let (cols, pw) = axis(ow, 1, w);
-    let d = if g.count_include_pad { (ph * pw) as f64 } else { (rows.len() * cols.len()) as f64 };
-    (rows, cols, d)
+    let hi = (start + g.k[i] as isize).min(len + g.p[i] as isize);
+    ((start.max(0)..hi.min(len)).collect(), (hi - start).max(0) as usize)
 }
