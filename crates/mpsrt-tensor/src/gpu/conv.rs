@@ -89,6 +89,16 @@ fn meta_words(g: &ConvGeom, has_bias: bool, offs: [usize; 3], total: usize, row:
     ]
 }
 
+/// K slices for a single (image, group) product of `m × n` outputs over `k`, when its 64×64
+/// tiles are too few to occupy a GPU and K is long enough to split (slices of ≥ 128).
+fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
+    let tiles = m.div_ceil(64) * n.div_ceil(64);
+    if batch != 1 || tiles >= 64 || k < 1024 {
+        return None;
+    }
+    [16, 8, 4, 2].into_iter().find(|&s| k % s == 0 && k / s >= 128 && tiles * s <= 512)
+}
+
 fn implicit_gemm_forced() -> bool {
     static F: OnceLock<bool> = OnceLock::new();
     *F.get_or_init(|| std::env::var("MPSRT_CONV_IMPLICIT_GEMM").is_ok_and(|v| v == "1"))
@@ -127,8 +137,24 @@ fn lowered(
         let shape = [g.n, g.groups, k, p];
         Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32)
     };
-    let wm = w.reshape(&[1, i(g.groups), i(ocg), i(k)])?;
-    let y = crate::matmul(&wm, &col)?.reshape(&[i(g.n), i(g.oc), i(g.oh), i(g.ow)])?;
+    let y = match split_k(g.n * g.groups, ocg, p, k) {
+        // Few output tiles (a batch-1 conv on a small map): split K into `s` slices computed
+        // as one batched product of strided views, then summed — `s` times the workgroups.
+        Some(s) => {
+            let ws = w.reshape(&[i(ocg), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
+            let cs = col.reshape(&[i(s), i(k / s), i(p)])?;
+            crate::sum(&crate::matmul(&ws, &cs)?, Some(&[0]), false)?
+        }
+        // One image, one group: a plain GEMM whose C operand carries the bias (one kernel).
+        None if g.n * g.groups == 1 => {
+            let (w2, c2) = (w.reshape(&[i(ocg), i(k)])?, col.reshape(&[i(k), i(p)])?);
+            let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
+            let y = crate::gemm(&w2, &c2, bias.as_ref(), 1.0, 1.0, false, false)?;
+            return Ok(Some(y.reshape(&[1, i(g.oc), i(g.oh), i(g.ow)])?));
+        }
+        None => crate::matmul(&w.reshape(&[1, i(g.groups), i(ocg), i(k)])?, &col)?,
+    };
+    let y = y.reshape(&[i(g.n), i(g.oc), i(g.oh), i(g.ow)])?;
     Ok(Some(match b {
         Some(b) => crate::add(&y, &b.reshape(&[1, i(g.oc), 1, 1])?)?,
         None => y,

@@ -32,6 +32,9 @@ pub const CASES: &[Case] = &[
     (1, 3, 23, 21, 8, 7, 7, [2, 2], ConvPadding::Explicit([3, 3, 3, 3]), [1, 1], 1, true), // stem
     (1, 1, 1, 1, 1, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
     (0, 3, 5, 5, 2, 3, 3, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, true), // empty batch
+    // batch-1 small maps with long K: the split-K product (K = 1152 and 1024)
+    (1, 128, 7, 7, 96, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+    (1, 1024, 5, 5, 64, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
     // 128×128 tile variant (≥ 128 big tiles, ≥ 128 channels), odd K = 63 and N = 130
     (2, 7, 64, 64, 130, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
 ];
