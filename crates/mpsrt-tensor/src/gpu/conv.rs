@@ -96,7 +96,7 @@ fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
     if batch != 1 || tiles >= 64 || k < 1024 {
         return None;
     }
-    [16, 8, 4, 2].into_iter().find(|&s| k % s == 0 && k / s >= 128 && tiles * s <= 512)
+    [16, 8, 4, 2].into_iter().find(|&s| k.is_multiple_of(s) && k / s >= 128 && tiles * s <= 512)
 }
 
 fn implicit_gemm_forced() -> bool {
