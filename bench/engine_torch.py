@@ -3,6 +3,7 @@
 
   python3 bench/engine_torch.py export DIR      # torchvision resnet50 / densenet121 -> DIR/*.onnx
   python3 bench/engine_torch.py torch [--iters N]  # torch latency, one JSON line per case
+  python3 bench/engine_torch.py ort DIR [--iters N] # onnxruntime CPU on DIR/*.onnx, batch 1 and 32
 
 Weights are random (no download): latency does not depend on them.
 """
@@ -60,9 +61,32 @@ def bench_torch(iters):
                               "model": name}))
 
 
+def bench_ort(models, iters):
+    import numpy as np
+    import onnxruntime as ort
+
+    for name in MODELS:
+        sess = ort.InferenceSession(os.path.join(models, f"{name}.onnx"),
+                                    providers=["CPUExecutionProvider"])
+        for batch in (1, 32):
+            x = np.random.rand(batch, 3, 224, 224).astype(np.float32)
+            sess.run(None, {"x": x})
+            lat = []
+            for _ in range(iters):
+                t0 = time.perf_counter()
+                sess.run(None, {"x": x})
+                lat.append((time.perf_counter() - t0) * 1e3)
+            lat.sort()
+            print(json.dumps({"onnxruntime": ort.__version__, "provider": "CPUExecutionProvider",
+                              "threads": os.cpu_count(), "model": name, "batch": batch,
+                              "p50_ms": lat[len(lat) // 2], "iterations": iters}), flush=True)
+
+
 if __name__ == "__main__":
+    n = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 50
     if sys.argv[1] == "export":
         export(sys.argv[2])
+    elif sys.argv[1] == "ort":
+        bench_ort(sys.argv[2], n)
     else:
-        n = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 50
         bench_torch(n)

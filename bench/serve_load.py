@@ -3,11 +3,17 @@
 
   python3 bench/serve_load.py HOST:PORT MODEL CONCURRENCY REQUESTS_PER_CLIENT
 
-Model `simple` (INT32 [1,16] x2) is built in; every response is checked (sum/difference).
+Model `simple` (INT32 [1,16] x2, JSON) is built in and every response is checked
+(sum/difference). Any other model is driven from its metadata (`GET /v2/models/MODEL`): one
+random FP32 input per model input (dynamic dims as 1), sent and returned as binary tensor data
+(Triton's binary extension); every response must be 200 and byte-identical to the first one
+(same input, so batching must not mix requests up).
 Prints one JSON line: throughput (req/s) and p50/p99 latency (ms).
 """
 import http.client
 import json
+import random
+import struct
 import sys
 import threading
 import time
@@ -17,7 +23,7 @@ lat, errors = [], []
 lock = threading.Lock()
 
 
-def client(cid):
+def simple_client(cid):
     h, p = host.split(":")
     conn = http.client.HTTPConnection(h, int(p))
     mine = []
@@ -38,6 +44,67 @@ def client(cid):
                 errors.append((resp.status, data))
     with lock:
         lat.extend(mine)
+
+
+def binary_request():
+    """One binary-data request body (header JSON + raw FP32 inputs) built from the metadata."""
+    h, p = host.split(":")
+    conn = http.client.HTTPConnection(h, int(p))
+    conn.request("GET", f"/v2/models/{model}")
+    meta = json.loads(conn.getresponse().read())
+    rng = random.Random(0)
+    inputs, blobs = [], []
+    for i in meta["inputs"]:
+        if i["datatype"] != "FP32":
+            sys.exit(f"serve_load: input {i['name']} is {i['datatype']}; only FP32 is generated")
+        shape = [d if d > 0 else 1 for d in i["shape"]]
+        n = 1
+        for d in shape:
+            n *= d
+        blob = struct.pack(f"<{n}f", *(rng.random() for _ in range(n)))
+        inputs.append({"name": i["name"], "shape": shape, "datatype": "FP32",
+                       "parameters": {"binary_data_size": len(blob)}})
+        blobs.append(blob)
+    outputs = [{"name": o["name"], "parameters": {"binary_data": True}} for o in meta["outputs"]]
+    header = json.dumps({"inputs": inputs, "outputs": outputs}).encode()
+    return header + b"".join(blobs), len(header)
+
+
+def binary_client(cid, body, header_len, reference):
+    h, p = host.split(":")
+    conn = http.client.HTTPConnection(h, int(p))
+    mine = []
+    hdrs = {"Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(header_len)}
+    for _ in range(per):
+        t0 = time.perf_counter()
+        conn.request("POST", f"/v2/models/{model}/infer", body, hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        mine.append((time.perf_counter() - t0) * 1e3)
+        if resp.status != 200 or data != reference:
+            with lock:
+                errors.append((resp.status, data[:200]))
+    with lock:
+        lat.extend(mine)
+
+
+if model.startswith("simple"):
+    client = simple_client
+else:
+    body, header_len = binary_request()
+    h, p = host.split(":")
+    c0 = http.client.HTTPConnection(h, int(p))
+    c0.request("POST", f"/v2/models/{model}/infer", body,
+               {"Content-Type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(header_len)})
+    r0 = c0.getresponse()
+    reference = r0.read()
+    if r0.status != 200:
+        sys.exit(f"serve_load: warm-up request failed: {r0.status} {reference[:300]!r}")
+
+    def client(cid):
+        binary_client(cid, body, header_len, reference)
 
 
 threads = [threading.Thread(target=client, args=(c,)) for c in range(conc)]
