@@ -27,6 +27,30 @@ struct Ctx<'a> {
     wide_f: bool,
     wide_i: bool,
     n: usize,
+    /// Inputs already gathered to `shape` and the element range this context evaluates.
+    pre: Option<(&'a [Src<'a>], usize)>,
+}
+
+/// A chunked evaluation's input: gathered once, or (contiguous f32 already in the compute
+/// type) read straight from the tensor's buffer a chunk at a time.
+enum Src<'a> {
+    Col(Col),
+    F32(&'a [f32]),
+}
+
+/// Elements per evaluation chunk: a chunk's per-node columns stay in cache.
+const CHUNK: usize = 16384;
+
+impl Col {
+    fn slice(&self, lo: usize, hi: usize) -> Col {
+        match self {
+            Col::F32(v) => Col::F32(v[lo..hi].to_vec()),
+            Col::F64(v) => Col::F64(v[lo..hi].to_vec()),
+            Col::I32(v) => Col::I32(v[lo..hi].to_vec()),
+            Col::I64(v) => Col::I64(v[lo..hi].to_vec()),
+            Col::B(v) => Col::B(v[lo..hi].to_vec()),
+        }
+    }
 }
 
 pub(crate) fn eval(
@@ -44,9 +68,50 @@ pub(crate) fn eval(
         wide_f: any(DType::F64),
         wide_i: any(DType::I64),
         n: numel(shape),
+        pre: None,
     };
-    let col = ctx.eval(expr)?;
-    let buf = store(&col, out, ctx.n);
+    let mut buf = CpuBuffer::zeroed(ctx.n * out.size());
+    if ctx.n <= CHUNK {
+        store_into(&ctx.eval(expr)?, out, buf.bytes_mut());
+    } else {
+        // Gather every input once, then evaluate the tree chunk by chunk (its intermediate
+        // columns stay in cache instead of each costing a full pass over memory) and store
+        // each chunk straight into its part of the output, chunks split over threads.
+        let pre = inputs.iter().map(|t| ctx.source(t)).collect::<Result<Vec<Src>>>()?;
+        let size = out.size();
+        let bytes = &mut buf.bytes_mut()[..ctx.n * size];
+        let t = super::threads().min(ctx.n.div_ceil(CHUNK));
+        let per = ctx.n.div_ceil(CHUNK).div_ceil(t) * CHUNK;
+        let (ctx, pre) = (&ctx, &pre);
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = bytes
+                .chunks_mut(per * size)
+                .enumerate()
+                .map(|(j, part)| {
+                    s.spawn(move || -> Result<()> {
+                        for (k, dst) in part.chunks_mut(CHUNK * size).enumerate() {
+                            let lo = j * per + k * CHUNK;
+                            let c = Ctx { n: dst.len() / size, pre: Some((pre, lo)), ..*ctx };
+                            store_into(&c.eval(expr)?, out, dst);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(mpsrt_core::Error::device(
+                            "cpu",
+                            "internal: an elementwise worker panicked",
+                        ))
+                    })
+                })
+                .collect()
+        });
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+    }
     Ok(Tensor::from_parts(Storage::Cpu(Arc::new(buf)), Layout::contiguous(shape), out))
 }
 
@@ -99,10 +164,27 @@ fn gather<T: Copy>(data: &[T], l: &Layout) -> Vec<T> {
     out
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// How a chunked evaluation reads `t`: borrowed when contiguous f32 in an f32 tree.
+    fn source(&self, t: &'a Tensor) -> Result<Src<'a>> {
+        if let (Storage::Cpu(buf), DType::F32, false) = (t.storage(), t.dtype(), self.wide_f) {
+            let l = t.layout().broadcast_to("broadcast", self.shape)?;
+            if l.is_contiguous() {
+                return Ok(Src::F32(&buf.as_slice::<f32>()[l.offset..l.offset + self.n]));
+            }
+        }
+        Ok(Src::Col(self.load(t)?))
+    }
+
     fn eval(&self, e: &Expr) -> Result<Col> {
         Ok(match e {
-            Expr::Input(i) => self.load(self.inputs[*i])?,
+            Expr::Input(i) => match self.pre {
+                Some((srcs, lo)) => match &srcs[*i] {
+                    Src::Col(c) => c.slice(lo, lo + self.n),
+                    Src::F32(v) => Col::F32(v[lo..lo + self.n].to_vec()),
+                },
+                None => self.load(self.inputs[*i])?,
+            },
             Expr::Scalar(k, t) => {
                 let s = self.scalars.get(*k).copied().unwrap_or(Scalar::I(0));
                 match t {
@@ -212,12 +294,56 @@ impl Ctx<'_> {
     }
 }
 
+/// `v.map(|x| g(f, x))` with the common ops matched *outside* the loop, so each arm is a
+/// tight loop over a constant op (vectorized) instead of a per-element jump table.
+macro_rules! hoist_unary {
+    ($f:expr, $v:expr, $g:path) => {{
+        use UnaryFn::*;
+        macro_rules! arm {
+            ($op:expr) => {
+                $v.into_iter().map(|x| $g($op, x)).collect()
+            };
+        }
+        match $f {
+            Relu => arm!(Relu),
+            Neg => arm!(Neg),
+            Abs => arm!(Abs),
+            Exp => arm!(Exp),
+            Sqrt => arm!(Sqrt),
+            Sigmoid => arm!(Sigmoid),
+            Tanh => arm!(Tanh),
+            f => arm!(f),
+        }
+    }};
+}
+
+/// Binary counterpart of [`hoist_unary!`].
+macro_rules! hoist_binary {
+    ($f:expr, $x:expr, $y:expr, $g:path) => {{
+        use BinaryFn::*;
+        macro_rules! arm {
+            ($op:expr) => {
+                $x.into_iter().zip($y).map(|(p, q)| $g($op, p, q)).collect()
+            };
+        }
+        match $f {
+            Add => arm!(Add),
+            Sub => arm!(Sub),
+            Mul => arm!(Mul),
+            Div => arm!(Div),
+            Max => arm!(Max),
+            Min => arm!(Min),
+            f => arm!(f),
+        }
+    }};
+}
+
 fn unary(f: UnaryFn, c: Col) -> Col {
     match c {
         Col::F32(v) if f == UnaryFn::IsNan => Col::B(v.into_iter().map(f32::is_nan).collect()),
         Col::F64(v) if f == UnaryFn::IsNan => Col::B(v.into_iter().map(f64::is_nan).collect()),
-        Col::F32(v) => Col::F32(v.into_iter().map(|x| math::unary_f32(f, x)).collect()),
-        Col::F64(v) => Col::F64(v.into_iter().map(|x| math::unary_f64(f, x)).collect()),
+        Col::F32(v) => Col::F32(hoist_unary!(f, v, math::unary_f32)),
+        Col::F64(v) => Col::F64(hoist_unary!(f, v, math::unary_f64)),
         Col::I32(v) => Col::I32(v.into_iter().map(|x| math::unary_i32(f, x)).collect()),
         Col::I64(v) => Col::I64(v.into_iter().map(|x| math::unary_i64(f, x)).collect()),
         Col::B(v) => Col::B(v.into_iter().map(|x| !x).collect()),
@@ -241,8 +367,8 @@ fn binary(f: BinaryFn, a: Col, b: Col) -> Col {
         });
     }
     match (a, b) {
-        (Col::F32(x), Col::F32(y)) => Col::F32(zip!(x, y, |p, q| math::binary_f32(f, p, q))),
-        (Col::F64(x), Col::F64(y)) => Col::F64(zip!(x, y, |p, q| math::binary_f64(f, p, q))),
+        (Col::F32(x), Col::F32(y)) => Col::F32(hoist_binary!(f, x, y, math::binary_f32)),
+        (Col::F64(x), Col::F64(y)) => Col::F64(hoist_binary!(f, x, y, math::binary_f64)),
         (Col::I32(x), Col::I32(y)) => Col::I32(zip!(x, y, |p, q| math::binary_i32(f, p, q))),
         (Col::I64(x), Col::I64(y)) => Col::I64(zip!(x, y, |p, q| math::binary_i64(f, p, q))),
         (Col::B(x), Col::B(y)) => {
@@ -252,12 +378,12 @@ fn binary(f: BinaryFn, a: Col, b: Col) -> Col {
     }
 }
 
-/// Write a column as `out` dtype elements; integer stores wrap (two's complement), float stores round.
-fn store(c: &Col, out: DType, n: usize) -> CpuBuffer {
-    let mut buf = CpuBuffer::zeroed(n * out.size());
+/// Write a column as `out` dtype elements into `bytes` (exactly the column's size); integer
+/// stores wrap (two's complement), float stores round.
+fn store_into(c: &Col, out: DType, bytes: &mut [u8]) {
     macro_rules! put {
         ($t:ty, $conv:expr) => {{
-            let dst = buf.as_mut_slice::<$t>();
+            let dst: &mut [$t] = bytemuck::cast_slice_mut(bytes);
             match c {
                 Col::F32(v) => {
                     v.iter().zip(dst.iter_mut()).for_each(|(x, d)| *d = $conv(*x as f64))
@@ -277,25 +403,25 @@ fn store(c: &Col, out: DType, n: usize) -> CpuBuffer {
     }
     match (out, c) {
         // Integer stores from integer columns wrap exactly (no detour through f64).
-        (DType::I32, Col::I32(v)) => buf.as_mut_slice::<i32>().copy_from_slice(v),
-        (DType::I64, Col::I64(v)) => buf.as_mut_slice::<i64>().copy_from_slice(v),
+        (DType::I32, Col::I32(v)) => bytemuck::cast_slice_mut::<u8, i32>(bytes).copy_from_slice(v),
+        (DType::I64, Col::I64(v)) => bytemuck::cast_slice_mut::<u8, i64>(bytes).copy_from_slice(v),
         (DType::U8 | DType::I8, Col::I32(v)) => {
-            buf.bytes_mut().iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
+            bytes.iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
         }
         (DType::U8 | DType::I8, Col::I64(v)) => {
-            buf.bytes_mut().iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
+            bytes.iter_mut().zip(v).for_each(|(d, x)| *d = *x as u8)
         }
-        (DType::F32, Col::F32(v)) => buf.as_mut_slice::<f32>().copy_from_slice(v),
+        (DType::F32, Col::F32(v)) => bytemuck::cast_slice_mut::<u8, f32>(bytes).copy_from_slice(v),
         (DType::F32, _) => put!(f32, |x: f64| x as f32),
         (DType::F64, _) => put!(f64, |x: f64| x),
-        (DType::F16, Col::F32(v)) => {
-            buf.as_mut_slice::<f16>().iter_mut().zip(v).for_each(|(d, x)| *d = f16::from_f32(*x))
-        }
+        (DType::F16, Col::F32(v)) => bytemuck::cast_slice_mut::<u8, f16>(bytes)
+            .iter_mut()
+            .zip(v)
+            .for_each(|(d, x)| *d = f16::from_f32(*x)),
         (DType::F16, _) => put!(f16, f16::from_f64),
         (DType::I32, _) => put!(i32, |x: f64| x as i32),
         (DType::I64, _) => put!(i64, |x: f64| x as i64),
         (DType::U8 | DType::I8, _) => put!(u8, |x: f64| x as i64 as u8),
         (DType::Bool, _) => put!(u8, |x: f64| (x != 0.0) as u8),
     }
-    buf
 }

@@ -102,18 +102,6 @@ fn sgemm(
     }
 }
 
-/// Worker threads for one product: `MPSRT_CPU_THREADS`, else the machine's parallelism (≤ 16).
-fn threads() -> usize {
-    static N: OnceLock<usize> = OnceLock::new();
-    *N.get_or_init(|| {
-        std::env::var("MPSRT_CPU_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .clamp(1, 16)
-    })
-}
-
 /// [`sgemm`] with C's rows split across scoped threads (disjoint row blocks of C, A's matching
 /// rows, all of B): matrixmultiply runs single-threaded unless told otherwise, and this keeps
 /// the split where the work is. Small products stay on the calling thread.
@@ -125,7 +113,7 @@ fn sgemm_par(
     beta: f32,
     c: &mut [f32],
 ) {
-    let t = threads().min(m);
+    let t = super::threads().min(m);
     if t <= 1 || m * n * k < (1 << 20) {
         return sgemm([m, n, k], alpha, a, b, beta, c);
     }

@@ -6,6 +6,9 @@ use mpsrt_kernels::{BinaryFn, UnaryFn};
 
 macro_rules! float_math {
     ($name_u:ident, $name_b:ident, $t:ty, $erf:path) => {
+        // `inline(always)`: the column loops call these with a literal op, so the match folds
+        // away and the loop vectorizes.
+        #[inline(always)]
         pub(crate) fn $name_u(f: UnaryFn, x: $t) -> $t {
             use UnaryFn::*;
             match f {
@@ -55,6 +58,7 @@ macro_rules! float_math {
             }
         }
 
+        #[inline(always)]
         pub(crate) fn $name_b(f: BinaryFn, a: $t, b: $t) -> $t {
             use BinaryFn::*;
             match f {

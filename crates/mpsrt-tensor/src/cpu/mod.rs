@@ -12,6 +12,20 @@ pub(crate) mod shape;
 pub(crate) mod softmax;
 
 use mpsrt_core::DType;
+use std::sync::OnceLock;
+
+/// Worker threads for one CPU op (SGEMM row blocks, elementwise chunks): `MPSRT_CPU_THREADS`,
+/// else the machine's parallelism (≤ 16).
+pub(crate) fn threads() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("MPSRT_CPU_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 16)
+    })
+}
 
 /// Decode little-endian element bytes of `dtype` into f64s.
 pub(crate) fn decode_f64(bytes: &[u8], dtype: DType) -> Vec<f64> {

@@ -24,18 +24,57 @@ pub(crate) fn assemble(
 ) -> Result<Tensor> {
     let size = dtype.size();
     let n: usize = shape.iter().product();
-    let mut out = fill.repeat(n);
+    let mut buf = CpuBuffer::zeroed(n * size);
+    let out = &mut buf.bytes_mut()[..n * size];
+    if fill.iter().any(|&b| b != 0) {
+        out.chunks_exact_mut(size).for_each(|e| e.copy_from_slice(fill));
+    }
     for (dst, src) in parts {
-        let bytes = host_bytes(op, src)?;
-        for (d, s) in dst.offsets().zip(src.layout().offsets()) {
-            out[d * size..(d + 1) * size].copy_from_slice(&bytes[s * size..(s + 1) * size]);
+        copy_runs(out, dst, host_bytes(op, src)?, src.layout(), size);
+    }
+    Ok(Tensor::from_parts(Storage::Cpu(Arc::new(buf)), Layout::contiguous(shape), dtype))
+}
+
+/// Copies the elements of `src` (a layout over `src_bytes`) into the same-shaped window `dst` of
+/// `out`, a whole innermost run per `copy_from_slice` when both are unit-stride there (concat,
+/// pad and slice-assign are), element by element otherwise.
+fn copy_runs(out: &mut [u8], dst: &Layout, src_bytes: &[u8], src: &Layout, size: usize) {
+    let n: usize = dst.shape.iter().product();
+    if n == 0 {
+        return;
+    }
+    let nd = dst.shape.len();
+    if nd == 0 {
+        let (d, s) = (dst.offset * size, src.offset * size);
+        out[d..d + size].copy_from_slice(&src_bytes[s..s + size]);
+        return;
+    }
+    let last = dst.shape[nd - 1];
+    let (dl, sl) = (dst.strides[nd - 1], src.strides[nd - 1]);
+    let mut idx = vec![0usize; nd - 1];
+    let (mut db, mut sb) = (dst.offset as isize, src.offset as isize);
+    for _ in 0..n / last {
+        if dl == 1 && sl == 1 {
+            let (d, s) = (db as usize * size, sb as usize * size);
+            out[d..d + last * size].copy_from_slice(&src_bytes[s..s + last * size]);
+        } else {
+            for j in 0..last as isize {
+                let (d, s) = ((db + j * dl) as usize * size, (sb + j * sl) as usize * size);
+                out[d..d + size].copy_from_slice(&src_bytes[s..s + size]);
+            }
+        }
+        for k in (0..nd - 1).rev() {
+            idx[k] += 1;
+            db += dst.strides[k];
+            sb += src.strides[k];
+            if idx[k] < dst.shape[k] {
+                break;
+            }
+            db -= dst.strides[k] * dst.shape[k] as isize;
+            sb -= src.strides[k] * src.shape[k] as isize;
+            idx[k] = 0;
         }
     }
-    Ok(Tensor::from_parts(
-        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&out))),
-        Layout::contiguous(shape),
-        dtype,
-    ))
 }
 
 /// `x` viewed as (outer, axis_len, inner) gathered at `idx` (already normalised and in bounds)
