@@ -1,6 +1,6 @@
 //! The CPU backend's fast f32 path for the two ops that dominate real models. Matrix products
 //! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels,
-//! row blocks split over scoped threads) straight over the operands' own strides, so transposed and broadcast operands are
+//! row or column blocks split over scoped threads) straight over the operands' own strides, so transposed and broadcast operands are
 //! never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
 //! skipped for 1×1 stride-1 unpadded kernels, whose input plane already is that matrix.
 //!
@@ -49,81 +49,119 @@ fn batch_offset(l: &Layout, batch: &[usize], mut z: usize) -> isize {
     off
 }
 
-/// `C (m×n, row stride n) = alpha · A·B + beta · C`, A and B read through their strides from
-/// `a[a0..]` / `b[b0..]`.
+/// A strided operand: `(buffer, offset of element [0, 0], row stride, column stride)`.
+type Operand<'a> = (&'a [f32], isize, isize, isize);
+
+/// Panics unless every element a `rows × cols` operand's strides reach lies inside its buffer
+/// (a tensor's layout never points outside its buffer, so this only catches our own bugs).
+fn check_bounds((buf, o, r, c): Operand<'_>, rows: usize, cols: usize) {
+    let span = |s: isize, len: usize| s * (len as isize - 1);
+    let first = o + span(r.min(0), rows) + span(c.min(0), cols);
+    let last = o + span(r.max(0), rows) + span(c.max(0), cols);
+    assert!(first >= 0 && (last as usize) < buf.len(), "sgemm operand out of bounds");
+}
+
+/// C pointer that scoped worker threads share; each writes only its own columns.
+#[derive(Clone, Copy)]
+struct CPtr(*mut f32);
+// SAFETY: the threads of `sgemm_par` write disjoint column ranges of C and nothing reads C
+// concurrently; the pointer outlives them (`std::thread::scope`).
+unsafe impl Send for CPtr {}
+
+/// `C[:, c0..c0 + n] = alpha · A·B + beta · C[:, c0..c0 + n]` for C row-major with row stride
+/// `ldc`, through matrixmultiply's packed SGEMM.
 ///
-/// Every index the strides can reach was checked by the caller's layout (a tensor's layout
-/// never points outside its buffer); the asserts re-check the corner elements, so a wrong
-/// layout panics instead of reading out of bounds.
+/// # Safety
+/// `c` must point at `C[0, c0]` with `m` rows of `ldc` elements valid for writes, and no other
+/// thread may touch those columns meanwhile.
 #[allow(clippy::too_many_arguments)]
-fn sgemm(
+unsafe fn sgemm_cols(
     [m, n, k]: [usize; 3],
     alpha: f32,
-    (a, a0, rsa, csa): (&[f32], isize, isize, isize),
-    (b, b0, rsb, csb): (&[f32], isize, isize, isize),
+    a: Operand<'_>,
+    b: Operand<'_>,
     beta: f32,
-    c: &mut [f32],
+    c: CPtr,
+    ldc: usize,
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        c.iter_mut().for_each(|v| *v *= beta);
+        for i in 0..m {
+            for j in 0..n {
+                // SAFETY: inside the caller's m × n window of C.
+                unsafe { *c.0.add(i * ldc + j) *= beta };
+            }
+        }
         return;
     }
-    let last = |o: isize, r: isize, cs: isize, rows: usize, cols: usize| {
-        o + r.max(0) * (rows as isize - 1) + cs.max(0) * (cols as isize - 1)
-    };
-    let first = |o: isize, r: isize, cs: isize, rows: usize, cols: usize| {
-        o + r.min(0) * (rows as isize - 1) + cs.min(0) * (cols as isize - 1)
-    };
-    assert!(first(a0, rsa, csa, m, k) >= 0 && (last(a0, rsa, csa, m, k) as usize) < a.len());
-    assert!(first(b0, rsb, csb, k, n) >= 0 && (last(b0, rsb, csb, k, n) as usize) < b.len());
-    assert!(c.len() >= m * n);
-    // SAFETY: the asserts above bound every element the strides reach inside `a` and `b`, and
-    // C is a distinct, exclusively borrowed m×n row-major block.
+    check_bounds(a, m, k);
+    check_bounds(b, k, n);
+    // SAFETY: the bounds checks cover every element of A and B the strides reach; C is the
+    // caller's contract.
     unsafe {
         matrixmultiply::sgemm(
             m,
             k,
             n,
             alpha,
-            a.as_ptr().offset(a0),
-            rsa,
-            csa,
-            b.as_ptr().offset(b0),
-            rsb,
-            csb,
+            a.0.as_ptr().offset(a.1),
+            a.2,
+            a.3,
+            b.0.as_ptr().offset(b.1),
+            b.2,
+            b.3,
             beta,
-            c.as_mut_ptr(),
-            n as isize,
+            c.0,
+            ldc as isize,
             1,
         );
     }
 }
 
-/// [`sgemm`] with C's rows split across scoped threads (disjoint row blocks of C, A's matching
-/// rows, all of B): matrixmultiply runs single-threaded unless told otherwise, and this keeps
-/// the split where the work is. Small products stay on the calling thread.
+/// `C (m×n, row-major, contiguous) = alpha · A·B + beta · C` with the work split over scoped
+/// threads (matrixmultiply itself runs single-threaded): by row blocks when A is the larger
+/// operand to pack (late, channel-heavy layers), by column blocks when B is (early layers with
+/// large maps), so no thread repacks the big operand. Small products stay on this thread.
 fn sgemm_par(
     [m, n, k]: [usize; 3],
     alpha: f32,
-    a: (&[f32], isize, isize, isize),
-    b: (&[f32], isize, isize, isize),
+    a: Operand<'_>,
+    b: Operand<'_>,
     beta: f32,
     c: &mut [f32],
 ) {
-    let t = super::threads().min(m);
-    if t <= 1 || m * n * k < (1 << 20) {
-        return sgemm([m, n, k], alpha, a, b, beta, c);
+    assert!(c.len() >= m * n, "sgemm output too small");
+    let by_cols = n > m;
+    let t = super::threads().min(if by_cols { n } else { m }).max(1);
+    let ptr = CPtr(c.as_mut_ptr());
+    if t == 1 || m * n * k < (1 << 20) {
+        // SAFETY: `c` holds m × n elements and is exclusively borrowed.
+        return unsafe { sgemm_cols([m, n, k], alpha, a, b, beta, ptr, n) };
     }
-    let rows = m.div_ceil(t);
     std::thread::scope(|s| {
-        for (j, block) in c[..m * n].chunks_mut(rows * n).enumerate() {
-            let r0 = j * rows;
-            let mb = block.len() / n;
-            let a = (a.0, a.1 + r0 as isize * a.2, a.2, a.3);
-            s.spawn(move || sgemm([mb, n, k], alpha, a, b, beta, block));
+        let block = if by_cols { n } else { m }.div_ceil(t);
+        for j in 0..t {
+            let lo = j * block;
+            let len = block.min(if by_cols { n } else { m }.saturating_sub(lo));
+            if len == 0 {
+                continue;
+            }
+            s.spawn(move || {
+                let ptr = ptr; // capture the whole `Send` wrapper, not its raw-pointer field
+                               // SAFETY: thread j owns rows (or columns) lo..lo + len of C exclusively; `c`
+                               // is borrowed for the whole scope.
+                unsafe {
+                    if by_cols {
+                        let b = (b.0, b.1 + lo as isize * b.3, b.2, b.3);
+                        sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n);
+                    } else {
+                        let a = (a.0, a.1 + lo as isize * a.2, a.2, a.3);
+                        sgemm_cols([len, n, k], alpha, a, b, beta, CPtr(ptr.0.add(lo * n)), n);
+                    }
+                }
+            });
         }
     });
 }
