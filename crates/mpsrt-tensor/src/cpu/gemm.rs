@@ -1,7 +1,7 @@
 //! The CPU backend's fast f32 path for the two ops that dominate real models. Matrix products
-//! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels,
-//! row or column blocks split over scoped threads) straight over the operands' own strides, so transposed and broadcast operands are
-//! never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
+//! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels;
+//! row or column blocks split over scoped threads) straight over the operands' own strides, so
+//! transposed and broadcast operands are never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
 //! skipped for 1×1 stride-1 unpadded kernels, whose input plane already is that matrix.
 //!
 //! These accumulate in f32 (like the GPU kernels and onnxruntime). The f64 loops in `matmul.rs`
