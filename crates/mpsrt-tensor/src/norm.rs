@@ -5,7 +5,7 @@
 use crate::reduce::moments;
 use crate::{
     add, add_scalar, divide, fused_elementwise, multiply, rdivide_scalar, rsubtract_scalar, sqrt,
-    subtract, BinaryFn, Expr, Tensor, VType,
+    subtract, BinaryFn, Expr, Scalar, Tensor, UnaryFn, VType,
 };
 use mpsrt_core::{DType, Error, Result};
 
@@ -69,8 +69,32 @@ pub fn batch_norm(
     ] {
         check_param(op, w, t, c)?;
     }
-    // Fold the statistics into a per-channel scale and shift ([C]-sized work), then run one
-    // fused pass `x * scale + shift` over the activation instead of four broadcast passes.
+    let out = x.dtype().to_float();
+    if x.place().is_gpu() {
+        // One generated kernel over x and the broadcast [C] parameters (computing a scale and
+        // shift first would cost six more, tiny, dispatches).
+        let param = |t: &Tensor| t.astype(out)?.reshape(&p);
+        let mut ins = vec![x.clone(), param(running_mean)?, param(running_var)?];
+        let i = Expr::input;
+        let std = Expr::unary(
+            UnaryFn::Sqrt,
+            Expr::binary(BinaryFn::Add, i(2), Expr::Scalar(0, VType::Float)),
+        );
+        let centered = Expr::binary(BinaryFn::Sub, Expr::cast(VType::Float, i(0)), i(1));
+        let mut e = Expr::binary(BinaryFn::Div, centered, std);
+        if let Some(w) = weight {
+            ins.push(param(w)?);
+            e = Expr::binary(BinaryFn::Mul, e, i(ins.len() - 1));
+        }
+        if let Some(b) = bias {
+            ins.push(param(b)?);
+            e = Expr::binary(BinaryFn::Add, e, i(ins.len() - 1));
+        }
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        return fused_elementwise(op, &refs, out, e, &[Scalar::F(eps)]);
+    }
+    // CPU: fold the statistics into a per-channel scale and shift ([C]-sized work), then one
+    // chunked pass `x * scale + shift` over the activation.
     let f32 = |t: &Tensor| t.astype(DType::F32);
     let inv_std = rdivide_scalar(1.0, &sqrt(&add_scalar(&f32(running_var)?, eps)?)?)?;
     let scale = match weight {
@@ -88,7 +112,6 @@ pub fn batch_norm(
         Expr::input(2),
     );
     let (scale, shift) = (scale.reshape(&p)?, shift.reshape(&p)?);
-    let out = x.dtype().to_float();
     let y = fused_elementwise(op, &[x, &scale, &shift], DType::F32.promote(out), expr, &[])?;
     y.astype(out)
 }
