@@ -31,7 +31,7 @@
 //!   argument in parameter order (i32 for integers, f32 for f32/f16 scalars, u32 0/1 for bool).
 //! * Workgroups: let `total = g0 * g1 * g2`. The usual dispatch is `(g0, g1, g2)` with
 //!   `dispatch_x = g0`, `dispatch_y = g1`. When an axis exceeds the device limit (65535), dispatch
-//!   `(X, Y, 1)` with `X = min(total, 65535)`, `Y = ceil(total / X)` and set `dispatch_x = X`,
+//!   `(X, Y, 1)` with `Y = ceil(total / 65535)`, `X = ceil(total / Y)` and set `dispatch_x = X`,
 //!   `dispatch_y = Y`. The kernel linearizes `lin = wid.x + dispatch_x * (wid.y + dispatch_y * wid.z)`,
 //!   skips workgroups with `lin >= total`, and derives `program_id(0) = lin % g0`,
 //!   `program_id(1) = (lin / g0) % g1`, `program_id(2) = lin / (g0 * g1)`.

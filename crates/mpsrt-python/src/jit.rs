@@ -122,8 +122,10 @@ fn workgroups(op: &str, grid: [u32; 3], max: u32) -> Result<[u32; 3]> {
         return Ok(grid);
     }
     let total = grid.iter().map(|&g| u64::from(g)).product::<u64>();
-    let x = total.min(u64::from(max));
-    let y = total.div_ceil(x);
+    // Balanced rows: as few rows as the limit allows, each as short as possible, so at most
+    // `y - 1` workgroups are surplus (65,536 programs → 2 × 32,768, not 65,535 + 65,535).
+    let y = total.div_ceil(u64::from(max));
+    let x = total.div_ceil(y);
     if y > u64::from(max) {
         return Err(Error::invalid(
             op,
