@@ -19,14 +19,17 @@ spec = importlib.util.spec_from_file_location(
 va = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(va)
 
-OLD = """
+# The bindings and uniform block of the generated kernel, shared by both hand-made variants.
+HEADER = """
 struct Params { np0: u32, np1: u32, np2: u32, disp_x: u32, disp_y: u32, off0: i32, off1: i32,
                 off2: i32, s3: i32, }
 @group(0) @binding(0) var<storage, read> buf0: array<f32>;
 @group(0) @binding(1) var<storage, read> buf1: array<f32>;
 @group(0) @binding(2) var<storage, read_write> buf2: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-fn ld0(p: i32) -> f32 { let j = u32(p + P.off0); return buf0[j]; }
+"""
+
+OLD = HEADER + """fn ld0(p: i32) -> f32 { let j = u32(p + P.off0); return buf0[j]; }
 fn ld1(p: i32) -> f32 { let j = u32(p + P.off1); return buf1[j]; }
 fn st2(p: i32, v: f32) { let j = u32(p + P.off2); buf2[j] = v; }
 @compute @workgroup_size(256)
@@ -51,13 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 """
 
-HAND = """
-struct Params { np0: u32, np1: u32, np2: u32, disp_x: u32, disp_y: u32, off0: i32, off1: i32,
-                off2: i32, s3: i32, }
-@group(0) @binding(0) var<storage, read> buf0: array<f32>;
-@group(0) @binding(1) var<storage, read> buf1: array<f32>;
-@group(0) @binding(2) var<storage, read_write> buf2: array<f32>;
-@group(0) @binding(3) var<uniform> P: Params;
+HAND = HEADER + """
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let base = i32(wid.x) * 1024 + i32(lid);

@@ -280,6 +280,17 @@ impl Layout {
         Some(Layout { shape: shape.to_vec(), strides: new_strides, offset: self.offset })
     }
 
+    /// The layout of the innermost rows' first elements: every dim but the last (a 0-d layout
+    /// stays 0-d). `row_starts().offsets()` walks a layout a whole row at a time.
+    pub fn row_starts(&self) -> Layout {
+        let k = self.ndim().saturating_sub(1);
+        Layout {
+            shape: self.shape[..k].to_vec(),
+            strides: self.strides[..k].to_vec(),
+            offset: self.offset,
+        }
+    }
+
     /// Element offsets in row-major logical order.
     pub fn offsets(&self) -> OffsetIter<'_> {
         OffsetIter {
@@ -367,6 +378,10 @@ mod tests {
         let b = Layout::contiguous(&[3]).broadcast_to("b", &[2, 3]).unwrap();
         assert_eq!(offs(&b), vec![0, 1, 2, 0, 1, 2]);
         assert_eq!(l.slice("s", 0, Some(5), Some(9), 1).unwrap().numel(), 0);
+        // Row starts: the offset of each innermost row, in order.
+        assert_eq!(offs(&l.transpose("t", 0, 1).unwrap().row_starts()), vec![0, 1, 2]);
+        assert_eq!(offs(&b.row_starts()), vec![0, 0]);
+        assert_eq!(offs(&Layout::contiguous(&[]).row_starts()), vec![0]);
     }
 
     #[test]

@@ -141,24 +141,11 @@ fn gather<T: Copy>(data: &[T], l: &Layout) -> Vec<T> {
     let nd = l.shape.len();
     let (last, step) = (l.shape[nd - 1], l.strides[nd - 1]);
     let mut out = Vec::with_capacity(n);
-    let mut idx = vec![0usize; nd - 1];
-    let mut base = l.offset as isize;
-    for _ in 0..n / last {
-        let b = base as usize;
+    for b in l.row_starts().offsets() {
         match step {
             0 => out.extend(std::iter::repeat_n(data[b], last)),
             1 => out.extend_from_slice(&data[b..b + last]),
-            s => out.extend((0..last).map(|j| data[(base + j as isize * s) as usize])),
-        }
-        // Advance the odometer over the outer dims.
-        for d in (0..nd - 1).rev() {
-            idx[d] += 1;
-            base += l.strides[d];
-            if idx[d] < l.shape[d] {
-                break;
-            }
-            base -= l.strides[d] * l.shape[d] as isize;
-            idx[d] = 0;
+            s => out.extend((0..last).map(|j| data[(b as isize + j as isize * s) as usize])),
         }
     }
     out

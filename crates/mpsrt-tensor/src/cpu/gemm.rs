@@ -8,6 +8,7 @@
 //! and `conv.rs` stay: they serve every other dtype and are the reference the fast path is
 //! tested against (`tests/cpu_fast.rs`). Set `MPSRT_CPU_REFERENCE=1` to force them everywhere.
 
+use super::matmul::batch_offset;
 use crate::conv::ConvGeom;
 use crate::matmul::Problem;
 use crate::Tensor;
@@ -37,16 +38,6 @@ fn f32_tensor(values: Vec<f32>, shape: &[usize]) -> Tensor {
         Layout::contiguous(shape),
         DType::F32,
     )
-}
-
-/// Offset of batch element `z` (row-major over `batch`) in a `[batch.., R, C]` layout.
-fn batch_offset(l: &Layout, batch: &[usize], mut z: usize) -> isize {
-    let mut off = l.offset as isize;
-    for d in (0..batch.len()).rev() {
-        off += (z % batch[d]) as isize * l.strides[d];
-        z /= batch[d];
-    }
-    off
 }
 
 /// A strided operand: `(buffer, offset of element [0, 0], row stride, column stride)`.

@@ -17,7 +17,7 @@ fn data(t: &Tensor) -> Result<Vec<f64>> {
 }
 
 /// Offset of batch element `z` (row-major over `batch`) in a `[batch.., R, C]` layout.
-fn batch_offset(l: &Layout, batch: &[usize], mut z: usize) -> isize {
+pub(crate) fn batch_offset(l: &Layout, batch: &[usize], mut z: usize) -> isize {
     let mut off = l.offset as isize;
     for d in (0..batch.len()).rev() {
         off += (z % batch[d]) as isize * l.strides[d];

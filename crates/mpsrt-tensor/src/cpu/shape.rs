@@ -51,28 +51,16 @@ fn copy_runs(out: &mut [u8], dst: &Layout, src_bytes: &[u8], src: &Layout, size:
     }
     let last = dst.shape[nd - 1];
     let (dl, sl) = (dst.strides[nd - 1], src.strides[nd - 1]);
-    let mut idx = vec![0usize; nd - 1];
-    let (mut db, mut sb) = (dst.offset as isize, src.offset as isize);
-    for _ in 0..n / last {
+    for (db, sb) in dst.row_starts().offsets().zip(src.row_starts().offsets()) {
         if dl == 1 && sl == 1 {
-            let (d, s) = (db as usize * size, sb as usize * size);
+            let (d, s) = (db * size, sb * size);
             out[d..d + last * size].copy_from_slice(&src_bytes[s..s + last * size]);
         } else {
             for j in 0..last as isize {
-                let (d, s) = ((db + j * dl) as usize * size, (sb + j * sl) as usize * size);
+                let d = (db as isize + j * dl) as usize * size;
+                let s = (sb as isize + j * sl) as usize * size;
                 out[d..d + size].copy_from_slice(&src_bytes[s..s + size]);
             }
-        }
-        for k in (0..nd - 1).rev() {
-            idx[k] += 1;
-            db += dst.strides[k];
-            sb += src.strides[k];
-            if idx[k] < dst.shape[k] {
-                break;
-            }
-            db -= dst.strides[k] * dst.shape[k] as isize;
-            sb -= src.strides[k] * src.shape[k] as isize;
-            idx[k] = 0;
         }
     }
 }
