@@ -3,7 +3,10 @@
 # without dynamic batching and for light_resnet50 (from the onnx wheel's test data), served by
 # `mpsrt serve` on one instance kind. Usage (repo root, release CLI built):
 #   bash bench/serve_models.sh KIND_CPU|KIND_GPU [PYTHON]
-# Prints one JSON line per (model, concurrency) and the server's inference/execution counts.
+# Prints one JSON line per (model, concurrency) and the server's inference/execution counts, then
+# the native client's lines for `simple` (`mpsrt perf --json-output`: kind "load" per concurrency,
+# "direct" = the engine in-process, "overhead" = client p50 - direct p50 at concurrency 1), which
+# are free of the Python client's own ~0.2-0.3 ms per request.
 set -euo pipefail
 KIND=${1:-KIND_CPU}
 PY=${2:-python3}
@@ -36,6 +39,12 @@ for model in simple simple_nobatch light_resnet50; do
     "$PY" bench/serve_load.py 127.0.0.1:8010 "$model" "$c" "$n"
   done
 done
+# The same `simple` load from the native client, with the engine timed in-process on the same
+# device for the server-overhead number.
+DEV=cpu; [ "$KIND" = KIND_GPU ] && DEV=gpu
+$M perf -m simple -u 127.0.0.1:8010 --concurrency 1,8,32 --requests "${PERF_REQUESTS:-2000}" \
+  --direct examples/model_repository/simple/1/model.onnx --device "$DEV" --json-output \
+  || echo "mpsrt perf failed (exit $?); the server is still stopped below" >&2
 curl -s localhost:8012/metrics | grep -E '^nv_inference_(count|exec_count)'
 kill -TERM $SP
 wait $SP || true

@@ -5,6 +5,7 @@ mod demo;
 mod info;
 mod model_cmd;
 mod npy;
+mod perf;
 mod serve;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -48,6 +49,9 @@ enum Command {
     Run(model_cmd::RunArgs),
     /// Serve a Triton model repository over HTTP/gRPC (Triton-compatible).
     Serve(serve::ServeArgs),
+    /// Load-test a running server (like Triton's perf_analyzer): throughput, latency
+    /// percentiles, server-side times, and with --direct the server's overhead over the engine.
+    Perf(perf::PerfArgs),
 }
 
 fn parse() -> Cli {
@@ -77,6 +81,7 @@ fn main() {
         )),
         Command::Run(a) => model_cmd::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Perf(a) => perf::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

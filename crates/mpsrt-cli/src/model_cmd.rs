@@ -15,7 +15,8 @@ pub enum Device {
     Gpu,
 }
 
-fn place(d: Option<Device>) -> Place {
+/// The place of `--device` (default: the first GPU when there is one).
+pub(crate) fn place(d: Option<Device>) -> Place {
     match d {
         Some(Device::Cpu) => Place::Cpu,
         Some(Device::Gpu) => Place::Gpu(0),

@@ -6,7 +6,7 @@ use crate::ops::{Ctx, OpEntry, OpFn};
 use crate::reduce::to_out;
 use crate::value::host_i64;
 use mpsrt_core::{Error, Result};
-use mpsrt_graph::{AutoPad, ConvAttrs, Node, Op, PadMode, PoolAttrs};
+use mpsrt_graph::{AutoPad, ConvAttrs, Node, Op, PadMode, PoolAttrs, UnaryOp};
 use mpsrt_tensor::{
     self as t, BinaryFn as B, Conv2dOptions, ConvPadding, Expr, Pool2dOptions, Scalar, Tensor,
     UnaryFn as U, VType,
@@ -63,6 +63,42 @@ fn pads4(p: &[usize], one_d: bool) -> [usize; 4] {
 }
 
 fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    Ok(vec![conv_act(ctx, node, inputs, None)?])
+}
+
+/// The activation `node` (Relu, LeakyRelu, Clip with both bounds) as a kernel epilogue.
+pub(crate) fn epilogue_activation(node: &Node) -> Option<t::Activation> {
+    match node.op {
+        Op::Unary(UnaryOp::Relu) => Some(t::Activation::Relu),
+        Op::LeakyRelu { alpha } => Some(t::Activation::LeakyRelu(alpha)),
+        Op::Clip { min: Some(lo), max: Some(hi) } if lo <= hi => Some(t::Activation::Clip(lo, hi)),
+        _ => None,
+    }
+}
+
+/// A Conv or Gemm `node` with the following activation node `act` applied in its epilogue
+/// (`Step::WithActivation`): one kernel on the GPU instead of two.
+pub(crate) fn run_with_activation(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    act: &Node,
+    inputs: &[Tensor],
+) -> Result<Tensor> {
+    let a = epilogue_activation(act)
+        .ok_or_else(|| ctx.err(act, "internal: not an activation the conv/gemm epilogue runs"))?;
+    match node.op {
+        Op::Conv(_) => conv_act(ctx, node, inputs, Some(a)),
+        Op::Gemm { .. } => gemm_act(ctx, node, inputs, Some(a)),
+        _ => Err(ctx.err(node, "internal: activation epilogues anchor on Conv or Gemm only")),
+    }
+}
+
+fn conv_act(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    inputs: &[Tensor],
+    act: Option<t::Activation>,
+) -> Result<Tensor> {
     let Op::Conv(ConvAttrs { strides, pads, dilations, group, auto_pad, .. }) = &node.op else {
         return Err(ctx.err(node, "not a Conv"));
     };
@@ -89,9 +125,8 @@ fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         dilation: two(&pad1(dilations), 1),
         groups: (*group).max(1),
     };
-    let y = t::conv2d(&x, &w, inputs.get(2), &opts).map_err(|e| ctx.wrap(node, e))?;
-    let y = if one_d { y.squeeze(Some(2))? } else { y };
-    Ok(vec![y])
+    let y = t::conv2d_act(&x, &w, inputs.get(2), &opts, act).map_err(|e| ctx.wrap(node, e))?;
+    Ok(if one_d { y.squeeze(Some(2))? } else { y })
 }
 
 /// Transposed convolution: the full (unpadded) result from the tensor library, then the ONNX
@@ -461,14 +496,24 @@ fn matmul(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> 
 }
 
 fn gemm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    Ok(vec![gemm_act(ctx, node, inputs, None)?])
+}
+
+fn gemm_act(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    inputs: &[Tensor],
+    act: Option<t::Activation>,
+) -> Result<Tensor> {
     let Op::Gemm { alpha, beta, trans_a, trans_b } = &node.op else {
         return Err(ctx.err(node, "not Gemm"));
     };
     let a = ctx.input(node, inputs, 0)?;
     let b = ctx.input(node, inputs, 1)?;
-    let y = t::gemm(a, b, inputs.get(2), *alpha as f64, *beta as f64, *trans_a, *trans_b)
+    let (al, be) = (*alpha as f64, *beta as f64);
+    let y = t::gemm_act(a, b, inputs.get(2), al, be, *trans_a, *trans_b, act)
         .map_err(|e| ctx.wrap(node, e))?;
-    Ok(vec![to_out(ctx, node, 0, y)?])
+    to_out(ctx, node, 0, y)
 }
 
 fn concat(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {

@@ -7,7 +7,7 @@ use crate::ops::{lookup, Ctx};
 use crate::value::{host_to_tensor, to_device, to_logical};
 use mpsrt_core::{DType, Error, Place, Result};
 use mpsrt_graph::{
-    shape_str, CompiledGraph, Dim, HostTensor, Plan, PlanOptions, Step, Storage, ValueId,
+    shape_str, CompiledGraph, Dim, HostTensor, Node, Plan, PlanOptions, Step, Storage, ValueId,
 };
 use mpsrt_tensor::Tensor;
 use std::collections::hash_map::DefaultHasher;
@@ -125,6 +125,7 @@ impl Session {
             fuse_elementwise: options.fusion,
             reuse_memory: options.memory_planning,
             fold_batchnorm: true,
+            fuse_epilogues: options.fusion,
         };
         let compiled = CompiledGraph::new(graph, plan_opts)?;
         // Folding may leave ops the importer produced in other forms: check again.
@@ -325,21 +326,19 @@ impl Session {
                 let r = run_fused(ctx, group, &args)?;
                 Ok(vec![(group.output, r)])
             }
+            Step::WithActivation { anchor, activation } => {
+                let (node, act) = (ctx.node(*anchor)?, ctx.node(*activation)?);
+                let args = self.node_args(ctx, node, &ins, get)?;
+                let y = crate::nn::run_with_activation(ctx, node, act, &args)?;
+                Ok(outs.into_iter().zip([y]).collect())
+            }
             Step::Node(i) => {
                 let node = ctx.node(*i)?;
                 let name = node.op.name();
                 let entry = lookup(&name).ok_or_else(|| {
                     Error::unsupported(ctx.label(node), "op is not supported by the engine")
                 })?;
-                let mut args = Vec::with_capacity(ins.len());
-                for (k, &v) in ins.iter().enumerate() {
-                    let t = get(v)?;
-                    args.push(if k < entry.host_from {
-                        to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?
-                    } else {
-                        t
-                    });
-                }
+                let args = self.node_args(ctx, node, &ins, get)?;
                 let results = (entry.run)(ctx, node, &args)?;
                 if results.len() < outs.len() {
                     return Err(ctx.err(
@@ -354,6 +353,28 @@ impl Session {
                 Ok(outs.into_iter().zip(results).collect())
             }
         }
+    }
+
+    /// A node's input tensors: on the session's device, except the inputs its op reads on the
+    /// host (`OpEntry::host_from` onwards).
+    fn node_args(
+        &self,
+        ctx: &Ctx<'_>,
+        node: &Node,
+        ins: &[ValueId],
+        get: &mut dyn FnMut(ValueId) -> Result<Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        let host_from = lookup(&node.op.name()).map_or(usize::MAX, |e| e.host_from);
+        let mut args = Vec::with_capacity(ins.len());
+        for (k, &v) in ins.iter().enumerate() {
+            let t = get(v)?;
+            args.push(if k < host_from {
+                to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?
+            } else {
+                t
+            });
+        }
+        Ok(args)
     }
 
     /// Runs the model. Outputs come back in graph order with the dtypes the graph declares
@@ -404,6 +425,10 @@ impl Session {
                     Step::Node(i) => {
                         let node = ctx.node(*i)?;
                         (node.op.name().to_string(), node.name.clone())
+                    }
+                    Step::WithActivation { anchor, activation } => {
+                        let (node, act) = (ctx.node(*anchor)?, ctx.node(*activation)?);
+                        (format!("{}+{}", node.op.name(), act.op.name()), node.name.clone())
                     }
                 };
                 p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 });

@@ -12,7 +12,9 @@
 //! 3. On the first run of a plan, execute `plan.init_steps` (nodes depending only on constants,
 //!    e.g. weights built by `ConstantOfShape`) and keep their outputs (`Storage::Persistent`).
 //! 4. Walk `plan.steps` in order, recording into one submission. `Step::Node(i)` runs
-//!    `plan.graph.nodes[i]`; `Step::Fused(group)` runs one generated kernel over `group.nodes`.
+//!    `plan.graph.nodes[i]`; `Step::Fused(group)` runs one generated kernel over `group.nodes`;
+//!    `Step::WithActivation { anchor, activation }` runs a Conv/Gemm with the following
+//!    Relu/LeakyRelu/Clip applied in its kernel's epilogue.
 //!    [`Plan::step_io`] gives the values read and written; `plan.storage[value.0]` says where each
 //!    lives: the caller's input, a constant (`plan.graph.initializers`), a graph-output buffer, a
 //!    persistent buffer, or a reusable slot of `plan.slot_bytes[slot]` bytes. A step's outputs
@@ -21,7 +23,8 @@
 //! Ops in a plan are canonical: parameter inputs (axes, pads, split sizes, Clip bounds, Resize
 //! scales, CastLike targets) have been folded into attributes, so every op's inputs are data.
 //! `plan.memory` reports slot bytes with and without reuse; `plan.epilogues` lists conv/matmul
-//! nodes whose bias add/activation a kernel could absorb (analysis only).
+//! nodes whose bias add/activation a kernel could absorb (activations on Conv/Gemm are
+//! absorbed; bias adds are analysis only).
 
 pub mod attention;
 pub mod canon;

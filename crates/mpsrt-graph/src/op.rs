@@ -596,6 +596,16 @@ impl Op {
         )
     }
 
+    /// Activations a conv/GEMM kernel applies in its epilogue (`Step::WithActivation`):
+    /// Relu, LeakyRelu, and Clip with both bounds.
+    pub fn is_epilogue_activation(&self) -> bool {
+        match self {
+            Op::Unary(UnaryOp::Relu) | Op::LeakyRelu { .. } => true,
+            Op::Clip { min: Some(lo), max: Some(hi) } => lo <= hi,
+            _ => false,
+        }
+    }
+
     /// Ops the CPU constant folder may evaluate (shape/index arithmetic only).
     pub fn is_foldable(&self) -> bool {
         matches!(

@@ -5,6 +5,7 @@
 
 use crate::ir::HostTensor;
 use crate::ir::{checked_numel, concrete, Graph, ValueId};
+use crate::op::Op;
 use crate::passes::fusion::{epilogue_candidates, fuse_elementwise, Epilogue, FusedElementwise};
 use crate::propagate::{propagate, specialize_with_values, value_inputs};
 use mpsrt_core::{Error, Result};
@@ -38,6 +39,9 @@ pub enum Step {
     Node(usize),
     /// Run a generated kernel computing the whole group.
     Fused(FusedElementwise),
+    /// Run the Conv/Gemm node `anchor` with the activation node `activation` (its output's
+    /// only consumer) applied in the kernel's epilogue; the anchor's output is never stored.
+    WithActivation { anchor: usize, activation: usize },
 }
 
 /// Byte accounting of a plan.
@@ -60,11 +64,18 @@ pub struct PlanOptions {
     pub reuse_memory: bool,
     /// Fold BatchNormalization into a preceding Conv with constant weights.
     pub fold_batchnorm: bool,
+    /// Run Conv/Gemm + Relu/LeakyRelu/Clip pairs as one step (`Step::WithActivation`).
+    pub fuse_epilogues: bool,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { fuse_elementwise: true, reuse_memory: true, fold_batchnorm: true }
+        PlanOptions {
+            fuse_elementwise: true,
+            reuse_memory: true,
+            fold_batchnorm: true,
+            fuse_epilogues: true,
+        }
     }
 }
 
@@ -80,7 +91,8 @@ pub struct Plan {
     /// Per `ValueId`.
     pub storage: Vec<Storage>,
     pub slot_bytes: Vec<usize>,
-    /// Conv/matmul epilogue candidates (analysis only: their nodes still appear as steps).
+    /// Conv/matmul epilogue candidates; those with only an epilogue activation on a Conv or
+    /// Gemm run as `Step::WithActivation` (with `fuse_epilogues`), the rest as separate steps.
     pub epilogues: Vec<Epilogue>,
     pub memory: MemoryStats,
 }
@@ -94,11 +106,14 @@ impl Plan {
     /// One line for CLIs and benchmarks: what fusion and the memory planner did.
     pub fn summary(&self) -> String {
         let fused = self.steps.iter().filter(|s| matches!(s, Step::Fused(_))).count();
+        let with_act =
+            self.steps.iter().filter(|s| matches!(s, Step::WithActivation { .. })).count();
         let fused_nodes: usize =
             self.steps.iter().map(|s| if let Step::Fused(f) = s { f.nodes.len() } else { 0 }).sum();
         let kib = |b: usize| b.div_ceil(1024);
         format!(
-            "{} nodes -> {} steps ({fused} fused kernels covering {fused_nodes} nodes), {} init steps; \
+            "{} nodes -> {} steps ({fused} fused kernels covering {fused_nodes} nodes, \
+             {with_act} conv/gemm steps with their activation), {} init steps; \
              intermediates {} KiB in {} slots (without reuse {} KiB, live peak {} KiB), persistent {} KiB",
             self.graph.nodes.len(),
             self.steps.len(),
@@ -118,6 +133,10 @@ impl Plan {
                 (self.graph.nodes[*i].inputs.clone(), self.graph.nodes[*i].outputs.clone())
             }
             Step::Fused(f) => (f.inputs.clone(), vec![f.output]),
+            Step::WithActivation { anchor, activation } => (
+                self.graph.nodes[*anchor].inputs.clone(),
+                self.graph.nodes[*activation].outputs.clone(),
+            ),
         }
     }
 }
@@ -190,8 +209,28 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let epilogues = epilogue_candidates(&graph);
     let hoisted = hoistable(&graph);
     let hoisted_nodes: Vec<usize> = (0..graph.nodes.len()).filter(|&i| hoisted[i]).collect();
+    // Conv/Gemm + activation pairs: the activation runs in the anchor's epilogue.
+    let mut act_of = vec![None; graph.nodes.len()];
+    let mut absorbed = vec![false; graph.nodes.len()];
+    if opts.fuse_epilogues {
+        for e in &epilogues {
+            let Some(a) = e.activation else { continue };
+            let anchor_ok = matches!(graph.nodes[e.anchor].op, Op::Conv(_) | Op::Gemm { .. });
+            if e.bias.is_none()
+                && anchor_ok
+                && graph.nodes[a].op.is_epilogue_activation()
+                && !hoisted[e.anchor]
+                && graph.nodes[e.anchor].outputs.len() == 1
+            {
+                act_of[e.anchor] = Some(a);
+                absorbed[a] = true;
+            }
+        }
+    }
+    let mut exclude = hoisted_nodes.clone();
+    exclude.extend((0..graph.nodes.len()).filter(|&i| absorbed[i] || act_of[i].is_some()));
     let groups =
-        if opts.fuse_elementwise { fuse_elementwise(&graph, &hoisted_nodes) } else { Vec::new() };
+        if opts.fuse_elementwise { fuse_elementwise(&graph, &exclude) } else { Vec::new() };
     let mut group_last = vec![None; graph.nodes.len()];
     let mut in_group = vec![false; graph.nodes.len()];
     for (gi, grp) in groups.iter().enumerate() {
@@ -205,7 +244,11 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let mut steps = Vec::new();
     let init_steps: Vec<Step> = hoisted_nodes.iter().map(|&i| Step::Node(i)).collect();
     for i in 0..graph.nodes.len() {
-        if hoisted[i] {
+        if hoisted[i] || absorbed[i] {
+            continue;
+        }
+        if let Some(activation) = act_of[i] {
+            steps.push(Step::WithActivation { anchor: i, activation });
             continue;
         }
         match group_last[i] {

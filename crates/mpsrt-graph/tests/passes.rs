@@ -344,3 +344,50 @@ fn executors_can_reject_unsupported_ops_up_front() {
     );
     g.check_ops("cpu", |_| true).unwrap();
 }
+
+#[test]
+fn conv_gemm_activations_run_in_the_epilogue_step() {
+    // g1 = Gemm(x, w) -> Relu -> Exp (output); g2 = Gemm(x, w) is itself an output, so its
+    // LeakyRelu stays a separate step; Clip without an upper bound is not an epilogue.
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[B,16]", 0);
+    let w = g.add_initializer("w", HostTensor::from_f32(vec![16, 16], &[0.0; 256])).unwrap();
+    let gemm = || Op::Gemm { alpha: 1.0, beta: 1.0, trans_a: false, trans_b: false };
+    let g1 = node(&mut g, "g1", gemm(), vec![x, w]);
+    let r = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![g1]);
+    let e = node(&mut g, "exp", Op::Unary(UnaryOp::Exp), vec![r]);
+    let g2 = node(&mut g, "g2", gemm(), vec![x, w]);
+    let l = node(&mut g, "leaky", Op::LeakyRelu { alpha: 0.1 }, vec![g2]);
+    let g3 = node(&mut g, "g3", gemm(), vec![x, w]);
+    let c = node(&mut g, "clip", Op::Clip { min: Some(0.0), max: None }, vec![g3]);
+    g.outputs = vec![e, g2, l, c];
+    let plan = CompiledGraph::new(g.clone(), PlanOptions::default())
+        .unwrap()
+        .plan(&[vec![2, 16]])
+        .unwrap();
+    assert_eq!(
+        plan.steps,
+        vec![
+            Step::WithActivation { anchor: 0, activation: 1 },
+            Step::Node(2),
+            Step::Node(3),
+            Step::Node(4),
+            Step::Node(5),
+            Step::Node(6),
+        ]
+    );
+    assert_eq!(plan.storage[g1.0], Storage::None, "the anchor's output is never stored");
+    assert_eq!(plan.step_io(&plan.steps[0]), (vec![x, w], vec![r]));
+    assert!(
+        plan.summary().contains("1 conv/gemm steps with their activation"),
+        "{}",
+        plan.summary()
+    );
+    let off = PlanOptions { fuse_epilogues: false, ..PlanOptions::default() };
+    let plan = CompiledGraph::new(g, off).unwrap().plan(&[vec![2, 16]]).unwrap();
+    assert!(
+        !plan.steps.iter().any(|s| matches!(s, Step::WithActivation { .. })),
+        "{:?}",
+        plan.steps
+    );
+}

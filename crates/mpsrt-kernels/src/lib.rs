@@ -7,12 +7,13 @@ pub mod elementwise;
 pub mod layout;
 pub mod matmul;
 pub mod reduce;
+pub mod softmax;
 #[cfg(feature = "validate")]
 pub mod validate;
 
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
-pub use matmul::{matmul_meta, GemvSpec, MatmulSpec, OperandLoad, MATMUL_META_HEAD};
+pub use matmul::{matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad, MATMUL_META_HEAD};
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file

@@ -9,8 +9,10 @@
 //! the operand's contiguous axis (K or M for A, K or N for B: transposed views need no copy),
 //! a scalar strided path for any other layout, f16 operands unpacked from u32 words with f32
 //! accumulation, broadcast batch dims from metadata, bounds checks at every edge, a `vec4`
-//! store epilogue when N is a multiple of 4, and an optional `alpha·AB + beta·C` epilogue
-//! (ONNX Gemm / linear bias) with C read through broadcast strides.
+//! store epilogue when N is a multiple of 4, an optional `alpha·AB + beta·C` epilogue
+//! (ONNX Gemm / linear / conv bias) with C read through broadcast strides, and an optional
+//! activation applied to the result before it is stored ([`MatmulAct`]: the graph engine's
+//! Conv/Gemm + Relu/LeakyRelu/Clip fusion), so the activation costs no extra pass over memory.
 //!
 //! GEMV techniques: 256 threads split into column groups × K lanes (lanes along the operand's
 //! contiguous axis so loads coalesce), 4-way unrolled independent loads, and a workgroup-memory
@@ -30,6 +32,37 @@ pub enum OperandLoad {
     VecMN,
 }
 
+/// An activation the GEMM applies while storing (parameters in meta words 3 and 15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MatmulAct {
+    #[default]
+    None,
+    /// `x < 0 ? 0 : x` (NaN passes through, as the elementwise Relu).
+    Relu,
+    /// `x < 0 ? x * p0 : x`.
+    LeakyRelu,
+    /// `min(max(x, p0), p1)`, as the elementwise Clip.
+    Clip,
+}
+
+impl MatmulAct {
+    /// WGSL of `fn act(v: vec4<f32>) -> vec4<f32>` (`p0`/`p1` from meta words 3 and 15).
+    fn wgsl(self) -> &'static str {
+        match self {
+            MatmulAct::None => "fn act(v: vec4<f32>) -> vec4<f32> { return v; }\n",
+            MatmulAct::Relu => {
+                "fn act(v: vec4<f32>) -> vec4<f32> { return select(v, vec4<f32>(0.0), v < vec4<f32>(0.0)); }\n"
+            }
+            MatmulAct::LeakyRelu => {
+                "fn act(v: vec4<f32>) -> vec4<f32> { return select(v, v * bitcast<f32>(mw(3u)), v < vec4<f32>(0.0)); }\n"
+            }
+            MatmulAct::Clip => {
+                "fn act(v: vec4<f32>) -> vec4<f32> { return min(max(v, vec4<f32>(bitcast<f32>(mw(3u)))), vec4<f32>(bitcast<f32>(mw(15u)))); }\n"
+            }
+        }
+    }
+}
+
 /// Everything that determines a tiled GEMM kernel's source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatmulSpec {
@@ -45,6 +78,8 @@ pub struct MatmulSpec {
     pub vec_out: bool,
     /// Rank of the (coalesced) broadcast batch dims.
     pub batch_dims: usize,
+    /// Activation applied before the store.
+    pub act: MatmulAct,
 }
 
 /// A GEMV kernel: `out[z, n] = alpha * sum_k A[z, k] * B[z, k, n]`.
@@ -59,8 +94,9 @@ pub struct GemvSpec {
 /// Metadata words before the batch dims.
 pub const MATMUL_META_HEAD: usize = 16;
 
-/// The metadata block shared by both kernels: `[M, N, K, 0, offA, offB, sam, sak, sbk, sbn,
-/// alpha, beta, offC, scm, scn, 0]`, then batch shape, A batch strides, B batch strides.
+/// The metadata block shared by both kernels: `[M, N, K, p0, offA, offB, sam, sak, sbk, sbn,
+/// alpha, beta, offC, scm, scn, p1]`, then batch shape, A batch strides, B batch strides
+/// (`p0`/`p1`: the activation's parameters, zero here; set words 3 and 15 to pass them).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_meta(
     mnk: [usize; 3],
@@ -162,6 +198,7 @@ impl MatmulSpec {
         }
         bufs.push(("out", if self.vec_out { "vec4<f32>" } else { "f32" }));
         header(&mut s, self.batch_dims, &bufs, self.dtype);
+        s.push_str(self.act.wgsl());
         let _ = writeln!(s, "var<workgroup> As: array<vec4<f32>, {}>;", 8 * q);
         let _ = writeln!(s, "var<workgroup> Bs: array<vec4<f32>, {}>;", 8 * q);
         s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
@@ -221,6 +258,9 @@ impl MatmulSpec {
                     let _ = writeln!(s, "    if (m < M) {{\n      var v = c{gi}_{i}_{h} * alpha;");
                     if self.has_c {
                         s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n + c) * mi(14u))]; } }\n");
+                    }
+                    if self.act != MatmulAct::None {
+                        s.push_str("      v = act(v);\n");
                     }
                     if self.vec_out {
                         s.push_str("      if (n < N) { out[(obase + m * N + n) >> 2u] = v; }\n");
@@ -358,8 +398,14 @@ mod tests {
             for tile in [64, 128] {
                 for a in [Scalar, VecK, VecMN] {
                     for b in [Scalar, VecK, VecMN] {
-                        for (has_c, vec_out, batch_dims) in [(false, true, 0), (true, false, 2)] {
-                            let spec = MatmulSpec { dtype, tile, a, b, has_c, vec_out, batch_dims };
+                        for (has_c, vec_out, batch_dims, act) in [
+                            (false, true, 0, MatmulAct::None),
+                            (true, false, 2, MatmulAct::Relu),
+                            (true, true, 1, MatmulAct::LeakyRelu),
+                            (false, false, 0, MatmulAct::Clip),
+                        ] {
+                            let spec =
+                                MatmulSpec { dtype, tile, a, b, has_c, vec_out, batch_dims, act };
                             let Ok(src) = spec.render() else { continue };
                             crate::validate::wgsl_to_msl(&src)
                                 .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
@@ -382,6 +428,7 @@ mod tests {
             has_c: false,
             vec_out: false,
             batch_dims: 0,
+            act: MatmulAct::None,
         };
         assert!(bad.render().is_err());
     }

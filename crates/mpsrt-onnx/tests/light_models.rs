@@ -83,7 +83,12 @@ fn light_models_import_and_infer_reference_shapes() {
         );
         let unfused = CompiledGraph::new(
             compiled.graph().clone(),
-            PlanOptions { fuse_elementwise: false, reuse_memory: false, fold_batchnorm: false },
+            PlanOptions {
+                fuse_elementwise: false,
+                reuse_memory: false,
+                fold_batchnorm: false,
+                fuse_epilogues: false,
+            },
         )
         .unwrap()
         .plan(&[input_shape])

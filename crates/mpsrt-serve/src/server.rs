@@ -4,6 +4,7 @@ use crate::backend::{GpuMemoryFn, ServeBackends};
 use crate::options::{ModelControlMode, ServerOptions};
 use crate::repository::ModelManager;
 use crate::types::ServeError;
+use axum::serve::ListenerExt;
 use parking_lot::Mutex;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -145,6 +146,11 @@ pub async fn start(
     let http_app = crate::http::router(state.clone());
     let rx = stop_rx.clone();
     tasks.push(tokio::spawn(async move {
+        // TCP_NODELAY: small replies go out at once instead of waiting on Nagle's algorithm
+        // (axum leaves it off by default).
+        let http_l = http_l.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(http_l, http_app)
             .with_graceful_shutdown(signal(rx))
             .await

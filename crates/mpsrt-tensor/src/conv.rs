@@ -2,6 +2,7 @@
 //! groups, bias), `conv1d` (conv2d over a unit H dim) and `conv_transpose2d`. Arguments are
 //! validated here; the CPU reference is `cpu/conv.rs`, the GPU launch `gpu/conv.rs`.
 
+use crate::activation::{maybe_apply, Activation};
 use crate::elementwise::same_place;
 use crate::{cpu, gpu, Tensor};
 use mpsrt_core::{Error, Place, Result};
@@ -152,6 +153,18 @@ pub fn conv2d(
     bias: Option<&Tensor>,
     opts: &Conv2dOptions,
 ) -> Result<Tensor> {
+    conv2d_act(x, w, bias, opts, None)
+}
+
+/// [`conv2d`] followed by `act`: on the GPU the activation runs in the GEMM's epilogue (with
+/// the bias), so a Conv + Relu pair costs one kernel instead of two passes over the output.
+pub fn conv2d_act(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &Conv2dOptions,
+    act: Option<Activation>,
+) -> Result<Tensor> {
     let op = "conv2d";
     let place = check_common(op, x, w, bias, opts.stride, opts.dilation, opts.groups)?;
     let (s, ws) = (x.shape(), w.shape());
@@ -225,11 +238,14 @@ pub fn conv2d(
         groups: g,
     };
     match place {
-        Place::Cpu => match cpu::gemm::conv2d(x, w, bias, &geom)? {
-            Some(t) => Ok(t),
-            None => cpu::conv::conv2d(x, w, bias, &geom),
-        },
-        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false),
+        Place::Cpu => {
+            let y = match cpu::gemm::conv2d(x, w, bias, &geom)? {
+                Some(t) => t,
+                None => cpu::conv::conv2d(x, w, bias, &geom)?,
+            };
+            maybe_apply(y, act)
+        }
+        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false, act),
     }
 }
 
@@ -347,6 +363,6 @@ pub fn conv_transpose2d(
     };
     match place {
         Place::Cpu => cpu::conv::conv_transpose2d(x, w, bias, &geom),
-        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, true),
+        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, true, None),
     }
 }

@@ -4,6 +4,7 @@
 //! an elementwise expression or an op description; `cpu/` evaluates them as the reference and
 //! `gpu/` launches the WGSL kernels, file for file (`cpu/elementwise.rs` ↔ `gpu/elementwise.rs`).
 
+mod activation;
 mod binary;
 mod conv;
 mod cpu;
@@ -20,14 +21,15 @@ mod softmax;
 mod tensor;
 mod unary;
 
+pub use activation::Activation;
 pub use binary::*;
 pub use conv::{
-    conv1d, conv2d, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
+    conv1d, conv2d, conv2d_act, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
     ConvTranspose2dOptions,
 };
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::fused_elementwise;
-pub use matmul::{gemm, linear, matmul};
+pub use matmul::{gemm, gemm_act, linear, matmul};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};
 pub use pool::{

@@ -3,6 +3,7 @@
 //! (PyTorch: `x @ W^T + b`). Transposed and strided operands are passed to the kernels as
 //! strides, never copied. f16 operands accumulate in f32; ints compute in f32.
 
+use crate::activation::{maybe_apply, Activation};
 use crate::{cpu, elementwise::same_place, gpu, Tensor};
 use mpsrt_core::{broadcast_shapes, DType, Error, Layout, Place, Result};
 
@@ -19,6 +20,8 @@ pub(crate) struct Problem<'a> {
     pub c: Option<(&'a Tensor, Layout)>,
     pub alpha: f64,
     pub beta: f64,
+    /// Applied to the result (in the GPU GEMM's epilogue where it runs).
+    pub act: Option<Activation>,
 }
 
 fn compute_dtype(op: &str, a: DType, b: DType) -> Result<(DType, DType)> {
@@ -31,10 +34,13 @@ fn compute_dtype(op: &str, a: DType, b: DType) -> Result<(DType, DType)> {
 
 fn solve(op: &str, p: &Problem<'_>, place: Place) -> Result<Tensor> {
     match place {
-        Place::Cpu => match cpu::gemm::matmul(p) {
-            Some(t) => Ok(t),
-            None => cpu::matmul::matmul(p),
-        },
+        Place::Cpu => {
+            let t = match cpu::gemm::matmul(p) {
+                Some(t) => t,
+                None => cpu::matmul::matmul(p)?,
+            };
+            maybe_apply(t, p.act)
+        }
         Place::Gpu(i) => gpu::matmul::matmul(op, i, p),
     }
 }
@@ -85,6 +91,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         c: None,
         alpha: 1.0,
         beta: 0.0,
+        act: None,
     };
     let out = solve(op, &p, place)?;
     let mut shape: Vec<isize> = batch.iter().map(|&d| d as isize).collect();
@@ -108,7 +115,23 @@ pub fn gemm(
     trans_a: bool,
     trans_b: bool,
 ) -> Result<Tensor> {
-    gemm_op("gemm", a, b, c, alpha, beta, trans_a, trans_b)
+    gemm_op("gemm", a, b, c, alpha, beta, trans_a, trans_b, None)
+}
+
+/// [`gemm`] followed by `act`, applied in the GPU kernel's epilogue where it runs (no extra
+/// pass over the result); the values equal `act.apply(&gemm(..)?)`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_act(
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+    alpha: f64,
+    beta: f64,
+    trans_a: bool,
+    trans_b: bool,
+    act: Option<Activation>,
+) -> Result<Tensor> {
+    gemm_op("gemm", a, b, c, alpha, beta, trans_a, trans_b, act)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -121,6 +144,7 @@ fn gemm_op(
     beta: f64,
     trans_a: bool,
     trans_b: bool,
+    act: Option<Activation>,
 ) -> Result<Tensor> {
     let mut ts = vec![a, b];
     ts.extend(c);
@@ -167,8 +191,51 @@ fn gemm_op(
         c: c2.as_ref().zip(cl),
         alpha,
         beta,
+        act,
     };
     solve(op, &p, place)?.reshape(&[m as isize, n as isize])?.astype(out_d)
+}
+
+/// Batched `a @ b + c` then `act`, for float operands of ≥ 2 dims whose batch dims broadcast and
+/// a `c` broadcast to `[M, N]` for every batch entry (a conv's per-channel bias): one GPU kernel
+/// does all of it. The result is f32 `[batch.., M, N]`.
+pub(crate) fn matmul_epilogue(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<&Tensor>,
+    act: Option<Activation>,
+) -> Result<Tensor> {
+    let place = same_place(op, &[a, b])?;
+    let (ra, rb) = (a.ndim(), b.ndim());
+    if ra < 2 || rb < 2 || a.shape()[ra - 1] != b.shape()[rb - 2] {
+        return Err(Error::shape(
+            op,
+            format!("internal: cannot multiply {:?} by {:?}", a.shape(), b.shape()),
+        ));
+    }
+    let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
+    let batch = broadcast_shapes(op, &a.shape()[..ra - 2], &b.shape()[..rb - 2])?;
+    let (a, b) = (a.astype(DType::F32)?, b.astype(DType::F32)?);
+    let c = c.map(|c| c.astype(DType::F32)).transpose()?;
+    let cl = c.as_ref().map(|t| t.layout().broadcast_to(op, &[m, n])).transpose()?;
+    let mut sa = batch.clone();
+    sa.extend([m, k]);
+    let mut sb = batch.clone();
+    sb.extend([k, n]);
+    let p = Problem {
+        a: a.layout().broadcast_to(op, &sa)?,
+        b: b.layout().broadcast_to(op, &sb)?,
+        a_t: &a,
+        b_t: &b,
+        batch,
+        mnk: [m, n, k],
+        c: c.as_ref().zip(cl),
+        alpha: 1.0,
+        beta: 1.0,
+        act,
+    };
+    solve(op, &p, place)
 }
 
 /// PyTorch `linear`: `x @ weight^T + bias` with `x` of shape `[..., in]`, `weight` `[out, in]`,
@@ -207,7 +274,7 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
         }
     }
     let x2 = x.reshape(&[-1, inf as isize])?;
-    let y = gemm_op(op, &x2, weight, bias, 1.0, 1.0, false, true)?;
+    let y = gemm_op(op, &x2, weight, bias, 1.0, 1.0, false, true, None)?;
     let mut shape: Vec<isize> = x.shape()[..x.ndim() - 1].iter().map(|&d| d as isize).collect();
     shape.push(outf as isize);
     y.reshape(&shape)

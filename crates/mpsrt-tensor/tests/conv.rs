@@ -6,8 +6,8 @@ mod common;
 use common::conv_cases::CASES;
 use common::*;
 use mpsrt_tensor::{
-    conv1d, conv2d, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
-    ConvTranspose2dOptions, DType, Place, Tensor,
+    conv1d, conv2d, conv2d_act, conv_transpose2d, Activation, Conv1dPadding, Conv2dOptions,
+    ConvPadding, ConvTranspose2dOptions, DType, Place, Tensor,
 };
 
 fn rnd(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
@@ -16,9 +16,15 @@ fn rnd(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
 }
 
 fn check(what: &str, cpu: &Tensor, got: &Tensor, dtype: DType) {
+    check_tol(what, cpu, got, dtype, 1e-4);
+}
+
+/// `f32_atol`: sums of ~1000 products of values in ±4 (the split-K cases) reach a few hundred,
+/// so results near zero carry absolute rounding errors of ~1e-4..1e-3 in any summation order.
+fn check_tol(what: &str, cpu: &Tensor, got: &Tensor, dtype: DType, f32_atol: f64) {
     let (rtol, atol) = match dtype {
         DType::F16 => (4e-3, 2e-2),
-        _ => (1e-4, 1e-4),
+        _ => (1e-4, f32_atol),
     };
     assert_eq!(got.shape(), cpu.shape(), "{what}: shape");
     assert_eq!(got.dtype(), cpu.dtype(), "{what}: dtype");
@@ -86,6 +92,34 @@ fn conv2d_table_matches_cpu_on_every_device() {
                 let got = conv2d(&xg, &wg, bias.then_some(&bg), &o).unwrap();
                 assert_eq!(got.place(), p);
                 check(&format!("conv2d case {i} {dtype}"), &cpu, &got, dtype);
+            }
+        }
+    }
+}
+
+/// `conv2d_act` (bias and activation in the GEMM epilogue on the GPU) against the unfused CPU
+/// route — conv2d, then the activation as a separate op — on the whole case table (lowered,
+/// split-K, grouped, depthwise and empty cases all take their own path to the activation).
+#[test]
+fn conv2d_act_matches_conv_then_activation() {
+    let acts = [Activation::Relu, Activation::LeakyRelu(0.1), Activation::Clip(-1.0, 2.0)];
+    for (i, &(n, c, h, w, oc, kh, kw, stride, padding, dilation, groups, bias)) in
+        CASES.iter().enumerate()
+    {
+        let act = acts[i % acts.len()];
+        for dtype in [DType::F32, DType::F16] {
+            let x = rnd(&[n, c, h, w], 20 + i as u64, dtype);
+            let wt = rnd(&[oc, c / groups, kh, kw], 200 + i as u64, dtype);
+            let b = rnd(&[oc], 2000 + i as u64, dtype);
+            let o = Conv2dOptions { stride, padding, dilation, groups };
+            let cpu = act.apply(&conv2d(&x, &wt, bias.then_some(&b), &o).unwrap()).unwrap();
+            let what = format!("conv2d_act case {i} {dtype} {act:?}");
+            let fused_cpu = conv2d_act(&x, &wt, bias.then_some(&b), &o, Some(act)).unwrap();
+            check(&format!("{what} on cpu"), &cpu, &fused_cpu, dtype);
+            for p in gpus() {
+                let (xg, wg, bg) = (x.to(p).unwrap(), wt.to(p).unwrap(), b.to(p).unwrap());
+                let got = conv2d_act(&xg, &wg, bias.then_some(&bg), &o, Some(act)).unwrap();
+                check_tol(&format!("{what} on {p}"), &cpu, &got, dtype, 2e-3);
             }
         }
     }

@@ -95,6 +95,39 @@ fn gemm_and_linear_match_cpu_reference() {
     check("linear nobias", &cpu, |p| mt::linear(&x.to(p)?, &b.to(p)?, None), 1e-4);
 }
 
+/// `gemm_act` (activation in the GPU GEMM's epilogue, or after the GEMV) against the unfused
+/// CPU route: gemm, then the activation as its own elementwise op.
+#[test]
+fn gemm_act_matches_gemm_then_activation() {
+    use mt::Activation::*;
+    // (M, K, N, with C, act): tiled vec4 store, scalar store (N % 4 != 0), GEMV (M = 1).
+    let cases = [
+        (9, 13, 12, true, Relu),
+        (33, 7, 70, false, LeakyRelu(0.2)),
+        (5, 16, 17, true, Clip(-1.0, 1.5)),
+        (1, 40, 9, false, Relu),
+        (1, 40, 9, true, LeakyRelu(0.01)),
+    ];
+    for (i, &(m, k, n, with_c, act)) in cases.iter().enumerate() {
+        let a = tensor(&values(m * k, 40 + i as u64, false), &[m, k], DType::F32);
+        let b = tensor(&values(k * n, 50 + i as u64, false), &[k, n], DType::F32);
+        let c = tensor(&values(n, 60 + i as u64, false), &[n], DType::F32);
+        let c = with_c.then_some(&c);
+        let cpu = act.apply(&mt::gemm(&a, &b, c, 1.0, 1.0, false, false).unwrap()).unwrap();
+        let fused_cpu = mt::gemm_act(&a, &b, c, 1.0, 1.0, false, false, Some(act)).unwrap();
+        assert_eq!(fused_cpu.to_f64_vec().unwrap(), cpu.to_f64_vec().unwrap(), "case {i} cpu");
+        check(
+            &format!("gemm_act case {i} ({m}x{k}x{n}, {act:?})"),
+            &cpu,
+            |p| {
+                let c = c.map(|c| c.to(p)).transpose()?;
+                mt::gemm_act(&a.to(p)?, &b.to(p)?, c.as_ref(), 1.0, 1.0, false, false, Some(act))
+            },
+            1e-4,
+        );
+    }
+}
+
 #[test]
 fn cpu_reference_hand_values_and_errors() {
     let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], Place::Cpu).unwrap();

@@ -172,19 +172,28 @@ fn reduction_errors_name_the_op() {
 
 #[test]
 fn softmax_matches_cpu_reference() {
-    let cases: &[(&[usize], isize)] = &[
-        (&[3, 1023], -1),
-        (&[33, 17], 0),
-        (&[4, 5, 6], 1),
-        (&[2, 256], 1),
-        (&[300, 5], -1),
-        (&[0, 4], 1),
-        (&[5], 0),
+    // (shape, axis, special values): rows of up to 16×256 scalars / 8×256 vec4s take the
+    // register-row kernel (1, 4, 5 and 8 chunks below), 4097 and 9000 the streaming kernels.
+    // Random rows with special values are almost always NaN rows, so most cases run without.
+    let cases: &[(&[usize], isize, bool)] = &[
+        (&[3, 1023], -1, true),
+        (&[3, 1023], -1, false),
+        (&[33, 17], 0, false),
+        (&[4, 5, 6], 1, true),
+        (&[2, 256], 1, false),
+        (&[300, 5], -1, true),
+        (&[0, 4], 1, false),
+        (&[5], 0, false),
+        (&[2, 8192], 1, false),
+        (&[3, 4100], -1, false),
+        (&[2, 4097], -1, false),
+        (&[2, 9000], -1, false),
+        (&[70, 3], 0, false),
     ];
-    for (i, &(shape, axis)) in cases.iter().enumerate() {
+    for (i, &(shape, axis, edges)) in cases.iter().enumerate() {
         for dtype in [DType::F32, DType::F16] {
             let n: usize = shape.iter().product();
-            let x = tensor(&values(n, 90 + i as u64, true), shape, dtype);
+            let x = tensor(&values(n, 90 + i as u64, edges), shape, dtype);
             for (name, f) in [
                 ("softmax", mt::softmax as fn(&Tensor, isize) -> Result<Tensor>),
                 ("log_softmax", mt::log_softmax),
@@ -199,6 +208,38 @@ fn softmax_matches_cpu_reference() {
                     at,
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn softmax_special_rows_match_cpu_reference() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    // Rows of 8: +inf present, all -inf, some -inf, NaN present, ordinary; last axis (vec4
+    // register rows) and, transposed, the first axis (scalar register rows).
+    let rows: [[f64; 8]; 5] = [
+        [1.0, inf, -2.0, 0.0, 3.0, -inf, 0.5, 1.0],
+        [-inf; 8],
+        [-inf, 2.0, -inf, 2.0, -1.0, -inf, 0.0, 1.0],
+        [0.0, 1.0, nan, 2.0, 3.0, 4.0, 5.0, 6.0],
+        [0.25, -1.0, 2.0, 3.5, -0.5, 1.0, 0.0, -3.0],
+    ];
+    let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+    let x = tensor(&flat, &[5, 8], DType::F32);
+    let xt = x.transpose(0, 1).unwrap();
+    for (name, f) in [
+        ("softmax", mt::softmax as fn(&Tensor, isize) -> Result<Tensor>),
+        ("log_softmax", mt::log_softmax),
+    ] {
+        for (t, axis) in [(&x, 1), (&xt, 0)] {
+            let cpu = f(t, axis).unwrap();
+            check(
+                &format!("{name} special rows, axis {axis}"),
+                &cpu,
+                |p| f(&t.to(p)?, axis),
+                1e-6,
+                1e-7,
+            );
         }
     }
 }

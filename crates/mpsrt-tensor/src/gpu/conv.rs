@@ -12,7 +12,9 @@
 //! the column matrix fits.
 
 use super::{alloc_out, grid};
+use crate::activation::{maybe_apply, Activation};
 use crate::conv::ConvGeom;
+use crate::matmul::matmul_epilogue;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Storage};
@@ -104,8 +106,9 @@ fn implicit_gemm_forced() -> bool {
     *F.get_or_init(|| std::env::var("MPSRT_CONV_IMPLICIT_GEMM").is_ok_and(|v| v == "1"))
 }
 
-/// Dense / grouped conv as `W[g] (OCg × K) @ col[n, g] (K × P)` through the tiled matmul, the
-/// bias added after; `None` when the column matrix would not fit one binding.
+/// Dense / grouped conv as `W[g] (OCg × K) @ col[n, g] (K × P)` through the tiled matmul, with
+/// the bias (ungrouped convs) and `act` in the GEMM's epilogue; `None` when the column matrix
+/// would not fit one binding.
 fn lowered(
     op: &str,
     dev: &mpsrt_runtime::GpuDevice,
@@ -113,6 +116,7 @@ fn lowered(
     w: &Tensor,
     b: Option<&Tensor>,
     g: &ConvGeom,
+    act: Option<Activation>,
 ) -> Result<Option<Tensor>> {
     let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
     let (k, p) = (icg * g.kh * g.kw, g.oh * g.ow);
@@ -137,6 +141,7 @@ fn lowered(
         let shape = [g.n, g.groups, k, p];
         Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32)
     };
+    let shape = [i(g.n), i(g.oc), i(g.oh), i(g.ow)];
     let y = match split_k(g.n * g.groups, ocg, p, k) {
         // Few output tiles (a batch-1 conv on a small map): split K into `s` slices computed
         // as one batched product of strided views, then summed — `s` times the workgroups.
@@ -145,22 +150,26 @@ fn lowered(
             let cs = col.reshape(&[i(s), i(k / s), i(p)])?;
             crate::sum(&crate::matmul(&ws, &cs)?, Some(&[0]), false)?
         }
-        // One image, one group: a plain GEMM whose C operand carries the bias (one kernel).
-        None if g.n * g.groups == 1 => {
-            let (w2, c2) = (w.reshape(&[i(ocg), i(k)])?, col.reshape(&[i(k), i(p)])?);
+        // Ungrouped: one (batched) GEMM whose C operand is the bias, broadcast along P and the
+        // batch, and whose epilogue applies the activation — one kernel for conv+bias+act.
+        None if g.groups == 1 => {
             let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
-            let y = crate::gemm(&w2, &c2, bias.as_ref(), 1.0, 1.0, false, false)?;
-            return Ok(Some(y.reshape(&[1, i(g.oc), i(g.oh), i(g.ow)])?));
+            let w2 = w.reshape(&[1, i(ocg), i(k)])?;
+            let c2 = col.reshape(&[i(g.n), i(k), i(p)])?;
+            let y = matmul_epilogue(op, &w2, &c2, bias.as_ref(), act)?;
+            return Ok(Some(y.reshape(&shape)?));
         }
         None => crate::matmul(&w.reshape(&[1, i(g.groups), i(ocg), i(k)])?, &col)?,
     };
-    let y = y.reshape(&[i(g.n), i(g.oc), i(g.oh), i(g.ow)])?;
-    Ok(Some(match b {
+    let y = y.reshape(&shape)?;
+    let y = match b {
         Some(b) => crate::add(&y, &b.reshape(&[1, i(g.oc), 1, 1])?)?,
         None => y,
-    }))
+    };
+    maybe_apply(y, act).map(Some)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
     op: &str,
     device: usize,
@@ -169,6 +178,7 @@ pub(crate) fn conv(
     b: Option<&Tensor>,
     g: &ConvGeom,
     transposed: bool,
+    act: Option<Activation>,
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let dtype = x.dtype();
@@ -181,7 +191,7 @@ pub(crate) fn conv(
     let depthwise = g.c / g.groups == 1 && g.groups > 1;
     let lowerable = !(transposed || depthwise);
     if total > 0 && lowerable && !implicit_gemm_forced() {
-        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g)? {
+        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g, act)? {
             return y.astype(dtype);
         }
     }
@@ -225,5 +235,5 @@ pub(crate) fn conv(
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
     }
     let y = Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
-    y.astype(dtype)
+    maybe_apply(y, act)?.astype(dtype)
 }

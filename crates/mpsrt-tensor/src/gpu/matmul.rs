@@ -8,10 +8,11 @@
 //! only the byte window of `B` it reads, and the blocks are concatenated.
 
 use super::reduce::gpu_buffer;
+use crate::activation::maybe_apply;
 use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
-use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulSpec, OperandLoad};
+use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
 use mpsrt_runtime::{Binding, Kernel, Storage};
 use std::sync::Arc;
 
@@ -83,6 +84,7 @@ fn split_columns(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
             c,
             alpha: p.alpha,
             beta: p.beta,
+            act: p.act,
         };
         let window = ((base * elem) as u64, ((end - base) * elem) as u64);
         parts.push(solve(op, device, &sub, Some(window))?);
@@ -150,7 +152,10 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         Some((_, l)) => (l.offset, [l.strides[0], l.strides[1]]),
         None => (0, [0, 0]),
     };
-    let meta = matmul_meta([mm, nn, k], [oa, ob, coff], sa, sb, cstr, alpha, beta, (&bs, &ab, &bb));
+    let mut meta =
+        matmul_meta([mm, nn, k], [oa, ob, coff], sa, sb, cstr, alpha, beta, (&bs, &ab, &bb));
+    let (act, p0, p1) = p.act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    (meta[3], meta[15]) = (p0.to_bits(), p1.to_bits());
     let nbd = bs.len();
     if p.c.is_none() && mm == 1 {
         let spec = GemvSpec { dtype, k_contig: sb[0] == 1 && nn > 1, batch_dims: nbd };
@@ -160,7 +165,8 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
         let binds = [abuf, bbuf, Binding::from(&**outb)];
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
-        return Ok(result);
+        // The GEMV kernel has no activation epilogue: a separate elementwise pass.
+        return maybe_apply(result, p.act);
     }
     let f32x = dtype == DType::F32;
     let a_base_ok = oa % 4 == 0 && aligned(&ab);
@@ -189,6 +195,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         has_c: p.c.is_some(),
         vec_out: nn % 4 == 0,
         batch_dims: nbd,
+        act,
     };
     let src = spec.render().map_err(|e| Error::dtype(op, e))?;
     let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;

@@ -1,10 +1,11 @@
 //! GPU launch for reductions and softmax: split the view into kept/reduced dims, coalesce each
-//! group, choose `Row`/`RowVec4`/`Col` mode, and record one dispatch of the rendered kernel.
+//! group, choose `Row`/`RowVec4`/`Col`/`RowRegs` mode (softmax rows that fit in registers take
+//! `RowRegs`), and record one dispatch of the rendered kernel.
 
 use super::grid;
 use crate::Tensor;
 use mpsrt_core::{contiguous_strides, DType, Error, Layout, Result};
-use mpsrt_kernels::{coalesce, ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
+use mpsrt_kernels::{coalesce, softmax, ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -87,7 +88,19 @@ pub(crate) fn reduce(
         && l.offset.is_multiple_of(4)
         && kst[0].iter().all(|s| s % 4 == 0)
         && (!op.writes_rows() || out_rs == 1);
-    let mode = if contiguous_rows && aligned {
+    let wg = REDUCE_WG as usize;
+    let mode = if op.writes_rows()
+        && contiguous_rows
+        && aligned
+        && r <= 4 * wg * softmax::MAX_VEC4_CHUNKS as usize
+    {
+        ReduceMode::RowRegs { vec4: true, chunks: (r / 4).div_ceil(wg) as u8 }
+    } else if op.writes_rows()
+        && r <= wg * softmax::MAX_CHUNKS as usize
+        && ((contiguous_rows && r >= 64) || n_out < 256)
+    {
+        ReduceMode::RowRegs { vec4: false, chunks: r.div_ceil(wg) as u8 }
+    } else if contiguous_rows && aligned {
         ReduceMode::RowVec4
     } else if (contiguous_rows && r >= 64) || n_out < 256 {
         ReduceMode::Row

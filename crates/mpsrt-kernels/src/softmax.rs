@@ -1,0 +1,90 @@
+//! Softmax / log-softmax with the whole row held in registers (`ReduceMode::RowRegs`).
+//!
+//! Why a separate kernel: the generic row kernel keeps an online (max, sum-of-exp) pair, which
+//! costs a branch and an `exp` per element in the statistics pass and reads the row a second
+//! time from memory for the output pass. For rows of up to `16 × 256` scalars or
+//! `8 × 256 × 4` floats (`vec4`), each of the 256 threads instead loads its share once — all
+//! loads issued before any arithmetic, for memory-level parallelism — then the workgroup reduces
+//! the maximum, computes `exp(x - max)` once per element (kept in registers), reduces the sum
+//! and writes. One read, one write, one `exp` per element: the bandwidth floor.
+//!
+//! Special values match the CPU reference (`cpu/softmax.rs`): elements equal to the maximum
+//! count 1 in the sum and `-inf` elements 0 (so `+inf` rows give NaN at the `+inf` entries and
+//! 0 elsewhere, all-`-inf` rows give NaN), and a NaN anywhere makes the row NaN (through the
+//! sum, whatever `max` does with NaN operands). Padding lanes past the row's end hold `-inf`,
+//! which is neutral for both reductions.
+
+use crate::REDUCE_WG;
+use std::fmt::Write;
+
+/// Most chunks a thread holds (scalar rows up to `16 × 256` elements; `vec4` rows use ≤ 8).
+pub const MAX_CHUNKS: u8 = 16;
+/// Most `vec4` chunks per thread the launcher asks for (rows up to 8192 floats).
+pub const MAX_VEC4_CHUNKS: u8 = 8;
+
+/// The kernel body after the shared helpers (`mw`, `ld`, `kept_in`/`kept_out`, `roff`, `ninf`).
+pub fn regs_main(log: bool, vec4: bool, chunks: u8) -> String {
+    let wg = REDUCE_WG;
+    let c = chunks as u32;
+    let zero = if vec4 { "vec4<f32>(ninf())" } else { "ninf()" };
+    let mut s = format!("var<workgroup> red: array<f32, {wg}>;\n");
+    // Tree reductions over one f32 per thread; the trailing barrier lets `red` be reused.
+    for (name, f) in [("wg_max", "max"), ("wg_sum", "")] {
+        let comb = if f.is_empty() {
+            "red[tid] + red[tid + st]".to_string()
+        } else {
+            format!("{f}(red[tid], red[tid + st])")
+        };
+        let _ = writeln!(
+            s,
+            "fn {name}(v: f32, tid: u32) -> f32 {{\n  red[tid] = v;\n  workgroupBarrier();\n  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if (tid < st) {{ red[tid] = {comb}; }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}",
+            wg / 2
+        );
+    }
+    if vec4 {
+        s.push_str("fn hmax(q: vec4<f32>) -> f32 { return max(max(q.x, q.y), max(q.z, q.w)); }\n");
+        s.push_str("fn term(e: vec4<f32>, x: vec4<f32>, m: f32) -> f32 {\n  let t = select(select(e, vec4<f32>(1.0), x == vec4<f32>(m)), vec4<f32>(0.0), x == vec4<f32>(ninf()));\n  return t.x + t.y + t.z + t.w;\n}\n");
+    } else {
+        s.push_str("fn hmax(q: f32) -> f32 { return q; }\n");
+        s.push_str("fn term(e: f32, x: f32, m: f32) -> f32 {\n  return select(select(e, 1.0, x == m), 0.0, x == ninf());\n}\n");
+    }
+    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    s.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
+    s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
+    s.push_str("  let R = mw(1u);\n  let base = i32(mw(2u)) + kept_in(o);\n");
+    if vec4 {
+        s.push_str(
+            "  let n = R >> 2u; let b4 = u32(base) >> 2u; let ob = u32(kept_out(o)) >> 2u;\n",
+        );
+    } else {
+        s.push_str("  let n = R; let ob = kept_out(o); let ors = i32(mw(4u));\n");
+    }
+    // Every load first (independent, so they are all in flight together), then arithmetic.
+    for i in 0..c {
+        let load =
+            if vec4 { format!("inp[b4 + k{i}]") } else { format!("ld(u32(base + roff(k{i})))") };
+        let _ = writeln!(
+            s,
+            "  let k{i} = tid + {}u;\n  var x{i} = {zero};\n  if (k{i} < n) {{ x{i} = {load}; }}",
+            i * wg
+        );
+    }
+    let maxes: Vec<String> = (0..c).map(|i| format!("hmax(x{i})")).collect();
+    let lm = maxes.iter().skip(1).fold(maxes[0].clone(), |a, b| format!("max({a}, {b})"));
+    let _ = writeln!(s, "  let m = wg_max({lm}, tid);");
+    for i in 0..c {
+        let _ = writeln!(s, "  let e{i} = exp(x{i} - m);");
+    }
+    let terms: Vec<String> = (0..c).map(|i| format!("term(e{i}, x{i}, m)")).collect();
+    let _ = writeln!(s, "  let sum = wg_sum({}, tid);", terms.join(" + "));
+    if log {
+        s.push_str("  let lse = m + log(sum);\n");
+    }
+    for i in 0..c {
+        let val = if log { format!("x{i} - lse") } else { format!("e{i} / sum") };
+        let dst = if vec4 { format!("ob + k{i}") } else { format!("u32(ob + i32(k{i}) * ors)") };
+        let _ = writeln!(s, "  if (k{i} < n) {{ out[{dst}] = {val}; }}");
+    }
+    s.push_str("}\n");
+    s
+}
