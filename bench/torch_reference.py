@@ -4,6 +4,7 @@ Run on the GPU machine beside `mpsrt bench ...`; prints one JSON object per line
 (the issues compare against full-precision f32). Usage:
     python3 bench/torch_reference.py elementwise [--size N] [--iters N] [--tiny-ops N]
     python3 bench/torch_reference.py ops          # matmul / softmax / reductions / conv2d shapes
+    python3 bench/torch_reference.py convs --sync-each  # conv2d shapes only, synchronized per call
     python3 bench/torch_reference.py models       # torchvision eager CUDA + onnxruntime CPU latency
 """
 import argparse
@@ -18,13 +19,15 @@ torch.backends.cudnn.allow_tf32 = False
 dev = "cuda"
 
 
-def timed(fn, iters, warmup=3):
+def timed(fn, iters, warmup=3, sync_each=False):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
+        if sync_each:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / iters
 
@@ -67,6 +70,11 @@ def ops(_args):
         s = timed(fn, 20)
         moved = big.numel() * 4 * (2 if name.startswith("softmax") else 1)
         print(json.dumps({"bench": name, "shape": [8192, 8192], "ms": s * 1e3, "gbps": moved / s / 1e9}))
+    convs(_args)
+
+
+def convs(args):
+    sync_each = bool(getattr(args, "sync_each", False))
     # ResNet-50 conv layer shapes: (in_ch, out_ch, kernel, stride, input hw)
     shapes = [(3, 64, 7, 2, 224), (64, 64, 1, 1, 56), (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (256, 64, 1, 1, 56),
               (256, 128, 1, 1, 56), (128, 128, 3, 2, 56), (128, 512, 1, 1, 28), (512, 128, 1, 1, 28), (128, 128, 3, 1, 28),
@@ -78,11 +86,11 @@ def ops(_args):
             x = torch.randn(batch, cin, hw, hw, device=dev)
             conv = torch.nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False).to(dev)
             with torch.no_grad():
-                s = timed(lambda: conv(x), 10)
+                s = timed(lambda: conv(x), 10, sync_each=sync_each)
                 oh = (hw + 2 * (k // 2) - k) // stride + 1
             flops = 2 * batch * cout * oh * oh * cin * k * k
             print(json.dumps({"bench": "conv2d", "n": batch, "c": cin, "k": cout, "r": k, "stride": stride, "h": hw,
-                              "ms": s * 1e3, "tflops": flops / s / 1e12}))
+                              "sync_each": sync_each, "ms": s * 1e3, "tflops": flops / s / 1e12}))
 
 
 def models(_args):
@@ -130,9 +138,10 @@ def models(_args):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("what", choices=["elementwise", "ops", "models"])
+    p.add_argument("what", choices=["elementwise", "ops", "convs", "models"])
+    p.add_argument("--sync-each", action="store_true", help="convs: synchronize after every call")
     p.add_argument("--size", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--tiny-ops", type=int, default=1000)
     a = p.parse_args()
-    {"elementwise": elementwise, "ops": ops, "models": models}[a.what](a)
+    {"elementwise": elementwise, "ops": ops, "convs": convs, "models": models}[a.what](a)

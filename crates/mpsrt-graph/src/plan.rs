@@ -62,7 +62,8 @@ pub struct MemoryStats {
 pub struct PlanOptions {
     pub fuse_elementwise: bool,
     pub reuse_memory: bool,
-    /// Fold BatchNormalization into a preceding Conv with constant weights.
+    /// Fold BatchNormalization into a preceding Conv with constant weights, and turn the other
+    /// constant-parameter BatchNormalizations into a fusable `x * s + t`.
     pub fold_batchnorm: bool,
     /// Run Conv/Gemm + Relu/LeakyRelu/Clip pairs as one step (`Step::WithActivation`).
     pub fuse_epilogues: bool,
@@ -419,6 +420,7 @@ impl CompiledGraph {
         crate::passes::simplify::remove_identities(&mut graph);
         if options.fold_batchnorm {
             crate::passes::fold_bn::fold_batchnorm_into_conv(&mut graph);
+            crate::passes::fold_bn::batchnorm_to_affine(&mut graph);
         }
         crate::passes::dce::eliminate_dead_nodes(&mut graph);
         let value_inputs = value_inputs(&graph);

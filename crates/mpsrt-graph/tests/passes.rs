@@ -329,6 +329,57 @@ fn batchnorm_folds_into_a_constant_conv() {
 }
 
 #[test]
+fn other_batchnorms_become_a_fusable_affine() {
+    // x -> BN (constant parameters, no producing conv) -> Relu: Mul + Add + Relu, one kernel.
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[N,2,3,3]", 0);
+    let c = |g: &mut Graph, name: &str, v: &[f32]| {
+        g.add_initializer(name, HostTensor::from_f32(vec![2], v)).unwrap()
+    };
+    let gamma = c(&mut g, "gamma", &[4.0, 3.0]);
+    let beta = c(&mut g, "beta", &[0.5, 0.0]);
+    let mean = c(&mut g, "mean", &[1.0, 0.0]);
+    let var = c(&mut g, "var", &[3.0, 8.0]);
+    let bn = node(
+        &mut g,
+        "bn",
+        Op::BatchNormalization { epsilon: 1.0 },
+        vec![x, gamma, beta, mean, var],
+    );
+    let y = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![bn]);
+    g.outputs = vec![y];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let g = compiled.graph();
+    let names: Vec<String> = g.nodes.iter().map(|n| n.op.name().to_string()).collect();
+    assert_eq!(names, ["Mul", "Add", "Relu"]);
+    // s = gamma / sqrt(var + eps) = [2, 1], t = beta - mean * s = [-1.5, 0], shaped [2, 1, 1].
+    let s = &g.initializers[&g.nodes[0].inputs[1]];
+    let t = &g.initializers[&g.nodes[1].inputs[1]];
+    assert_eq!((s.shape.clone(), s.to_f64_vec()), (vec![2, 1, 1], vec![2.0, 1.0]));
+    assert_eq!((t.shape.clone(), t.to_f64_vec()), (vec![2, 1, 1], vec![-1.5, 0.0]));
+    assert_eq!(g.nodes[1].outputs[0], bn, "the Add writes the BN's output value");
+    let plan = compiled.plan(&[vec![1, 2, 3, 3]]).unwrap();
+    assert!(matches!(plan.steps[..], [Step::Fused(_)]), "{:?}", plan.steps);
+    // Off with fold_batchnorm = false.
+    let mut g2 = Graph::new();
+    let x = value(&mut g2, "f32[N,2]", 0);
+    let p: Vec<_> = ["g", "b", "m", "v"]
+        .iter()
+        .map(|&n| g2.add_initializer(n, HostTensor::from_f32(vec![2], &[1.0, 1.0])).unwrap())
+        .collect();
+    let y = node(
+        &mut g2,
+        "bn",
+        Op::BatchNormalization { epsilon: 1e-5 },
+        vec![x, p[0], p[1], p[2], p[3]],
+    );
+    g2.outputs = vec![y];
+    let off = PlanOptions { fold_batchnorm: false, ..PlanOptions::default() };
+    let compiled = CompiledGraph::new(g2, off).unwrap();
+    assert_eq!(compiled.graph().nodes[0].op.name(), "BatchNormalization");
+}
+
+#[test]
 fn executors_can_reject_unsupported_ops_up_front() {
     let mut g = Graph::new();
     let x = value(&mut g, "f32[4]", 0);

@@ -11,6 +11,7 @@
 //! counts as the maximum), Welford/Chan moments (var/std), and an online max/sum-of-exp pair
 //! (logsumexp, softmax, log_softmax: one read pass for the statistics, one for the output).
 
+use crate::softmax::RegsOp;
 use mpsrt_core::DType;
 use std::fmt::Write;
 
@@ -115,6 +116,18 @@ impl ReduceSpec {
         w
     }
 
+    /// The register-row variant of this op, if it has one.
+    pub fn regs_op(&self) -> Option<RegsOp> {
+        Some(match self.op {
+            ReduceOp::Softmax => RegsOp::Softmax,
+            ReduceOp::LogSoftmax => RegsOp::LogSoftmax,
+            ReduceOp::Sum => RegsOp::Sum { mean: false, square: false },
+            ReduceOp::Mean => RegsOp::Sum { mean: true, square: false },
+            ReduceOp::Norm2 => RegsOp::Sum { mean: false, square: true },
+            _ => return None,
+        })
+    }
+
     fn int(&self) -> bool {
         self.input == DType::I32
     }
@@ -134,8 +147,10 @@ impl ReduceSpec {
             return Err("softmax reduces exactly one axis".into());
         }
         if let ReduceMode::RowRegs { vec4, chunks } = self.mode {
-            if !self.op.writes_rows() || (vec4 && self.input != DType::F32) {
-                return Err("register rows are for f32/f16 softmax ops (vec4: f32)".into());
+            if self.regs_op().is_none() || self.int() || (vec4 && self.input != DType::F32) {
+                return Err(
+                    "register rows are for float softmax, sum, mean and norm (vec4: f32)".into()
+                );
             }
             if !(1..=crate::softmax::MAX_CHUNKS).contains(&chunks) {
                 return Err(format!("register rows hold 1..=16 chunks, got {chunks}"));
@@ -173,11 +188,10 @@ impl ReduceSpec {
         s.push_str(&offset_fns(nk, nr));
         match self.mode {
             ReduceMode::Col => s.push_str(&self.col_main()),
-            ReduceMode::RowRegs { vec4, chunks } => s.push_str(&crate::softmax::regs_main(
-                self.op == ReduceOp::LogSoftmax,
-                vec4,
-                chunks,
-            )),
+            ReduceMode::RowRegs { vec4, chunks } => {
+                let op = self.regs_op().ok_or("register rows: unsupported op")?;
+                s.push_str(&crate::softmax::regs_main(op, vec4, chunks))
+            }
             _ => s.push_str(&self.row_main(vec4)),
         }
         Ok(s)
@@ -448,7 +462,9 @@ mod tests {
             ReduceSpec { op: Mean, input: DType::I32, kept: 0, red: 1, mode: ReduceMode::Row };
         assert!(bad.render().is_err());
         let bad = ReduceSpec { mode: ReduceMode::RowRegs { vec4: true, chunks: 1 }, ..bad };
-        assert!(bad.render().is_err(), "register rows are softmax-only");
+        assert!(bad.render().is_err(), "no integer register rows");
+        let bad = ReduceSpec { op: Max, input: DType::F32, ..bad };
+        assert!(bad.render().is_err(), "no register rows for max");
         let bad = ReduceSpec {
             op: Softmax,
             input: DType::F32,

@@ -1,4 +1,5 @@
-//! Softmax / log-softmax with the whole row held in registers (`ReduceMode::RowRegs`).
+//! Softmax / log-softmax — and f32 row sums, means and L2 norms — with the whole row held in
+//! registers (`ReduceMode::RowRegs`).
 //!
 //! Why a separate kernel: the generic row kernel keeps an online (max, sum-of-exp) pair, which
 //! costs a branch and an `exp` per element in the statistics pass and reads the row a second
@@ -13,6 +14,9 @@
 //! 0 elsewhere, all-`-inf` rows give NaN), and a NaN anywhere makes the row NaN (through the
 //! sum, whatever `max` does with NaN operands). Padding lanes past the row's end hold `-inf`,
 //! which is neutral for both reductions.
+//!
+//! Sums reuse the structure (every load issued first, then one f32 tree instead of the generic
+//! kernel's four-field accumulator tree); padding lanes hold 0 there.
 
 use crate::REDUCE_WG;
 use std::fmt::Write;
@@ -22,25 +26,28 @@ pub const MAX_CHUNKS: u8 = 16;
 /// Most `vec4` chunks per thread the launcher asks for (rows up to 8192 floats).
 pub const MAX_VEC4_CHUNKS: u8 = 8;
 
+/// What a register-row kernel computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegsOp {
+    Softmax,
+    LogSoftmax,
+    /// Row sum; `mean` divides by the row length, `square` sums squares and takes the root.
+    Sum {
+        mean: bool,
+        square: bool,
+    },
+}
+
 /// The kernel body after the shared helpers (`mw`, `ld`, `kept_in`/`kept_out`, `roff`, `ninf`).
-pub fn regs_main(log: bool, vec4: bool, chunks: u8) -> String {
+pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
+    if let RegsOp::Sum { mean, square } = op {
+        return sum_main(mean, square, vec4, chunks);
+    }
+    let log = op == RegsOp::LogSoftmax;
     let wg = REDUCE_WG;
     let c = chunks as u32;
     let zero = if vec4 { "vec4<f32>(ninf())" } else { "ninf()" };
-    let mut s = format!("var<workgroup> red: array<f32, {wg}>;\n");
-    // Tree reductions over one f32 per thread; the trailing barrier lets `red` be reused.
-    for (name, f) in [("wg_max", "max"), ("wg_sum", "")] {
-        let comb = if f.is_empty() {
-            "red[tid] + red[tid + st]".to_string()
-        } else {
-            format!("{f}(red[tid], red[tid + st])")
-        };
-        let _ = writeln!(
-            s,
-            "fn {name}(v: f32, tid: u32) -> f32 {{\n  red[tid] = v;\n  workgroupBarrier();\n  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if (tid < st) {{ red[tid] = {comb}; }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}",
-            wg / 2
-        );
-    }
+    let mut s = tree_fns();
     if vec4 {
         s.push_str("fn hmax(q: vec4<f32>) -> f32 { return max(max(q.x, q.y), max(q.z, q.w)); }\n");
         s.push_str("fn term(e: vec4<f32>, x: vec4<f32>, m: f32) -> f32 {\n  let t = select(select(e, vec4<f32>(1.0), x == vec4<f32>(m)), vec4<f32>(0.0), x == vec4<f32>(ninf()));\n  return t.x + t.y + t.z + t.w;\n}\n");
@@ -86,5 +93,64 @@ pub fn regs_main(log: bool, vec4: bool, chunks: u8) -> String {
         let _ = writeln!(s, "  if (k{i} < n) {{ out[{dst}] = {val}; }}");
     }
     s.push_str("}\n");
+    s
+}
+
+/// `wg_max` / `wg_sum`: tree reductions over one f32 per thread (256 threads); the trailing
+/// barrier lets `red` be reused.
+fn tree_fns() -> String {
+    let wg = REDUCE_WG;
+    let mut s = format!("var<workgroup> red: array<f32, {wg}>;\n");
+    for (name, f) in [("wg_max", "max"), ("wg_sum", "")] {
+        let comb = if f.is_empty() {
+            "red[tid] + red[tid + st]".to_string()
+        } else {
+            format!("{f}(red[tid], red[tid + st])")
+        };
+        let _ = writeln!(
+            s,
+            "fn {name}(v: f32, tid: u32) -> f32 {{\n  red[tid] = v;\n  workgroupBarrier();\n  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if (tid < st) {{ red[tid] = {comb}; }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}",
+            wg / 2
+        );
+    }
+    s
+}
+
+/// Row sum / mean / L2 norm with every load issued before the first add.
+fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
+    let wg = REDUCE_WG;
+    let mut s = tree_fns();
+    let zero = if vec4 { "vec4<f32>(0.0)" } else { "0.0" };
+    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    s.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
+    s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
+    s.push_str("  let R = mw(1u);\n  let base = i32(mw(2u)) + kept_in(o);\n");
+    if vec4 {
+        s.push_str("  let n = R >> 2u; let b4 = u32(base) >> 2u;\n");
+    } else {
+        s.push_str("  let n = R;\n");
+    }
+    for i in 0..chunks as u32 {
+        let load =
+            if vec4 { format!("inp[b4 + k{i}]") } else { format!("ld(u32(base + roff(k{i})))") };
+        let _ = writeln!(
+            s,
+            "  let k{i} = tid + {}u;\n  var x{i} = {zero};\n  if (k{i} < n) {{ x{i} = {load}; }}",
+            i * wg
+        );
+    }
+    let term = |i: u32| if square { format!("x{i} * x{i}") } else { format!("x{i}") };
+    let sum = (1..chunks as u32).fold(term(0), |a, i| format!("{a} + {}", term(i)));
+    if vec4 {
+        let _ = writeln!(s, "  let q = {sum};\n  let t = wg_sum((q.x + q.y) + (q.z + q.w), tid);");
+    } else {
+        let _ = writeln!(s, "  let t = wg_sum({sum}, tid);");
+    }
+    let fin = match (mean, square) {
+        (true, _) => "t / f32(R)",
+        (_, true) => "sqrt(t)",
+        _ => "t",
+    };
+    let _ = writeln!(s, "  if (tid == 0u) {{ out[o] = {fin}; }}\n}}");
     s
 }

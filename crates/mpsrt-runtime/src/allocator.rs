@@ -6,8 +6,13 @@
 //! kernel to carry a base offset, while whole-buffer caching keeps binding trivial; the memory a
 //! buddy scheme would save is bounded here by the size classes (at most 12.5% rounding).
 //!
-//! Invariant 3: a freed buffer goes to `pending` tagged with the last batch that used it and only
-//! becomes reusable once that batch's submission has completed.
+//! Invariant 3: a freed buffer goes to `pending` tagged with the last batch that used it. The
+//! cache (completed buffers) is tried first; on a miss, a pending buffer of the class is reused
+//! at once — stream-ordered reuse, as PyTorch's caching allocator does on one stream: the queue
+//! runs in order and wgpu puts a barrier between the old reads and the new writes. The new owner
+//! inherits the old last-use serial, so a host write into it first submits the batch that still
+//! reads it (`GpuDevice::write`). Without this, a loop of large ops allocates a fresh buffer per
+//! iteration until a sync (e.g. 256 MiB softmax outputs: driver allocation + zero-fill each).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -89,6 +94,23 @@ impl Allocator {
         self.stats.cached -= key;
         self.note_alloc(key, true);
         Some((entry.buffer, key))
+    }
+
+    /// Take a pending buffer of class `class` (or up to 25% larger) for stream-ordered reuse:
+    /// `(buffer, class, last_use)`; the caller must carry `last_use` into the new tensor.
+    pub(crate) fn take_pending(&mut self, class: u64) -> Option<(wgpu::Buffer, u64, u64)> {
+        let hi = class + class / 4;
+        let i = self
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| (class..=hi).contains(&p.1))
+            .min_by_key(|(_, p)| p.1)?
+            .0;
+        let (serial, key, buffer) = self.pending.swap_remove(i);
+        self.pending_bytes -= key;
+        self.note_alloc(key, true);
+        Some((buffer, key, serial))
     }
 
     /// Whether a new buffer of `class` bytes fits under the limit, counting only live tensors.

@@ -250,7 +250,13 @@ impl GpuDevice {
             ));
         }
         let mut st = self.state.lock();
-        let cached = st.alloc.take_cached(class);
+        let mut last_use = 0;
+        let cached = st.alloc.take_cached(class).or_else(|| {
+            st.alloc.take_pending(class).map(|(b, c, serial)| {
+                last_use = serial;
+                (b, c)
+            })
+        });
         let (buffer, class) = match cached {
             Some(hit) => hit,
             None => {
@@ -295,7 +301,8 @@ impl GpuDevice {
             buffer,
             size: bytes,
             class,
-            last_use: AtomicU64::new(0),
+            // A reused pending buffer keeps its last use, so `write` waits for that batch.
+            last_use: AtomicU64::new(last_use),
         })
     }
 

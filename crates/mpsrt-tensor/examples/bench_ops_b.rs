@@ -1,7 +1,9 @@
 //! Times conv2d on the distinct ResNet-50 conv shapes at batch 1 and 32 on GPU 0 (after a
 //! warm-up, bracketed by `GpuDevice::synchronize()`), one JSON object per line:
 //! `{"bench": "conv2d", "n", "c", "h", "k", "r", "stride", "ms", "tflops"}`.
-//! Options: `--batch 1,32` (batch sizes), `--iters 20` (timed iterations per shape).
+//! Options: `--batch 1,32` (batch sizes), `--iters 20` (timed iterations per shape),
+//! `--sync-each` (wait for every conv before the next: one conv's latency including the
+//! submit/wait round trip; without it, back-to-back independent convs overlap on the GPU).
 
 use mpsrt_tensor::{conv2d, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
 use std::time::Instant;
@@ -46,6 +48,7 @@ fn main() -> Result<()> {
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let iters: usize = arg("--iters").and_then(|s| s.parse().ok()).unwrap_or(20).max(1);
+    let sync_each = std::env::args().any(|a| a == "--sync-each");
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
     for &n in &batches {
@@ -66,13 +69,16 @@ fn main() -> Result<()> {
             for _ in 0..iters {
                 let y = conv2d(&x, &w, None, &o)?;
                 oh = y.shape()[2];
+                if sync_each {
+                    dev.synchronize()?;
+                }
             }
             dev.synchronize()?;
             let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
             let flops = 2.0 * (n * k * oh * oh * c * r * r) as f64;
             let tflops = flops / (ms * 1e-3) / 1e12;
             println!(
-                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}}}"
+                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"sync_each\": {sync_each}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}}}"
             );
         }
     }

@@ -73,6 +73,21 @@ fn allocator_statistics_reuse_limits() {
     let after = dev.memory_stats().reserved;
     assert_eq!(after, warm, "reserved grew from {warm} to {after} over 10,000 iterations");
 
+    // Stream-ordered reuse: a buffer freed while recorded work still reads it goes to the next
+    // same-class allocation at once (no new reservation), and a host write into it waits for
+    // that work — `b` must see `a`'s values, not the upload that reuses `a`'s buffer.
+    dev.synchronize().unwrap();
+    let a = mt::Tensor::from_slice(&[1f32; 3000], &[3000], Place::Cpu).unwrap().to(p).unwrap();
+    let b = mt::add_scalar(&a, 1.0).unwrap();
+    let reserved = dev.memory_stats().reserved;
+    drop(a);
+    let c = mt::Tensor::from_slice(&[10f32; 3000], &[3000], Place::Cpu).unwrap().to(p).unwrap();
+    assert_eq!(dev.memory_stats().reserved, reserved, "the pending buffer was reused");
+    let (bv, cv) = (b.to_vec::<f32>().unwrap(), c.to_vec::<f32>().unwrap());
+    assert!(bv.iter().all(|&v| v == 2.0), "b read the reused buffer's new data: {:?}", &bv[..4]);
+    assert!(cv.iter().all(|&v| v == 10.0), "c: {:?}", &cv[..4]);
+    drop((b, c));
+
     // Out of memory: a clear error, not an abort, naming the variable to change.
     let e = mt::zeros(&[100 << 20], DType::U8, p).unwrap_err();
     assert_eq!(e.kind, ErrorKind::OutOfMemory, "{e}");

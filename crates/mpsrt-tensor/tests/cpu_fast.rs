@@ -49,6 +49,8 @@ const CONV: &[ConvCase] = &[
     (1, 1, 1, 1, 1, [1, 1], [1, 1], [0; 4], [1, 1], 1, false),
     (0, 3, 5, 5, 2, [3, 3], [1, 1], [0; 4], [1, 1], 1, true), // empty batch
     (1, 64, 17, 19, 129, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // past the SGEMM blocks
+    // threaded im2col (≥ 64K column elements), strided + dilated + asymmetric padding
+    (1, 48, 30, 31, 8, [3, 3], [2, 2], [1, 2, 1, 0], [2, 2], 1, true),
 ];
 
 #[test]

@@ -212,6 +212,26 @@ fn softmax_matches_cpu_reference() {
     }
 }
 
+/// Row sums / means / norms over many aligned f32 rows take the register-row kernel (1, 3 and 8
+/// `vec4` chunks per thread here); finite values, so the sums are really compared.
+#[test]
+fn register_row_sums_match_cpu_reference() {
+    let ops: &[(&str, Red)] = &[("sum", mt::sum), ("mean", mt::mean), ("norm", mt::norm)];
+    for (i, shape) in [[70usize, 8], [65, 2052], [64, 8192]].iter().enumerate() {
+        let x = tensor(&values(shape[0] * shape[1], 300 + i as u64, false), shape, DType::F32);
+        for &(name, f) in ops {
+            let cpu = f(&x, Some(&[1]), false).unwrap();
+            check(
+                &format!("{name}({shape:?})"),
+                &cpu,
+                |p| f(&x.to(p)?, Some(&[1]), false),
+                1e-4,
+                1e-3,
+            );
+        }
+    }
+}
+
 #[test]
 fn softmax_special_rows_match_cpu_reference() {
     let (inf, nan) = (f64::INFINITY, f64::NAN);

@@ -2,9 +2,14 @@
 //! BN parameters are float32 constants: `w' = w * s`, `b' = (b - mean) * s + beta` with
 //! `s = gamma / sqrt(var + eps)` per output channel. Saves one full pass over the activation per
 //! conv, which exported CNNs (ResNet, MobileNet...) have dozens of.
+//!
+//! The BatchNormalizations left (not after a private conv: DenseNet's pre-activation
+//! `Concat -> BN -> Relu`) become `x * s + t` with constant per-channel `s`, `t` when their
+//! parameters are f32 constants: plain elementwise Mul/Add, which the elementwise fusion merges
+//! with the following Relu into one kernel (two steps per dense layer become one).
 
 use crate::ir::{Graph, HostTensor, ValueId};
-use crate::op::Op;
+use crate::op::{BinaryOp, Op};
 use mpsrt_core::DType;
 
 /// Returns how many BatchNormalization nodes were folded away.
@@ -82,4 +87,73 @@ pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
         !removed.contains(&(i - 1))
     });
     folded
+}
+
+/// Rewrites the remaining inference BatchNormalizations with f32 constant parameters into
+/// `Mul(x, s)`, `Add(_, t)` (`s = gamma / sqrt(var + eps)`, `t = beta - mean * s`, shaped
+/// `[C, 1, ...]` to broadcast over the channel axis of an input of known rank >= 2). Returns how
+/// many were rewritten.
+pub fn batchnorm_to_affine(g: &mut Graph) -> usize {
+    let mut rewritten = 0;
+    let mut i = 0;
+    while i < g.nodes.len() {
+        let Op::BatchNormalization { epsilon } = g.nodes[i].op else {
+            i += 1;
+            continue;
+        };
+        let bn = &g.nodes[i];
+        let rank = g.value(bn.inputs[0]).shape.as_ref().map(|s| s.len());
+        let f32s = |v: ValueId| {
+            g.initializers.get(&v).filter(|t| t.dtype == DType::F32).map(HostTensor::to_f64_vec)
+        };
+        let params = (bn.inputs.len() == 5 && bn.outputs.len() == 1)
+            .then(|| {
+                Some((
+                    f32s(bn.inputs[1])?,
+                    f32s(bn.inputs[2])?,
+                    f32s(bn.inputs[3])?,
+                    f32s(bn.inputs[4])?,
+                ))
+            })
+            .flatten();
+        let (Some((gamma, beta, mean, var)), Some(rank)) = (params, rank) else {
+            i += 1;
+            continue;
+        };
+        let c = gamma.len();
+        if rank < 2 || c == 0 || [&beta, &mean, &var].iter().any(|p| p.len() != c) {
+            i += 1;
+            continue;
+        }
+        let scale: Vec<f64> = (0..c).map(|k| gamma[k] / (var[k] + epsilon as f64).sqrt()).collect();
+        let shift: Vec<f32> = (0..c).map(|k| (beta[k] - mean[k] * scale[k]) as f32).collect();
+        let scale: Vec<f32> = scale.iter().map(|&v| v as f32).collect();
+        let mut shape = vec![c];
+        shape.resize(rank - 1, 1);
+        let (name, x, y) = (bn.name.clone(), bn.inputs[0], bn.outputs[0]);
+        let consts = [("scale", scale), ("shift", shift)].map(|(what, data)| {
+            let v = g.add_temp(&format!("{name}_{what}"), DType::F32);
+            g.value_mut(v).shape = Some(crate::ir::dims(&shape));
+            g.initializers.insert(v, HostTensor::from_f32(shape.clone(), &data));
+            v
+        });
+        let mid = g.add_temp(&format!("{name}_scaled"), DType::F32);
+        g.value_mut(mid).shape = g.value(x).shape.clone();
+        g.nodes[i] = crate::ir::Node {
+            op: Op::Binary(BinaryOp::Mul),
+            inputs: vec![x, consts[0]],
+            outputs: vec![mid],
+            name: format!("{name}/scale"),
+        };
+        let add = crate::ir::Node {
+            op: Op::Binary(BinaryOp::Add),
+            inputs: vec![mid, consts[1]],
+            outputs: vec![y],
+            name: format!("{name}/shift"),
+        };
+        g.nodes.insert(i + 1, add);
+        rewritten += 1;
+        i += 2;
+    }
+    rewritten
 }

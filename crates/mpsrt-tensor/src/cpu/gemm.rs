@@ -204,28 +204,59 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
     Some(f32_tensor(out, &shape))
 }
 
-/// Column matrix `[icg·kh·kw, oh·ow]` of group `grp` of image `img` (x contiguous NCHW).
+/// Column matrix `[icg·kh·kw, oh·ow]` of group `grp` of image `img` (x contiguous NCHW). Rows
+/// are independent: large matrices are filled in row blocks over `MPSRT_CPU_THREADS` scoped
+/// threads (single-threaded, im2col was what kept the conv path from scaling with cores).
 fn im2col(x: &[f32], g: &ConvGeom, img: usize, grp: usize, col: &mut [f32]) {
+    let plane = g.oh * g.ow;
+    let rows = g.c / g.groups * g.kh * g.kw;
+    let col = &mut col[..rows * plane];
+    let t = if rows * plane >= 1 << 16 { super::threads().min(rows) } else { 1 };
+    if t <= 1 {
+        im2col_rows(x, g, img, grp, 0, col);
+        return;
+    }
+    let per = rows.div_ceil(t);
+    std::thread::scope(|s| {
+        for (i, chunk) in col.chunks_mut(per * plane).enumerate() {
+            s.spawn(move || im2col_rows(x, g, img, grp, i * per, chunk));
+        }
+    });
+}
+
+/// Rows `row0..` of the column matrix into `dst` (whole rows of `oh·ow`).
+fn im2col_rows(x: &[f32], g: &ConvGeom, img: usize, grp: usize, row0: usize, dst: &mut [f32]) {
     let icg = g.c / g.groups;
     let plane = g.oh * g.ow;
-    for ic in 0..icg {
+    for (r, out) in dst.chunks_mut(plane).enumerate() {
+        let row = row0 + r;
+        let (ic, kh, kw) = (row / (g.kh * g.kw), row / g.kw % g.kh, row % g.kw);
         let src = &x[((img * g.c) + grp * icg + ic) * g.h * g.w..][..g.h * g.w];
-        for kh in 0..g.kh {
-            for kw in 0..g.kw {
-                let row = (ic * g.kh + kh) * g.kw + kw;
-                let dst = &mut col[row * plane..(row + 1) * plane];
-                for oh in 0..g.oh {
-                    let ih = (oh * g.sh + kh * g.dh) as isize - g.pt as isize;
-                    let line = &mut dst[oh * g.ow..(oh + 1) * g.ow];
-                    if ih < 0 || ih >= g.h as isize {
-                        line.fill(0.0);
-                        continue;
-                    }
-                    let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
-                    for (ow, v) in line.iter_mut().enumerate() {
-                        let iw = (ow * g.sw + kw * g.dw) as isize - g.pl as isize;
-                        *v = if iw < 0 || iw >= g.w as isize { 0.0 } else { srow[iw as usize] };
-                    }
+        // Output columns whose input column is inside the image: [lo, hi).
+        let off = (kw * g.dw) as isize - g.pl as isize;
+        let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(g.sw) }.min(g.ow);
+        let hi = if (g.w as isize) <= off {
+            0
+        } else {
+            ((g.w as isize - off) as usize).div_ceil(g.sw).min(g.ow)
+        }
+        .max(lo);
+        for oh in 0..g.oh {
+            let ih = (oh * g.sh + kh * g.dh) as isize - g.pt as isize;
+            let line = &mut out[oh * g.ow..(oh + 1) * g.ow];
+            if ih < 0 || ih >= g.h as isize {
+                line.fill(0.0);
+                continue;
+            }
+            let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
+            line[..lo].fill(0.0);
+            line[hi..].fill(0.0);
+            if g.sw == 1 {
+                let start = (lo as isize + off) as usize;
+                line[lo..hi].copy_from_slice(&srow[start..start + (hi - lo)]);
+            } else {
+                for (j, v) in line[lo..hi].iter_mut().enumerate() {
+                    *v = srow[(((lo + j) * g.sw) as isize + off) as usize];
                 }
             }
         }

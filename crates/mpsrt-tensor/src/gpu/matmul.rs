@@ -13,8 +13,35 @@ use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
-use mpsrt_runtime::{Binding, Kernel, Storage};
-use std::sync::Arc;
+use mpsrt_runtime::{Binding, GpuDevice, Kernel, Pipeline, Storage};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Rendered pipelines per (device, spec): rendering a tiled GEMM's WGSL (~16 KB of generated
+/// text) and hashing it for the device's cache cost tens of µs per call, paid on every conv of
+/// a batch-1 network otherwise.
+fn cached<S: Copy + Eq + std::hash::Hash>(
+    cache: &'static SpecCache<S>,
+    dev: &GpuDevice,
+    op: &str,
+    spec: S,
+    render: impl FnOnce(&S) -> std::result::Result<String, String>,
+) -> Result<Arc<Pipeline>> {
+    let cache = cache.get_or_init(Mutex::default);
+    let key = (dev.index(), spec);
+    if let Some(p) = cache.lock().get(&key) {
+        return Ok(p.clone());
+    }
+    let src = render(&spec).map_err(|e| Error::dtype(op, e))?;
+    let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+    cache.lock().insert(key, p.clone());
+    Ok(p)
+}
+
+type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
+static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
+static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 
 fn aligned(vals: &[isize]) -> bool {
     vals.iter().all(|v| v % 4 == 0)
@@ -160,8 +187,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     if p.c.is_none() && mm == 1 {
         let spec = GemvSpec { dtype, k_contig: sb[0] == 1 && nn > 1, batch_dims: nbd };
         let cols = if spec.k_contig { 8 } else { 32 };
-        let src = spec.render().map_err(|e| Error::dtype(op, e))?;
-        let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+        let pl = cached(&GEMV, &dev, op, spec, GemvSpec::render)?;
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
         let binds = [abuf, bbuf, Binding::from(&**outb)];
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
@@ -197,8 +223,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         batch_dims: nbd,
         act,
     };
-    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
-    let pl = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+    let pl = cached(&GEMM, &dev, op, spec, MatmulSpec::render)?;
     let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));

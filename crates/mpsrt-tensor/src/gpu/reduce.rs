@@ -89,7 +89,11 @@ pub(crate) fn reduce(
         && kst[0].iter().all(|s| s % 4 == 0)
         && (!op.writes_rows() || out_rs == 1);
     let wg = REDUCE_WG as usize;
-    let mode = if op.writes_rows()
+    // Sums over many rows also take the register rows (vec4 only; long rows keep streaming).
+    let sum_like = matches!(op, ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Norm2)
+        && x.dtype() != DType::I32
+        && n_out >= 64;
+    let mode = if (op.writes_rows() || sum_like)
         && contiguous_rows
         && aligned
         && r <= 4 * wg * softmax::MAX_VEC4_CHUNKS as usize
