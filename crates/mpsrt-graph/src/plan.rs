@@ -270,10 +270,24 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
             storage[v.0] = Storage::Output(i);
         }
     }
+    // Hoisted values the per-run steps read stay persistent; those only the init steps read
+    // (a light model's ConstantOfShape weight before its BatchNorm-folding Mul) are dropped
+    // after the init steps.
+    let mut read_by_steps = vec![false; graph.values.len()];
+    for step in &steps {
+        let ins = match step {
+            Step::Node(i) => graph.nodes[*i].inputs.clone(),
+            Step::Fused(f) => f.inputs.clone(),
+            Step::WithActivation { anchor, .. } => graph.nodes[*anchor].inputs.clone(),
+        };
+        for v in ins {
+            read_by_steps[v.0] = true;
+        }
+    }
     let mut persistent = 0usize;
     for &n in &hoisted_nodes {
         for &v in &graph.nodes[n].outputs {
-            if storage[v.0] == Storage::None {
+            if storage[v.0] == Storage::None && read_by_steps[v.0] {
                 storage[v.0] = Storage::Persistent;
                 persistent += value_bytes(&graph, v)?.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
             }

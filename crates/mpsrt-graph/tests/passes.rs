@@ -329,6 +329,56 @@ fn batchnorm_folds_into_a_constant_conv() {
 }
 
 #[test]
+fn batchnorm_folds_into_a_conv_with_computed_weights() {
+    // Light ONNX models build conv weights with ConstantOfShape (too large to fold): the BN
+    // still folds, through a Mul on the weight that the planner runs once.
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[N,64,4,4]", 0);
+    let shape = value(&mut g, "=128,64,3,3", 1);
+    let w = node(
+        &mut g,
+        "weights",
+        Op::ConstantOfShape(HostTensor::from_f32(vec![], &[0.5])),
+        vec![shape],
+    );
+    let c = |g: &mut Graph, name: &str, v: f32| {
+        g.add_initializer(name, HostTensor::from_f32(vec![128], &[v; 128])).unwrap()
+    };
+    let (gamma, beta, mean, var) = (
+        c(&mut g, "gamma", 2.0),
+        c(&mut g, "beta", 1.0),
+        c(&mut g, "mean", 0.5),
+        c(&mut g, "var", 3.0),
+    );
+    let conv =
+        node(&mut g, "conv", Op::Conv(ConvAttrs { group: 1, ..Default::default() }), vec![x, w]);
+    let y = node(
+        &mut g,
+        "bn",
+        Op::BatchNormalization { epsilon: 1.0 },
+        vec![conv, gamma, beta, mean, var],
+    );
+    g.outputs = vec![y];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let g = compiled.graph();
+    let names: Vec<String> = g.nodes.iter().map(|n| n.op.name().to_string()).collect();
+    assert_eq!(names, ["ConstantOfShape", "Mul", "Conv"]);
+    let (mul, conv) = (&g.nodes[1], &g.nodes[2]);
+    assert_eq!((mul.inputs[0], conv.inputs[1], conv.outputs[0]), (w, mul.outputs[0], y));
+    // scale = 2 / sqrt(3 + 1) = 1 per channel, shaped [128, 1, 1, 1]; bias' = -0.5 * 1 + 1.
+    let s = &g.initializers[&mul.inputs[1]];
+    assert_eq!((s.shape.clone(), s.to_f64_vec()[0]), (vec![128, 1, 1, 1], 1.0));
+    assert_eq!(g.initializers[&conv.inputs[2]].to_f64_vec(), vec![0.5; 128]);
+    let plan = compiled.plan(&[vec![1, 64, 4, 4]]).unwrap();
+    assert_eq!(plan.init_steps, vec![Step::Node(0), Step::Node(1)], "weights built once");
+    assert_eq!(plan.steps, vec![Step::Node(2)]);
+    // Only the scaled weight outlives the init steps.
+    assert_eq!(plan.storage[w.0], Storage::None);
+    assert_eq!(plan.storage[mul.outputs[0].0], Storage::Persistent);
+    assert_eq!(plan.memory.persistent, 128 * 64 * 9 * 4);
+}
+
+#[test]
 fn other_batchnorms_become_a_fusable_affine() {
     // x -> BN (constant parameters, no producing conv) -> Relu: Mul + Add + Relu, one kernel.
     let mut g = Graph::new();

@@ -1,6 +1,8 @@
-//! Folds inference-mode BatchNormalization into the preceding Conv when the conv weights and all
-//! BN parameters are float32 constants: `w' = w * s`, `b' = (b - mean) * s + beta` with
-//! `s = gamma / sqrt(var + eps)` per output channel. Saves one full pass over the activation per
+//! Folds inference-mode BatchNormalization into the preceding Conv when the BN parameters are
+//! float32 constants and the conv weights are too — an initializer, scaled here, or values
+//! computed from constants only, scaled by an inserted `Mul` that the planner runs once:
+//! `w' = w * s`, `b' = (b - mean) * s + beta` with `s = gamma / sqrt(var + eps)` per output
+//! channel. Saves one full pass over the activation per
 //! conv, which exported CNNs (ResNet, MobileNet...) have dozens of.
 //!
 //! The BatchNormalizations left (not after a private conv: DenseNet's pre-activation
@@ -16,8 +18,12 @@ use mpsrt_core::DType;
 pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
     let uses = g.use_counts();
     let producers = g.producers();
+    let constant = constant_values(g);
     let mut folded = 0;
     let mut removed: Vec<usize> = Vec::new();
+    // Convs whose weight is computed (from constants only) get `Mul(w, scale)` inserted before
+    // them: (conv index, the Mul node).
+    let mut scaled: Vec<(usize, crate::ir::Node)> = Vec::new();
     for bn_idx in 0..g.nodes.len() {
         let Op::BatchNormalization { epsilon } = g.nodes[bn_idx].op else { continue };
         let bn = &g.nodes[bn_idx];
@@ -38,18 +44,29 @@ pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
         let f32s = |v: ValueId| {
             g.initializers.get(&v).filter(|t| t.dtype == DType::F32).map(HostTensor::to_f64_vec)
         };
-        let (Some(w), Some(gamma), Some(beta), Some(mean), Some(var)) = (
-            f32s(conv.inputs[1]),
-            f32s(bn.inputs[1]),
-            f32s(bn.inputs[2]),
-            f32s(bn.inputs[3]),
-            f32s(bn.inputs[4]),
-        ) else {
+        let (Some(gamma), Some(beta), Some(mean), Some(var)) =
+            (f32s(bn.inputs[1]), f32s(bn.inputs[2]), f32s(bn.inputs[3]), f32s(bn.inputs[4]))
+        else {
             continue;
         };
-        let w_shape = g.initializers[&conv.inputs[1]].shape.clone();
+        let wid = conv.inputs[1];
+        // The weight: an f32 initializer (scaled here), or f32 values computed from constants
+        // only (light ONNX models build weights with ConstantOfShape: scaled by a Mul node,
+        // which the planner hoists into the init steps).
+        let w = f32s(wid);
+        let w_shape: Vec<usize> = match &w {
+            Some(_) => g.initializers[&wid].shape.clone(),
+            None if constant[wid.0] && g.value(wid).dtype == DType::F32 => {
+                match g.value(wid).shape.as_deref().and_then(crate::ir::concrete) {
+                    Some(s) => s,
+                    None => continue,
+                }
+            }
+            None => continue,
+        };
         let m = w_shape.first().copied().unwrap_or(0);
-        if m == 0 || w.len() % m != 0 || [&gamma, &beta, &mean, &var].iter().any(|p| p.len() != m) {
+        let per = w_shape.iter().skip(1).product::<usize>();
+        if m == 0 || [&gamma, &beta, &mean, &var].iter().any(|p| p.len() != m) {
             continue;
         }
         let bias = match conv.inputs.get(2) {
@@ -59,19 +76,37 @@ pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
             },
             None => vec![0.0; m],
         };
-        let per = w.len() / m;
         let scale: Vec<f64> = (0..m).map(|c| gamma[c] / (var[c] + epsilon as f64).sqrt()).collect();
-        let new_w: Vec<f32> =
-            w.iter().enumerate().map(|(i, &x)| (x * scale[i / per]) as f32).collect();
         let new_b: Vec<f32> =
             (0..m).map(|c| ((bias[c] - mean[c]) * scale[c] + beta[c]) as f32).collect();
         let (conv_name, bn_out) = (conv.name.clone(), bn.outputs[0]);
-        // Fresh initializers: the originals may be shared with other nodes.
+        // Fresh values: the originals may be shared with other nodes.
         let wv = g.add_temp(&format!("{conv_name}_bnfolded_w"), DType::F32);
         let bv = g.add_temp(&format!("{conv_name}_bnfolded_b"), DType::F32);
         g.value_mut(wv).shape = Some(crate::ir::dims(&w_shape));
         g.value_mut(bv).shape = Some(crate::ir::dims(&[m]));
-        g.initializers.insert(wv, HostTensor::from_f32(w_shape, &new_w));
+        match w {
+            Some(w) => {
+                let new_w: Vec<f32> =
+                    w.iter().enumerate().map(|(i, &x)| (x * scale[i / per]) as f32).collect();
+                g.initializers.insert(wv, HostTensor::from_f32(w_shape, &new_w));
+            }
+            None => {
+                let mut s_shape = vec![1; w_shape.len()];
+                s_shape[0] = m;
+                let sv = g.add_temp(&format!("{conv_name}_bnfolded_scale"), DType::F32);
+                g.value_mut(sv).shape = Some(crate::ir::dims(&s_shape));
+                let sc: Vec<f32> = scale.iter().map(|&v| v as f32).collect();
+                g.initializers.insert(sv, HostTensor::from_f32(s_shape, &sc));
+                let mul = crate::ir::Node {
+                    op: Op::Binary(BinaryOp::Mul),
+                    inputs: vec![wid, sv],
+                    outputs: vec![wv],
+                    name: format!("{conv_name}/bnfolded_w"),
+                };
+                scaled.push((conv_idx, mul));
+            }
+        }
         g.initializers.insert(bv, HostTensor::from_f32(vec![m], &new_b));
         let conv = &mut g.nodes[conv_idx];
         conv.inputs.truncate(1);
@@ -81,12 +116,37 @@ pub fn fold_batchnorm_into_conv(g: &mut Graph) -> usize {
         removed.push(bn_idx);
         folded += 1;
     }
-    let mut i = 0;
-    g.nodes.retain(|_| {
-        i += 1;
-        !removed.contains(&(i - 1))
-    });
+    let nodes = std::mem::take(&mut g.nodes);
+    for (i, n) in nodes.into_iter().enumerate() {
+        if removed.contains(&i) {
+            continue;
+        }
+        if let Some(k) = scaled.iter().position(|(c, _)| *c == i) {
+            g.nodes.push(scaled.swap_remove(k).1);
+        }
+        g.nodes.push(n);
+    }
     folded
+}
+
+/// Values computed from constants only: initializers and the outputs of nodes whose inputs all
+/// are such values (never a graph input).
+fn constant_values(g: &Graph) -> Vec<bool> {
+    let mut c = vec![false; g.values.len()];
+    for v in g.initializers.keys() {
+        c[v.0] = true;
+    }
+    for n in &g.nodes {
+        if !n.inputs.is_empty() && n.inputs.iter().all(|v| c[v.0]) {
+            for o in &n.outputs {
+                c[o.0] = true;
+            }
+        }
+    }
+    for v in &g.inputs {
+        c[v.0] = false;
+    }
+    c
 }
 
 /// Rewrites the remaining inference BatchNormalizations with f32 constant parameters into

@@ -16,17 +16,46 @@ pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor
     Ok(super::conv::from_f64(&out, shape, x.dtype()))
 }
 
-fn pool_values<T: Copy + Into<f64>>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
+fn pool_values<T: Copy + Into<f64> + Sync>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
     let (h, w) = (g.h as isize, g.w as isize);
     // Windows are separable: each output row's input rows and each output column's input
     // columns (with their padded extents) are computed once, not per output element.
     let rows: Vec<(Vec<isize>, usize)> = (0..g.oh).map(|o| axis(g, 0, o, h)).collect();
     let cols: Vec<(Vec<isize>, usize)> = (0..g.ow).map(|o| axis(g, 1, o, w)).collect();
-    let mut out = Vec::with_capacity(g.nc * g.oh * g.ow);
-    for nc in 0..g.nc {
+    let per_plane = g.oh * g.ow;
+    let mut out = vec![0.0; g.nc * per_plane];
+    // Planes are independent: large inputs are split into plane blocks over scoped threads.
+    let t = if g.nc * g.h * g.w >= 1 << 16 { super::threads().min(g.nc) } else { 1 };
+    let planes_per = g.nc.div_ceil(t.max(1)).max(1);
+    let (rows, cols) = (&rows, &cols);
+    std::thread::scope(|s| {
+        for (i, chunk) in out.chunks_mut(planes_per * per_plane.max(1)).enumerate() {
+            let mut run = move || pool_planes(xv, g, rows, cols, i * planes_per, chunk);
+            if t > 1 {
+                s.spawn(run);
+            } else {
+                run();
+            }
+        }
+    });
+    out
+}
+
+/// Pools planes `nc0..` into `out` (whole output planes).
+fn pool_planes<T: Copy + Into<f64>>(
+    xv: &[T],
+    g: &PoolGeom,
+    rows: &[(Vec<isize>, usize)],
+    cols: &[(Vec<isize>, usize)],
+    nc0: usize,
+    out: &mut [f64],
+) {
+    let w = g.w as isize;
+    let mut k = 0;
+    for nc in nc0..nc0 + out.len() / (g.oh * g.ow).max(1) {
         let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
-        for (rs, ph) in &rows {
-            for (cs, pw) in &cols {
+        for (rs, ph) in rows {
+            for (cs, pw) in cols {
                 let mut best = f64::NEG_INFINITY;
                 let mut sum = 0.0;
                 let mut nan = false;
@@ -43,17 +72,17 @@ fn pool_values<T: Copy + Into<f64>>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
                 } else {
                     (ph * pw) as f64
                 };
-                out.push(if !g.max {
+                out[k] = if !g.max {
                     sum / divisor
                 } else if nan {
                     f64::NAN
                 } else {
                     best
-                });
+                };
+                k += 1;
             }
         }
     }
-    out
 }
 
 /// Output index `o` along axis `i` (0 rows, 1 columns, input length `len`): the in-bounds input
