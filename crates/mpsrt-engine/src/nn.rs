@@ -63,7 +63,7 @@ fn pads4(p: &[usize], one_d: bool) -> [usize; 4] {
 }
 
 fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-    Ok(vec![conv_act(ctx, node, inputs, None)?])
+    Ok(vec![conv_act(ctx, node, inputs, None, None)?])
 }
 
 /// The activation `node` (Relu, LeakyRelu, Clip with both bounds) as a kernel epilogue.
@@ -76,20 +76,25 @@ pub(crate) fn epilogue_activation(node: &Node) -> Option<t::Activation> {
     }
 }
 
-/// A Conv or Gemm `node` with the following activation node `act` applied in its epilogue
-/// (`Step::WithActivation`): one kernel on the GPU instead of two.
-pub(crate) fn run_with_activation(
+/// A Conv or Gemm `node` with a residual added (Conv only) and the activation node `act`
+/// applied in its epilogue (`Step::Epilogue`): one kernel on the GPU instead of two or three.
+pub(crate) fn run_epilogue(
     ctx: &Ctx<'_>,
     node: &Node,
-    act: &Node,
+    residual: Option<&Tensor>,
+    act: Option<&Node>,
     inputs: &[Tensor],
 ) -> Result<Tensor> {
-    let a = epilogue_activation(act)
-        .ok_or_else(|| ctx.err(act, "internal: not an activation the conv/gemm epilogue runs"))?;
+    let a = match act {
+        Some(n) => Some(epilogue_activation(n).ok_or_else(|| {
+            ctx.err(n, "internal: not an activation the conv/gemm epilogue runs")
+        })?),
+        None => None,
+    };
     match node.op {
-        Op::Conv(_) => conv_act(ctx, node, inputs, Some(a)),
-        Op::Gemm { .. } => gemm_act(ctx, node, inputs, Some(a)),
-        _ => Err(ctx.err(node, "internal: activation epilogues anchor on Conv or Gemm only")),
+        Op::Conv(_) => conv_act(ctx, node, inputs, residual, a),
+        Op::Gemm { .. } if residual.is_none() => gemm_act(ctx, node, inputs, a),
+        _ => Err(ctx.err(node, "internal: epilogues anchor on Conv (or Gemm without a residual)")),
     }
 }
 
@@ -97,6 +102,7 @@ fn conv_act(
     ctx: &Ctx<'_>,
     node: &Node,
     inputs: &[Tensor],
+    residual: Option<&Tensor>,
     act: Option<t::Activation>,
 ) -> Result<Tensor> {
     let Op::Conv(ConvAttrs { strides, pads, dilations, group, auto_pad, .. }) = &node.op else {
@@ -125,7 +131,12 @@ fn conv_act(
         dilation: two(&pad1(dilations), 1),
         groups: (*group).max(1),
     };
-    let y = t::conv2d_act(&x, &w, inputs.get(2), &opts, act).map_err(|e| ctx.wrap(node, e))?;
+    let res = match residual {
+        Some(r) if one_d => Some(r.unsqueeze(2)?),
+        r => r.cloned(),
+    };
+    let y = t::conv2d_fused(&x, &w, inputs.get(2), &opts, res.as_ref(), act)
+        .map_err(|e| ctx.wrap(node, e))?;
     Ok(if one_d { y.squeeze(Some(2))? } else { y })
 }
 

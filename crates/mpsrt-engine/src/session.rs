@@ -326,10 +326,19 @@ impl Session {
                 let r = run_fused(ctx, group, &args)?;
                 Ok(vec![(group.output, r)])
             }
-            Step::WithActivation { anchor, activation } => {
-                let (node, act) = (ctx.node(*anchor)?, ctx.node(*activation)?);
-                let args = self.node_args(ctx, node, &ins, get)?;
-                let y = crate::nn::run_with_activation(ctx, node, act, &args)?;
+            Step::Epilogue { anchor, add, activation } => {
+                let node = ctx.node(*anchor)?;
+                let act = activation.map(|a| ctx.node(a)).transpose()?;
+                let n_in = node.inputs.len();
+                let args = self.node_args(ctx, node, &ins[..n_in], get)?;
+                let residual = match add {
+                    Some((_, v)) => {
+                        let t = get(*v)?;
+                        Some(to_device(&ctx.label(node), &t, ctx.dtype(*v), self.place)?)
+                    }
+                    None => None,
+                };
+                let y = crate::nn::run_epilogue(ctx, node, residual.as_ref(), act, &args)?;
                 Ok(outs.into_iter().zip([y]).collect())
             }
             Step::Node(i) => {
@@ -426,9 +435,16 @@ impl Session {
                         let node = ctx.node(*i)?;
                         (node.op.name().to_string(), node.name.clone())
                     }
-                    Step::WithActivation { anchor, activation } => {
-                        let (node, act) = (ctx.node(*anchor)?, ctx.node(*activation)?);
-                        (format!("{}+{}", node.op.name(), act.op.name()), node.name.clone())
+                    Step::Epilogue { anchor, add, activation } => {
+                        let node = ctx.node(*anchor)?;
+                        let mut op = node.op.name().to_string();
+                        if add.is_some() {
+                            op.push_str("+Add");
+                        }
+                        if let Some(a) = activation {
+                            op = format!("{op}+{}", ctx.node(*a)?.op.name());
+                        }
+                        (op, node.name.clone())
                     }
                 };
                 p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 });

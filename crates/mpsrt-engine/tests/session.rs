@@ -133,3 +133,97 @@ fn unsupported_ops_fail_at_load_with_counts() {
     assert!(msg.contains("Det \u{d7}2") && msg.contains("STFT \u{d7}1"), "{msg}");
     assert!(!msg.contains("Relu"), "{msg}");
 }
+
+/// A ResNet block tail: `y = Relu(Conv_a(x) + Conv_b(x))` (3×3 and 1×1, with biases) and a
+/// `Conv -> LeakyRelu` branch; with fusion the second conv runs the residual Add and the Relu in
+/// its epilogue. Fused and unfused plans agree on every device, and with the CPU's unfused plan.
+#[test]
+fn conv_epilogues_match_the_unfused_plan() {
+    use mpsrt_graph::ConvAttrs;
+    let mut g = Graph::new();
+    let x = g
+        .add_input(
+            "x",
+            DType::F32,
+            vec![Dim::Known(2), Dim::Known(5), Dim::Known(6), Dim::Known(7)],
+        )
+        .unwrap();
+    let vals = |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * k).sin()).collect() };
+    let init = |g: &mut Graph, name: &str, shape: Vec<usize>, k: f32| {
+        let n = shape.iter().product();
+        g.add_initializer(name, HostTensor::from_f32(shape, &vals(n, k))).unwrap()
+    };
+    let wa = init(&mut g, "wa", vec![8, 5, 3, 3], 0.37);
+    let ba = init(&mut g, "ba", vec![8], 1.3);
+    let wb = init(&mut g, "wb", vec![8, 5, 1, 1], 0.71);
+    let bb = init(&mut g, "bb", vec![8], 2.1);
+    let v = |g: &mut Graph, name: &str| g.add_value(name, DType::F32, None).unwrap();
+    let (a, b, s, y, c, z) = (
+        v(&mut g, "a"),
+        v(&mut g, "b"),
+        v(&mut g, "s"),
+        v(&mut g, "y"),
+        v(&mut g, "c"),
+        v(&mut g, "z"),
+    );
+    let pad1 = ConvAttrs { group: 1, pads: vec![1, 1, 1, 1], ..Default::default() };
+    g.add_node("conv_a", Op::Conv(pad1), vec![x, wa, ba], vec![a]);
+    g.add_node(
+        "conv_b",
+        Op::Conv(ConvAttrs { group: 1, ..Default::default() }),
+        vec![x, wb, bb],
+        vec![b],
+    );
+    g.add_node("add", Op::Binary(BinaryOp::Add), vec![a, b], vec![s]);
+    g.add_node("relu", Op::Unary(UnaryOp::Relu), vec![s], vec![y]);
+    let wc = wb_c(&mut g);
+    g.add_node(
+        "conv_c",
+        Op::Conv(ConvAttrs { group: 1, ..Default::default() }),
+        vec![y, wc],
+        vec![c],
+    );
+    g.add_node("leaky", Op::LeakyRelu { alpha: 0.1 }, vec![c], vec![z]);
+    g.outputs = vec![z];
+    let xv = vals(2 * 5 * 6 * 7, 0.13);
+    let run = |place: Place, fusion: bool| {
+        let opts = SessionOptions { fusion, memory_planning: true };
+        let sess = Session::from_graph(g.clone(), place, opts).unwrap();
+        let t = Tensor::from_slice(&xv, &[2, 5, 6, 7], place).unwrap();
+        let out = sess.run(&[("x".to_string(), t)].into_iter().collect()).unwrap();
+        out[0].1.to_vec::<f32>().unwrap()
+    };
+    let plan = Session::from_graph(g.clone(), Place::Cpu, SessionOptions::default())
+        .unwrap()
+        .plan_for(&[vec![2, 5, 6, 7]])
+        .unwrap();
+    let epilogues: Vec<_> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            mpsrt_graph::Step::Epilogue { add, activation, .. } => {
+                Some((add.is_some(), activation.is_some()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(epilogues, [(true, true), (false, true)], "{:?}", plan.steps);
+    let want = run(Place::Cpu, false);
+    assert!(want.iter().any(|&v| v < 0.0) && want.iter().any(|&v| v > 0.0));
+    for place in places() {
+        for fusion in [true, false] {
+            let got = run(place, fusion);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{place} fusion={fusion} [{i}]: {g} vs {w}"
+                );
+            }
+        }
+    }
+}
+
+fn wb_c(g: &mut Graph) -> mpsrt_graph::ValueId {
+    let w: Vec<f32> = (0..24).map(|i| (i as f32 * 0.29).cos()).collect();
+    g.add_initializer("wc", HostTensor::from_f32(vec![3, 8, 1, 1], &w)).unwrap()
+}

@@ -13,8 +13,8 @@
 //!    e.g. weights built by `ConstantOfShape`) and keep their outputs (`Storage::Persistent`).
 //! 4. Walk `plan.steps` in order, recording into one submission. `Step::Node(i)` runs
 //!    `plan.graph.nodes[i]`; `Step::Fused(group)` runs one generated kernel over `group.nodes`;
-//!    `Step::WithActivation { anchor, activation }` runs a Conv/Gemm with the following
-//!    Relu/LeakyRelu/Clip applied in its kernel's epilogue.
+//!    `Step::Epilogue { anchor, add, activation }` runs a Conv/Gemm with a residual `Add`
+//!    (Conv only) and/or the following Relu/LeakyRelu/Clip applied in its kernel's epilogue.
 //!    [`Plan::step_io`] gives the values read and written; `plan.storage[value.0]` says where each
 //!    lives: the caller's input, a constant (`plan.graph.initializers`), a graph-output buffer, a
 //!    persistent buffer, or a reusable slot of `plan.slot_bytes[slot]` bytes. A step's outputs

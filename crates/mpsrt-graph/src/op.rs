@@ -596,7 +596,7 @@ impl Op {
         )
     }
 
-    /// Activations a conv/GEMM kernel applies in its epilogue (`Step::WithActivation`):
+    /// Activations a conv/GEMM kernel applies in its epilogue (`Step::Epilogue`):
     /// Relu, LeakyRelu, and Clip with both bounds.
     pub fn is_epilogue_activation(&self) -> bool {
         match self {

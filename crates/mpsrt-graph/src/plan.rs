@@ -5,8 +5,10 @@
 
 use crate::ir::HostTensor;
 use crate::ir::{checked_numel, concrete, Graph, ValueId};
-use crate::op::Op;
-use crate::passes::fusion::{epilogue_candidates, fuse_elementwise, Epilogue, FusedElementwise};
+use crate::passes::fusion::{
+    choose_epilogues, epilogue_candidates, fuse_elementwise, Epilogue, EpilogueChoice,
+    FusedElementwise,
+};
 use crate::propagate::{propagate, specialize_with_values, value_inputs};
 use mpsrt_core::{Error, Result};
 use std::sync::{Arc, Mutex};
@@ -39,9 +41,10 @@ pub enum Step {
     Node(usize),
     /// Run a generated kernel computing the whole group.
     Fused(FusedElementwise),
-    /// Run the Conv/Gemm node `anchor` with the activation node `activation` (its output's
-    /// only consumer) applied in the kernel's epilogue; the anchor's output is never stored.
-    WithActivation { anchor: usize, activation: usize },
+    /// Run the Conv/Gemm node `anchor` with, in its kernel's epilogue, the `Add` node `add.0`
+    /// of the residual value `add.1` (Conv only) and then the activation node `activation`;
+    /// the intermediate values are never stored.
+    Epilogue { anchor: usize, add: Option<(usize, ValueId)>, activation: Option<usize> },
 }
 
 /// Byte accounting of a plan.
@@ -65,7 +68,8 @@ pub struct PlanOptions {
     /// Fold BatchNormalization into a preceding Conv with constant weights, and turn the other
     /// constant-parameter BatchNormalizations into a fusable `x * s + t`.
     pub fold_batchnorm: bool,
-    /// Run Conv/Gemm + Relu/LeakyRelu/Clip pairs as one step (`Step::WithActivation`).
+    /// Run Conv/Gemm + Relu/LeakyRelu/Clip and Conv + residual Add (+ activation) as one step
+    /// (`Step::Epilogue`).
     pub fuse_epilogues: bool,
 }
 
@@ -93,7 +97,7 @@ pub struct Plan {
     pub storage: Vec<Storage>,
     pub slot_bytes: Vec<usize>,
     /// Conv/matmul epilogue candidates; those with only an epilogue activation on a Conv or
-    /// Gemm run as `Step::WithActivation` (with `fuse_epilogues`), the rest as separate steps.
+    /// Gemm run as `Step::Epilogue` (with `fuse_epilogues`), the rest as separate steps.
     pub epilogues: Vec<Epilogue>,
     pub memory: MemoryStats,
 }
@@ -107,14 +111,13 @@ impl Plan {
     /// One line for CLIs and benchmarks: what fusion and the memory planner did.
     pub fn summary(&self) -> String {
         let fused = self.steps.iter().filter(|s| matches!(s, Step::Fused(_))).count();
-        let with_act =
-            self.steps.iter().filter(|s| matches!(s, Step::WithActivation { .. })).count();
+        let with_act = self.steps.iter().filter(|s| matches!(s, Step::Epilogue { .. })).count();
         let fused_nodes: usize =
             self.steps.iter().map(|s| if let Step::Fused(f) = s { f.nodes.len() } else { 0 }).sum();
         let kib = |b: usize| b.div_ceil(1024);
         format!(
             "{} nodes -> {} steps ({fused} fused kernels covering {fused_nodes} nodes, \
-             {with_act} conv/gemm steps with their activation), {} init steps; \
+             {with_act} conv/gemm steps with an epilogue), {} init steps; \
              intermediates {} KiB in {} slots (without reuse {} KiB, live peak {} KiB), persistent {} KiB",
             self.graph.nodes.len(),
             self.steps.len(),
@@ -134,10 +137,12 @@ impl Plan {
                 (self.graph.nodes[*i].inputs.clone(), self.graph.nodes[*i].outputs.clone())
             }
             Step::Fused(f) => (f.inputs.clone(), vec![f.output]),
-            Step::WithActivation { anchor, activation } => (
-                self.graph.nodes[*anchor].inputs.clone(),
-                self.graph.nodes[*activation].outputs.clone(),
-            ),
+            Step::Epilogue { anchor, add, activation } => {
+                let mut ins = self.graph.nodes[*anchor].inputs.clone();
+                ins.extend(add.map(|a| a.1));
+                let last = activation.or(add.map(|a| a.0)).unwrap_or(*anchor);
+                (ins, self.graph.nodes[last].outputs.clone())
+            }
         }
     }
 }
@@ -210,26 +215,19 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let epilogues = epilogue_candidates(&graph);
     let hoisted = hoistable(&graph);
     let hoisted_nodes: Vec<usize> = (0..graph.nodes.len()).filter(|&i| hoisted[i]).collect();
-    // Conv/Gemm + activation pairs: the activation runs in the anchor's epilogue.
-    let mut act_of = vec![None; graph.nodes.len()];
-    let mut absorbed = vec![false; graph.nodes.len()];
-    if opts.fuse_epilogues {
-        for e in &epilogues {
-            let Some(a) = e.activation else { continue };
-            let anchor_ok = matches!(graph.nodes[e.anchor].op, Op::Conv(_) | Op::Gemm { .. });
-            if e.bias.is_none()
-                && anchor_ok
-                && graph.nodes[a].op.is_epilogue_activation()
-                && !hoisted[e.anchor]
-                && graph.nodes[e.anchor].outputs.len() == 1
-            {
-                act_of[e.anchor] = Some(a);
-                absorbed[a] = true;
-            }
+    // Conv/Gemm + activation pairs and Conv + residual Add (+ activation): the kernel's epilogue.
+    let epi = if opts.fuse_epilogues {
+        choose_epilogues(&graph, &hoisted)
+    } else {
+        EpilogueChoice {
+            act_of: vec![None; graph.nodes.len()],
+            add_of: vec![None; graph.nodes.len()],
+            absorbed: vec![false; graph.nodes.len()],
         }
-    }
+    };
+    let anchored = |i: usize| epi.act_of[i].is_some() || epi.add_of[i].is_some();
     let mut exclude = hoisted_nodes.clone();
-    exclude.extend((0..graph.nodes.len()).filter(|&i| absorbed[i] || act_of[i].is_some()));
+    exclude.extend((0..graph.nodes.len()).filter(|&i| epi.absorbed[i] || anchored(i)));
     let groups =
         if opts.fuse_elementwise { fuse_elementwise(&graph, &exclude) } else { Vec::new() };
     let mut group_last = vec![None; graph.nodes.len()];
@@ -245,11 +243,11 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let mut steps = Vec::new();
     let init_steps: Vec<Step> = hoisted_nodes.iter().map(|&i| Step::Node(i)).collect();
     for i in 0..graph.nodes.len() {
-        if hoisted[i] || absorbed[i] {
+        if hoisted[i] || epi.absorbed[i] {
             continue;
         }
-        if let Some(activation) = act_of[i] {
-            steps.push(Step::WithActivation { anchor: i, activation });
+        if anchored(i) {
+            steps.push(Step::Epilogue { anchor: i, add: epi.add_of[i], activation: epi.act_of[i] });
             continue;
         }
         match group_last[i] {
@@ -278,7 +276,11 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
         let ins = match step {
             Step::Node(i) => graph.nodes[*i].inputs.clone(),
             Step::Fused(f) => f.inputs.clone(),
-            Step::WithActivation { anchor, .. } => graph.nodes[*anchor].inputs.clone(),
+            Step::Epilogue { anchor, add, .. } => {
+                let mut ins = graph.nodes[*anchor].inputs.clone();
+                ins.extend(add.map(|a| a.1));
+                ins
+            }
         };
         for v in ins {
             read_by_steps[v.0] = true;

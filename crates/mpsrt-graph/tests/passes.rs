@@ -469,7 +469,7 @@ fn conv_gemm_activations_run_in_the_epilogue_step() {
     assert_eq!(
         plan.steps,
         vec![
-            Step::WithActivation { anchor: 0, activation: 1 },
+            Step::Epilogue { anchor: 0, add: None, activation: Some(1) },
             Step::Node(2),
             Step::Node(3),
             Step::Node(4),
@@ -479,16 +479,32 @@ fn conv_gemm_activations_run_in_the_epilogue_step() {
     );
     assert_eq!(plan.storage[g1.0], Storage::None, "the anchor's output is never stored");
     assert_eq!(plan.step_io(&plan.steps[0]), (vec![x, w], vec![r]));
-    assert!(
-        plan.summary().contains("1 conv/gemm steps with their activation"),
-        "{}",
-        plan.summary()
-    );
+    assert!(plan.summary().contains("1 conv/gemm steps with an epilogue"), "{}", plan.summary());
     let off = PlanOptions { fuse_epilogues: false, ..PlanOptions::default() };
     let plan = CompiledGraph::new(g, off).unwrap().plan(&[vec![2, 16]]).unwrap();
-    assert!(
-        !plan.steps.iter().any(|s| matches!(s, Step::WithActivation { .. })),
-        "{:?}",
-        plan.steps
+    assert!(!plan.steps.iter().any(|s| matches!(s, Step::Epilogue { .. })), "{:?}", plan.steps);
+}
+
+#[test]
+fn conv_residual_add_and_relu_run_in_the_epilogue_step() {
+    // ResNet block tail: a = Conv(x); b = Conv(x) (the shortcut, computed after a);
+    // y = Relu(Add(a, b)). The Add can only anchor on b's conv (a exists before it).
+    let mut g = Graph::new();
+    let x = value(&mut g, "f32[N,4,5,5]", 0);
+    let w = g.add_initializer("w", HostTensor::from_f32(vec![4, 4, 1, 1], &[0.5; 16])).unwrap();
+    let conv = || Op::Conv(ConvAttrs { group: 1, ..Default::default() });
+    let a = node(&mut g, "conv_a", conv(), vec![x, w]);
+    let b = node(&mut g, "conv_b", conv(), vec![x, w]);
+    let s = node(&mut g, "add", Op::Binary(BinaryOp::Add), vec![a, b]);
+    let y = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![s]);
+    g.outputs = vec![y];
+    let plan =
+        CompiledGraph::new(g, PlanOptions::default()).unwrap().plan(&[vec![1, 4, 5, 5]]).unwrap();
+    assert_eq!(
+        plan.steps,
+        vec![Step::Node(0), Step::Epilogue { anchor: 1, add: Some((2, a)), activation: Some(3) }]
     );
+    assert_eq!(plan.step_io(&plan.steps[1]), (vec![x, w, a], vec![y]));
+    assert_eq!((plan.storage[b.0], plan.storage[s.0]), (Storage::None, Storage::None));
+    assert!(matches!(plan.storage[a.0], Storage::Slot(_)), "the residual is stored");
 }

@@ -12,7 +12,8 @@
 //! store epilogue when N is a multiple of 4, an optional `alpha·AB + beta·C` epilogue
 //! (ONNX Gemm / linear / conv bias) with C read through broadcast strides, and an optional
 //! activation applied to the result before it is stored ([`MatmulAct`]: the graph engine's
-//! Conv/Gemm + Relu/LeakyRelu/Clip fusion), so the activation costs no extra pass over memory.
+//! Conv/Gemm + Relu/LeakyRelu/Clip fusion), after an optional residual tensor added elementwise
+//! (ResNet's `Conv -> Add -> Relu`), so neither costs an extra pass over memory.
 //!
 //! GEMV techniques: 256 threads split into column groups × K lanes (lanes along the operand's
 //! contiguous axis so loads coalesce), 4-way unrolled independent loads, and a workgroup-memory
@@ -80,6 +81,9 @@ pub struct MatmulSpec {
     pub batch_dims: usize,
     /// Activation applied before the store.
     pub act: MatmulAct,
+    /// Add a residual `res` (bound after C; contiguous like the output) before the activation:
+    /// a conv followed by a ResNet-style `Add` in one kernel.
+    pub has_res: bool,
 }
 
 /// A GEMV kernel: `out[z, n] = alpha * sum_k A[z, k] * B[z, k, n]`.
@@ -196,6 +200,9 @@ impl MatmulSpec {
         if self.has_c {
             bufs.push(("cin", "f32"));
         }
+        if self.has_res {
+            bufs.push(("res", "f32"));
+        }
         bufs.push(("out", if self.vec_out { "vec4<f32>" } else { "f32" }));
         header(&mut s, self.batch_dims, &bufs, self.dtype);
         s.push_str(self.act.wgsl());
@@ -258,6 +265,9 @@ impl MatmulSpec {
                     let _ = writeln!(s, "    if (m < M) {{\n      var v = c{gi}_{i}_{h} * alpha;");
                     if self.has_c {
                         s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n + c) * mi(14u))]; } }\n");
+                    }
+                    if self.has_res {
+                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + res[obase + m * N + n + c]; } }\n");
                     }
                     if self.act != MatmulAct::None {
                         s.push_str("      v = act(v);\n");
@@ -398,14 +408,23 @@ mod tests {
             for tile in [64, 128] {
                 for a in [Scalar, VecK, VecMN] {
                     for b in [Scalar, VecK, VecMN] {
-                        for (has_c, vec_out, batch_dims, act) in [
-                            (false, true, 0, MatmulAct::None),
-                            (true, false, 2, MatmulAct::Relu),
-                            (true, true, 1, MatmulAct::LeakyRelu),
-                            (false, false, 0, MatmulAct::Clip),
+                        for (has_c, vec_out, batch_dims, act, has_res) in [
+                            (false, true, 0, MatmulAct::None, false),
+                            (true, false, 2, MatmulAct::Relu, true),
+                            (true, true, 1, MatmulAct::LeakyRelu, false),
+                            (false, false, 0, MatmulAct::Clip, true),
                         ] {
-                            let spec =
-                                MatmulSpec { dtype, tile, a, b, has_c, vec_out, batch_dims, act };
+                            let spec = MatmulSpec {
+                                dtype,
+                                tile,
+                                a,
+                                b,
+                                has_c,
+                                vec_out,
+                                batch_dims,
+                                act,
+                                has_res,
+                            };
                             let Ok(src) = spec.render() else { continue };
                             crate::validate::wgsl_to_msl(&src)
                                 .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
@@ -429,6 +448,7 @@ mod tests {
             vec_out: false,
             batch_dims: 0,
             act: MatmulAct::None,
+            has_res: false,
         };
         assert!(bad.render().is_err());
     }

@@ -2,8 +2,9 @@
 //! groups, bias), `conv1d` (conv2d over a unit H dim) and `conv_transpose2d`. Arguments are
 //! validated here; the CPU reference is `cpu/conv.rs`, the GPU launch `gpu/conv.rs`.
 
-use crate::activation::{maybe_apply, Activation};
+use crate::activation::Activation;
 use crate::elementwise::same_place;
+use crate::matmul::epilogue_after;
 use crate::{cpu, gpu, Tensor};
 use mpsrt_core::{Error, Place, Result};
 
@@ -165,6 +166,20 @@ pub fn conv2d_act(
     opts: &Conv2dOptions,
     act: Option<Activation>,
 ) -> Result<Tensor> {
+    conv2d_fused(x, w, bias, opts, None, act)
+}
+
+/// `act(conv2d(x, w, bias) + residual)`: ResNet's `Conv -> Add -> Relu` as one GPU kernel where
+/// the conv lowers to a single GEMM (the residual is read in its epilogue); other paths add and
+/// activate after. `residual` must have the conv output's shape.
+pub fn conv2d_fused(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    opts: &Conv2dOptions,
+    residual: Option<&Tensor>,
+    act: Option<Activation>,
+) -> Result<Tensor> {
     let op = "conv2d";
     let place = check_common(op, x, w, bias, opts.stride, opts.dilation, opts.groups)?;
     let (s, ws) = (x.shape(), w.shape());
@@ -237,15 +252,28 @@ pub fn conv2d_act(
         dw,
         groups: g,
     };
+    if let Some(r) = residual {
+        let want = [geom.n, geom.oc, geom.oh, geom.ow];
+        if r.shape() != want || r.place() != place {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "residual {:?} on {} does not match the output {want:?} on {place}",
+                    r.shape(),
+                    r.place()
+                ),
+            ));
+        }
+    }
     match place {
         Place::Cpu => {
             let y = match cpu::gemm::conv2d(x, w, bias, &geom)? {
                 Some(t) => t,
                 None => cpu::conv::conv2d(x, w, bias, &geom)?,
             };
-            maybe_apply(y, act)
+            epilogue_after(y, residual, act)
         }
-        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false, act),
+        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false, (residual, act)),
     }
 }
 
@@ -363,6 +391,6 @@ pub fn conv_transpose2d(
     };
     match place {
         Place::Cpu => cpu::conv::conv_transpose2d(x, w, bias, &geom),
-        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, true, None),
+        Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, true, (None, None)),
     }
 }

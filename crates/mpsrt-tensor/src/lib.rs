@@ -24,8 +24,8 @@ mod unary;
 pub use activation::Activation;
 pub use binary::*;
 pub use conv::{
-    conv1d, conv2d, conv2d_act, conv_transpose2d, Conv1dPadding, Conv2dOptions, ConvPadding,
-    ConvTranspose2dOptions,
+    conv1d, conv2d, conv2d_act, conv2d_fused, conv_transpose2d, Conv1dPadding, Conv2dOptions,
+    ConvPadding, ConvTranspose2dOptions,
 };
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::fused_elementwise;

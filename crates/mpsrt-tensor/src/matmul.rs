@@ -20,8 +20,44 @@ pub(crate) struct Problem<'a> {
     pub c: Option<(&'a Tensor, Layout)>,
     pub alpha: f64,
     pub beta: f64,
+    /// Added to the result before `act`: contiguous f32 `[batch.., M, N]` (a conv's residual).
+    pub res: Option<&'a Tensor>,
     /// Applied to the result (in the GPU GEMM's epilogue where it runs).
     pub act: Option<Activation>,
+}
+
+impl<'a> Problem<'a> {
+    /// The operands and shape of this problem, without C and epilogue (for struct update).
+    pub(crate) fn clone_layouts(&self) -> Problem<'a> {
+        Problem {
+            a: self.a.clone(),
+            b: self.b.clone(),
+            a_t: self.a_t,
+            b_t: self.b_t,
+            batch: self.batch.clone(),
+            mnk: self.mnk,
+            c: None,
+            alpha: self.alpha,
+            beta: self.beta,
+            res: None,
+            act: None,
+        }
+    }
+}
+
+/// `t + res` (when given), then `act`: the epilogue of paths whose kernel cannot apply it.
+pub(crate) fn epilogue_after(
+    t: Tensor,
+    res: Option<&Tensor>,
+    act: Option<Activation>,
+) -> Result<Tensor> {
+    let t = match res {
+        Some(r) => {
+            crate::add(&t, &r.reshape(&t.shape().iter().map(|&d| d as isize).collect::<Vec<_>>())?)?
+        }
+        None => t,
+    };
+    maybe_apply(t, act)
 }
 
 fn compute_dtype(op: &str, a: DType, b: DType) -> Result<(DType, DType)> {
@@ -39,7 +75,7 @@ fn solve(op: &str, p: &Problem<'_>, place: Place) -> Result<Tensor> {
                 Some(t) => t,
                 None => cpu::matmul::matmul(p)?,
             };
-            maybe_apply(t, p.act)
+            epilogue_after(t, p.res, p.act)
         }
         Place::Gpu(i) => gpu::matmul::matmul(op, i, p),
     }
@@ -91,6 +127,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         c: None,
         alpha: 1.0,
         beta: 0.0,
+        res: None,
         act: None,
     };
     let out = solve(op, &p, place)?;
@@ -191,12 +228,17 @@ fn gemm_op(
         c: c2.as_ref().zip(cl),
         alpha,
         beta,
+        res: None,
         act,
     };
     solve(op, &p, place)?.reshape(&[m as isize, n as isize])?.astype(out_d)
 }
 
-/// Batched `a @ b + c` then `act`, for float operands of ≥ 2 dims whose batch dims broadcast and
+fn p_numel(batch: &[usize], m: usize, n: usize) -> usize {
+    batch.iter().product::<usize>() * m * n
+}
+
+/// Batched `a @ b + c (+ res)` then `act`, for float operands of ≥ 2 dims whose batch dims broadcast and
 /// a `c` broadcast to `[M, N]` for every batch entry (a conv's per-channel bias): one GPU kernel
 /// does all of it. The result is f32 `[batch.., M, N]`.
 pub(crate) fn matmul_epilogue(
@@ -204,6 +246,7 @@ pub(crate) fn matmul_epilogue(
     a: &Tensor,
     b: &Tensor,
     c: Option<&Tensor>,
+    res: Option<&Tensor>,
     act: Option<Activation>,
 ) -> Result<Tensor> {
     let place = same_place(op, &[a, b])?;
@@ -223,6 +266,16 @@ pub(crate) fn matmul_epilogue(
     sa.extend([m, k]);
     let mut sb = batch.clone();
     sb.extend([k, n]);
+    let res = match res {
+        Some(r) if r.numel() == p_numel(&batch, m, n) => Some(r.astype(DType::F32)?.contiguous()?),
+        Some(r) => {
+            return Err(Error::shape(
+                op,
+                format!("residual of shape {:?} does not match the [{m}, {n}] product", r.shape()),
+            ))
+        }
+        None => None,
+    };
     let p = Problem {
         a: a.layout().broadcast_to(op, &sa)?,
         b: b.layout().broadcast_to(op, &sb)?,
@@ -233,6 +286,7 @@ pub(crate) fn matmul_epilogue(
         c: c.as_ref().zip(cl),
         alpha: 1.0,
         beta: 1.0,
+        res: res.as_ref(),
         act,
     };
     solve(op, &p, place)

@@ -5,9 +5,10 @@
 mod common;
 use common::conv_cases::CASES;
 use common::*;
+use mpsrt_tensor as mt;
 use mpsrt_tensor::{
-    conv1d, conv2d, conv2d_act, conv_transpose2d, Activation, Conv1dPadding, Conv2dOptions,
-    ConvPadding, ConvTranspose2dOptions, DType, Place, Tensor,
+    conv1d, conv2d, conv2d_act, conv2d_fused, conv_transpose2d, Activation, Conv1dPadding,
+    Conv2dOptions, ConvPadding, ConvTranspose2dOptions, DType, Place, Tensor,
 };
 
 fn rnd(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
@@ -116,10 +117,21 @@ fn conv2d_act_matches_conv_then_activation() {
             let what = format!("conv2d_act case {i} {dtype} {act:?}");
             let fused_cpu = conv2d_act(&x, &wt, bias.then_some(&b), &o, Some(act)).unwrap();
             check(&format!("{what} on cpu"), &cpu, &fused_cpu, dtype);
+            // With a residual added before the activation (ResNet's Conv -> Add -> Relu).
+            let r = rnd(cpu.shape(), 3000 + i as u64, dtype);
+            let plain = conv2d(&x, &wt, bias.then_some(&b), &o).unwrap();
+            let cpu_res = act.apply(&mt::add(&plain, &r).unwrap()).unwrap();
+            let fused_cpu =
+                conv2d_fused(&x, &wt, bias.then_some(&b), &o, Some(&r), Some(act)).unwrap();
+            check(&format!("{what} +residual on cpu"), &cpu_res, &fused_cpu, dtype);
             for p in gpus() {
                 let (xg, wg, bg) = (x.to(p).unwrap(), wt.to(p).unwrap(), b.to(p).unwrap());
                 let got = conv2d_act(&xg, &wg, bias.then_some(&bg), &o, Some(act)).unwrap();
                 check_tol(&format!("{what} on {p}"), &cpu, &got, dtype, 2e-3);
+                let rg = r.to(p).unwrap();
+                let got =
+                    conv2d_fused(&xg, &wg, bias.then_some(&bg), &o, Some(&rg), Some(act)).unwrap();
+                check_tol(&format!("{what} +residual on {p}"), &cpu_res, &got, dtype, 2e-3);
             }
         }
     }

@@ -185,3 +185,91 @@ fn is_channel_bias(g: &Graph, y: ValueId, b: ValueId, last: bool) -> bool {
     t.shape.iter().enumerate().all(|(k, &d)| if k + lead == ch_axis { d == c } else { d == 1 })
         && t.numel() == c
 }
+
+/// Which Conv/Gemm nodes run with an epilogue (`Step::Epilogue`), per node index.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EpilogueChoice {
+    /// The activation node a Conv/Gemm anchor applies.
+    pub act_of: Vec<Option<usize>>,
+    /// The `Add` node a Conv anchor applies, and the Add's other operand (the residual).
+    pub add_of: Vec<Option<(usize, ValueId)>>,
+    /// Nodes absorbed into some anchor's epilogue (they get no step of their own).
+    pub absorbed: Vec<bool>,
+}
+
+/// Chooses the epilogues the kernels run: Conv/Gemm + Relu/LeakyRelu/Clip (from
+/// [`epilogue_candidates`]) and Conv + `Add` of a same-shape tensor available before the conv
+/// (ResNet's residual), optionally followed by such an activation. `hoisted` nodes never take
+/// part. The intermediate values must be private (one consumer, not graph outputs).
+pub(crate) fn choose_epilogues(g: &Graph, hoisted: &[bool]) -> EpilogueChoice {
+    let n = g.nodes.len();
+    let mut ch =
+        EpilogueChoice { act_of: vec![None; n], add_of: vec![None; n], absorbed: vec![false; n] };
+    let uses = g.use_counts();
+    let cons = consumers(g);
+    let producers = g.producers();
+    let private = |v: ValueId| uses[v.0] == 1 && !g.outputs.contains(&v);
+    let activation_after = |v: ValueId| -> Option<usize> {
+        let c = *cons[v.0].first()?;
+        let node = &g.nodes[c];
+        (private(v)
+            && !hoisted[c]
+            && node.op.is_epilogue_activation()
+            && node.inputs.len() == 1
+            && node.outputs.len() == 1)
+            .then_some(c)
+    };
+    for e in epilogue_candidates(g) {
+        let Some(a) = e.activation else { continue };
+        let anchor_ok = matches!(g.nodes[e.anchor].op, Op::Conv(_) | Op::Gemm { .. });
+        if e.bias.is_none()
+            && anchor_ok
+            && g.nodes[a].op.is_epilogue_activation()
+            && !hoisted[e.anchor]
+            && !hoisted[a]
+            && g.nodes[e.anchor].outputs.len() == 1
+        {
+            ch.act_of[e.anchor] = Some(a);
+            ch.absorbed[a] = true;
+        }
+    }
+    for (ai, add) in g.nodes.iter().enumerate() {
+        if add.op != Op::Binary(BinaryOp::Add) || add.inputs.len() != 2 || hoisted[ai] {
+            continue;
+        }
+        for k in 0..2 {
+            let (y, other) = (add.inputs[k], add.inputs[1 - k]);
+            let Some(ci) = producers[y.0] else { continue };
+            let conv = &g.nodes[ci];
+            let same_shape = {
+                let (ys, os) = (g.value(y), g.value(other));
+                ys.dtype == os.dtype
+                    && ys.shape.is_some()
+                    && ys.shape.as_deref().and_then(crate::ir::concrete).is_some()
+                    && ys.shape == os.shape
+            };
+            // The residual must exist before the conv's step runs.
+            let available = producers[other.0].is_none_or(|pi| pi < ci);
+            if y == other
+                || !matches!(conv.op, Op::Conv(_))
+                || conv.outputs.len() != 1
+                || hoisted[ci]
+                || ch.act_of[ci].is_some()
+                || ch.add_of[ci].is_some()
+                || !private(y)
+                || !same_shape
+                || !available
+            {
+                continue;
+            }
+            ch.add_of[ci] = Some((ai, other));
+            ch.absorbed[ai] = true;
+            if let Some(c) = add.outputs.first().and_then(|&o| activation_after(o)) {
+                ch.act_of[ci] = Some(c);
+                ch.absorbed[c] = true;
+            }
+            break;
+        }
+    }
+    ch
+}

@@ -12,9 +12,9 @@
 //! the column matrix fits.
 
 use super::{alloc_out, grid};
-use crate::activation::{maybe_apply, Activation};
+use crate::activation::Activation;
 use crate::conv::ConvGeom;
-use crate::matmul::matmul_epilogue;
+use crate::matmul::{epilogue_after, matmul_epilogue};
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Storage};
@@ -116,7 +116,7 @@ fn lowered(
     w: &Tensor,
     b: Option<&Tensor>,
     g: &ConvGeom,
-    act: Option<Activation>,
+    (res, act): Epi<'_>,
 ) -> Result<Option<Tensor>> {
     let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
     let (k, p) = (icg * g.kh * g.kw, g.oh * g.ow);
@@ -156,7 +156,7 @@ fn lowered(
             let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
             let w2 = w.reshape(&[1, i(ocg), i(k)])?;
             let c2 = col.reshape(&[i(g.n), i(k), i(p)])?;
-            let y = matmul_epilogue(op, &w2, &c2, bias.as_ref(), act)?;
+            let y = matmul_epilogue(op, &w2, &c2, bias.as_ref(), res, act)?;
             return Ok(Some(y.reshape(&shape)?));
         }
         None => crate::matmul(&w.reshape(&[1, i(g.groups), i(ocg), i(k)])?, &col)?,
@@ -166,8 +166,11 @@ fn lowered(
         Some(b) => crate::add(&y, &b.reshape(&[1, i(g.oc), 1, 1])?)?,
         None => y,
     };
-    maybe_apply(y, act).map(Some)
+    epilogue_after(y, res, act).map(Some)
 }
+
+/// A fused epilogue: residual added, then activation.
+type Epi<'a> = (Option<&'a Tensor>, Option<Activation>);
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
@@ -178,7 +181,7 @@ pub(crate) fn conv(
     b: Option<&Tensor>,
     g: &ConvGeom,
     transposed: bool,
-    act: Option<Activation>,
+    epi: Epi<'_>,
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let dtype = x.dtype();
@@ -191,7 +194,7 @@ pub(crate) fn conv(
     let depthwise = g.c / g.groups == 1 && g.groups > 1;
     let lowerable = !(transposed || depthwise);
     if total > 0 && lowerable && !implicit_gemm_forced() {
-        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g, act)? {
+        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g, epi)? {
             return y.astype(dtype);
         }
     }
@@ -235,5 +238,5 @@ pub(crate) fn conv(
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
     }
     let y = Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
-    maybe_apply(y, act)?.astype(dtype)
+    epilogue_after(y, epi.0.map(as_f32).transpose()?.as_ref(), epi.1)?.astype(dtype)
 }

@@ -9,6 +9,7 @@
 
 use super::reduce::gpu_buffer;
 use crate::activation::maybe_apply;
+use crate::matmul::epilogue_after;
 use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
@@ -53,6 +54,11 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
     let b_bytes = gpu_buffer(op, p.b_t)?.size();
     let z: usize = p.batch.iter().product();
     if b_bytes > props.max_storage_buffer_binding_size && z == 1 && p.mnk[1] > 1 {
+        if p.res.is_some() {
+            // Column blocks do not carry the residual: add it (and the activation) after.
+            let plain = Problem { res: None, act: None, c: p.c.clone(), ..p.clone_layouts() };
+            return epilogue_after(split_columns(op, device, &plain)?, p.res, p.act);
+        }
         return split_columns(op, device, p);
     }
     solve(op, device, p, None)
@@ -111,6 +117,7 @@ fn split_columns(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
             c,
             alpha: p.alpha,
             beta: p.beta,
+            res: None,
             act: p.act,
         };
         let window = ((base * elem) as u64, ((end - base) * elem) as u64);
@@ -163,7 +170,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     let (mut ab, mut bb) = (bst[0].clone(), bst[1].clone());
     let outb = gpu_buffer(op, &result)?;
     let (mut mm, mut nn) = (m, n);
-    if p.c.is_none() && n == 1 && m > 1 {
+    if p.c.is_none() && p.res.is_none() && n == 1 && m > 1 {
         // out^T = b^T a^T: a row vector times a matrix, without copying either operand.
         std::mem::swap(&mut abuf, &mut bbuf);
         std::mem::swap(&mut oa, &mut ob);
@@ -184,7 +191,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     let (act, p0, p1) = p.act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     (meta[3], meta[15]) = (p0.to_bits(), p1.to_bits());
     let nbd = bs.len();
-    if p.c.is_none() && mm == 1 {
+    if p.c.is_none() && p.res.is_none() && mm == 1 {
         let spec = GemvSpec { dtype, k_contig: sb[0] == 1 && nn > 1, batch_dims: nbd };
         let cols = if spec.k_contig { 8 } else { 32 };
         let pl = cached(&GEMV, &dev, op, spec, GemvSpec::render)?;
@@ -222,6 +229,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         vec_out: nn % 4 == 0,
         batch_dims: nbd,
         act,
+        has_res: p.res.is_some(),
     };
     let pl = cached(&GEMM, &dev, op, spec, MatmulSpec::render)?;
     let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
@@ -231,6 +239,13 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     let mut binds = vec![abuf, bbuf];
     if let Some((c, _)) = &p.c {
         binds.push(Binding::from(&**gpu_buffer(op, c)?));
+    }
+    if let Some(r) = p.res {
+        // Contiguous by construction (`matmul_epilogue`); the kernel indexes it like `out`.
+        if r.layout().offset != 0 {
+            return Err(Error::invalid(op, "internal: residual must start at offset 0"));
+        }
+        binds.push(Binding::from(&**gpu_buffer(op, r)?));
     }
     binds.push(Binding::from(&**outb));
     dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), [gx as u32, gy as u32, z as u32])?;
