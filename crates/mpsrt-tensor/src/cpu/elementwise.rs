@@ -76,39 +76,15 @@ pub(crate) fn eval(
     } else {
         // Gather every input once, then evaluate the tree chunk by chunk (its intermediate
         // columns stay in cache instead of each costing a full pass over memory) and store
-        // each chunk straight into its part of the output, chunks split over threads.
+        // each chunk straight into its part of the output, chunks spread over the worker pool.
         let pre = inputs.iter().map(|t| ctx.source(t)).collect::<Result<Vec<Src>>>()?;
         let size = out.size();
         let bytes = &mut buf.bytes_mut()[..ctx.n * size];
-        let t = super::threads().min(ctx.n.div_ceil(CHUNK));
-        let per = ctx.n.div_ceil(CHUNK).div_ceil(t) * CHUNK;
         let (ctx, pre) = (&ctx, &pre);
-        let results: Vec<Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> = bytes
-                .chunks_mut(per * size)
-                .enumerate()
-                .map(|(j, part)| {
-                    s.spawn(move || -> Result<()> {
-                        for (k, dst) in part.chunks_mut(CHUNK * size).enumerate() {
-                            let lo = j * per + k * CHUNK;
-                            let c = Ctx { n: dst.len() / size, pre: Some((pre, lo)), ..*ctx };
-                            store_into(&c.eval(expr)?, out, dst);
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(mpsrt_core::Error::device(
-                            "cpu",
-                            "internal: an elementwise worker panicked",
-                        ))
-                    })
-                })
-                .collect()
+        let results = super::par_chunks(bytes, CHUNK * size, |k, dst| -> Result<()> {
+            let c = Ctx { n: dst.len() / size, pre: Some((pre, k * CHUNK)), ..*ctx };
+            store_into(&c.eval(expr)?, out, dst);
+            Ok(())
         });
         results.into_iter().collect::<Result<Vec<()>>>()?;
     }

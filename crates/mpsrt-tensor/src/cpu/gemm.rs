@@ -55,9 +55,11 @@ fn check_bounds((buf, o, r, c): Operand<'_>, rows: usize, cols: usize) {
 /// C pointer that scoped worker threads share; each writes only its own columns.
 #[derive(Clone, Copy)]
 struct CPtr(*mut f32);
-// SAFETY: the threads of `sgemm_par` write disjoint column ranges of C and nothing reads C
-// concurrently; the pointer outlives them (`std::thread::scope`).
+// SAFETY: the tasks of `sgemm_par` write disjoint row or column ranges of C and nothing reads C
+// concurrently; the pointer outlives them (`par_for` waits for every task).
 unsafe impl Send for CPtr {}
+// SAFETY: as above: shared only to hand each task its own disjoint range.
+unsafe impl Sync for CPtr {}
 
 /// `C[:, c0..c0 + n] = alpha · A·B + beta · C[:, c0..c0 + n]` for C row-major with row stride
 /// `ldc`, through matrixmultiply's packed SGEMM.
@@ -131,28 +133,24 @@ fn sgemm_par(
         // SAFETY: `c` holds m × n elements and is exclusively borrowed.
         return unsafe { sgemm_cols([m, n, k], alpha, a, b, beta, ptr, n) };
     }
-    std::thread::scope(|s| {
-        let block = if by_cols { n } else { m }.div_ceil(t);
-        for j in 0..t {
-            let lo = j * block;
-            let len = block.min(if by_cols { n } else { m }.saturating_sub(lo));
-            if len == 0 {
-                continue;
+    let block = if by_cols { n } else { m }.div_ceil(t);
+    super::par_for(t, move |j| {
+        let ptr = ptr; // capture the whole `Send + Sync` wrapper, not its raw-pointer field
+        let lo = j * block;
+        let len = block.min(if by_cols { n } else { m }.saturating_sub(lo));
+        if len == 0 {
+            return;
+        }
+        // SAFETY: task j owns rows (or columns) lo..lo + len of C exclusively; `c` is borrowed
+        // until `par_for` returns, after every task.
+        unsafe {
+            if by_cols {
+                let b = (b.0, b.1 + lo as isize * b.3, b.2, b.3);
+                sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n);
+            } else {
+                let a = (a.0, a.1 + lo as isize * a.2, a.2, a.3);
+                sgemm_cols([len, n, k], alpha, a, b, beta, CPtr(ptr.0.add(lo * n)), n);
             }
-            s.spawn(move || {
-                let ptr = ptr; // capture the whole `Send` wrapper, not its raw-pointer field
-                               // SAFETY: thread j owns rows (or columns) lo..lo + len of C exclusively; `c`
-                               // is borrowed for the whole scope.
-                unsafe {
-                    if by_cols {
-                        let b = (b.0, b.1 + lo as isize * b.3, b.2, b.3);
-                        sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n);
-                    } else {
-                        let a = (a.0, a.1 + lo as isize * a.2, a.2, a.3);
-                        sgemm_cols([len, n, k], alpha, a, b, beta, CPtr(ptr.0.add(lo * n)), n);
-                    }
-                }
-            });
         }
     });
 }
@@ -205,8 +203,8 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
 }
 
 /// Column matrix `[icg·kh·kw, oh·ow]` of group `grp` of image `img` (x contiguous NCHW). Rows
-/// are independent: large matrices are filled in row blocks over `MPSRT_CPU_THREADS` scoped
-/// threads (single-threaded, im2col was what kept the conv path from scaling with cores).
+/// are independent: large matrices are filled in row blocks on the CPU worker pool
+/// (single-threaded, im2col was what kept the conv path from scaling with cores).
 fn im2col(x: &[f32], g: &ConvGeom, img: usize, grp: usize, col: &mut [f32]) {
     let plane = g.oh * g.ow;
     let rows = g.c / g.groups * g.kh * g.kw;
@@ -217,11 +215,7 @@ fn im2col(x: &[f32], g: &ConvGeom, img: usize, grp: usize, col: &mut [f32]) {
         return;
     }
     let per = rows.div_ceil(t);
-    std::thread::scope(|s| {
-        for (i, chunk) in col.chunks_mut(per * plane).enumerate() {
-            s.spawn(move || im2col_rows(x, g, img, grp, i * per, chunk));
-        }
-    });
+    super::par_chunks(col, per * plane, |i, chunk| im2col_rows(x, g, img, grp, i * per, chunk));
 }
 
 /// Rows `row0..` of the column matrix into `dst` (whole rows of `oh·ow`).

@@ -24,19 +24,12 @@ fn pool_values<T: Copy + Into<f64> + Sync>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
     let cols: Vec<(Vec<isize>, usize)> = (0..g.ow).map(|o| axis(g, 1, o, w)).collect();
     let per_plane = g.oh * g.ow;
     let mut out = vec![0.0; g.nc * per_plane];
-    // Planes are independent: large inputs are split into plane blocks over scoped threads.
+    // Planes are independent: large inputs are split into plane blocks on the worker pool.
     let t = if g.nc * g.h * g.w >= 1 << 16 { super::threads().min(g.nc) } else { 1 };
     let planes_per = g.nc.div_ceil(t.max(1)).max(1);
     let (rows, cols) = (&rows, &cols);
-    std::thread::scope(|s| {
-        for (i, chunk) in out.chunks_mut(planes_per * per_plane.max(1)).enumerate() {
-            let mut run = move || pool_planes(xv, g, rows, cols, i * planes_per, chunk);
-            if t > 1 {
-                s.spawn(run);
-            } else {
-                run();
-            }
-        }
+    super::par_chunks(&mut out, planes_per * per_plane.max(1), |i, chunk| {
+        pool_planes(xv, g, rows, cols, i * planes_per, chunk)
     });
     out
 }
