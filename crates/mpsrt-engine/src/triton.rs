@@ -144,13 +144,18 @@ impl ModelInstance for EngineInstance {
             })
             .collect::<Result<_, mpsrt_core::Error>>()
             .map_err(serve_err)?;
-        let outs = self.session.run(&feeds).map_err(serve_err)?;
+        let outs: Vec<(String, Tensor)> = self
+            .session
+            .run(&feeds)
+            .map_err(serve_err)?
+            .into_iter()
+            .filter(|(name, _)| requested_outputs.is_empty() || requested_outputs.contains(name))
+            .collect();
+        // One readback for all outputs (one GPU round trip per request, not one per output).
+        let refs: Vec<&Tensor> = outs.iter().map(|(_, t)| t).collect();
+        let all_bytes = Tensor::to_bytes_many(&refs).map_err(serve_err)?;
         let mut result = Vec::with_capacity(outs.len());
-        for (name, t) in outs {
-            if !requested_outputs.is_empty() && !requested_outputs.contains(&name) {
-                continue;
-            }
-            let bytes = t.to_bytes().map_err(serve_err)?;
+        for ((name, t), bytes) in outs.into_iter().zip(all_bytes) {
             result.push(HostTensor {
                 name,
                 datatype: triton_dtype(t.dtype()),

@@ -399,6 +399,77 @@ impl GpuDevice {
         Ok(out)
     }
 
+    /// Read several `(buffer, offset, len)` ranges with one submission and one wait: a model
+    /// with several outputs costs one GPU round trip, not one per output. Unified-memory
+    /// adapters (buffers mapped directly) read each range in turn.
+    pub fn read_many(&self, parts: &[(&GpuBuffer, u64, u64)]) -> Result<Vec<Vec<u8>>> {
+        if self.mappable || parts.len() <= 1 {
+            return parts.iter().map(|&(b, o, n)| self.read(b, o, n)).collect();
+        }
+        // Each part: its aligned source window and where it lands in the staging buffer.
+        let mut layout = Vec::with_capacity(parts.len());
+        let mut total = 0u64;
+        for &(_, offset, len) in parts {
+            let start = offset & !(wgpu::MAP_ALIGNMENT - 1);
+            let end = (offset + len).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+            let size = if len == 0 { 0 } else { end - start };
+            layout.push((start, size, total));
+            total += size.next_multiple_of(wgpu::MAP_ALIGNMENT);
+        }
+        if total == 0 {
+            return Ok(vec![Vec::new(); parts.len()]);
+        }
+        let mut st = self.state.lock();
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("mpsrt readback"),
+            size: total,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        for (&(buf, _, _), &(start, size, at)) in parts.iter().zip(&layout) {
+            if size > 0 {
+                st.batch.encoder(&self.device).copy_buffer_to_buffer(
+                    &buf.buffer,
+                    start,
+                    &staging,
+                    at,
+                    size,
+                );
+                buf.last_use.store(st.batch.serial, Ordering::Release);
+            }
+        }
+        self.submit_locked(&mut st);
+        let slot: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+            Arc::default();
+        let s2 = slot.clone();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| *s2.lock() = Some(r));
+        self.wait_locked(&mut st)?;
+        match slot.lock().take() {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                return Err(Error::device("read", format!("mapping the buffer failed: {e}")))
+            }
+            None => return Err(Error::device("read", "the GPU never completed the readback")),
+        }
+        let out = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::device("read", format!("mapped range unavailable: {e}")))?;
+            parts
+                .iter()
+                .zip(&layout)
+                .map(|(&(_, offset, len), &(start, _, at))| {
+                    let skip = (at + offset - start) as usize;
+                    view[skip..skip + len as usize].to_vec()
+                })
+                .collect()
+        };
+        staging.unmap();
+        drop(st);
+        self.take_errors("read")?;
+        Ok(out)
+    }
+
     /// Record a device-to-device copy; offsets and length must be multiples of 4.
     pub fn copy(
         &self,

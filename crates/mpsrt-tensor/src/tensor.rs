@@ -150,6 +150,32 @@ impl Tensor {
         }
     }
 
+    /// [`Tensor::to_bytes`] of several tensors; those on one GPU are read back with a single
+    /// submission and wait (one round trip for all of a model's outputs).
+    pub fn to_bytes_many(ts: &[&Tensor]) -> Result<Vec<Vec<u8>>> {
+        let cs = ts.iter().map(|t| t.contiguous()).collect::<Result<Vec<_>>>()?;
+        let gpu: Vec<&Arc<mpsrt_runtime::GpuBuffer>> = cs
+            .iter()
+            .filter_map(|t| match &t.storage {
+                Storage::Gpu(b) => Some(b),
+                Storage::Cpu(_) => None,
+            })
+            .collect();
+        let one_device = gpu.windows(2).all(|w| w[0].device().index() == w[1].device().index());
+        if gpu.len() < 2 || gpu.len() != cs.len() || !one_device {
+            return cs.iter().map(|t| t.to_bytes()).collect();
+        }
+        let parts: Vec<(&mpsrt_runtime::GpuBuffer, u64, u64)> = cs
+            .iter()
+            .zip(&gpu)
+            .map(|(t, b)| {
+                let size = t.dtype.size();
+                (&***b, (t.layout.offset * size) as u64, (t.numel() * size) as u64)
+            })
+            .collect();
+        gpu[0].device().read_many(&parts)
+    }
+
     /// The elements as `T`, which must match the dtype exactly.
     pub fn to_vec<T: mpsrt_core::Element + bytemuck::Pod>(&self) -> Result<Vec<T>> {
         if T::DTYPE != self.dtype {

@@ -88,6 +88,21 @@ fn allocator_statistics_reuse_limits() {
     assert!(cv.iter().all(|&v| v == 10.0), "c: {:?}", &cv[..4]);
     drop((b, c));
 
+    // Several outputs in one readback (the staging path here): odd byte offsets and lengths
+    // (u8 views), an empty tensor and a strided view, each equal to its own `to_bytes`.
+    let bytes: Vec<u8> = (0..=250).collect();
+    let u = mt::Tensor::from_slice(&bytes, &[251], Place::Cpu).unwrap().to(p).unwrap();
+    let f = mt::arange(0.0, 37.0, 1.0, DType::F32, p).unwrap();
+    let e = mt::zeros(&[0, 3], DType::F32, p).unwrap();
+    let u_view = u.slice(0, Some(3), Some(250), 2).unwrap();
+    let f_view = f.slice(0, Some(5), Some(30), 1).unwrap();
+    let u_odd = u.slice(0, Some(7), Some(100), 1).unwrap(); // byte offset 7, length 93
+    let ts = [&u_view, &f, &e, &f_view, &u_odd, &u];
+    let many = mt::Tensor::to_bytes_many(&ts).unwrap();
+    for (i, t) in ts.iter().enumerate() {
+        assert_eq!(many[i], t.to_bytes().unwrap(), "part {i}");
+    }
+
     // Out of memory: a clear error, not an abort, naming the variable to change.
     let e = mt::zeros(&[100 << 20], DType::U8, p).unwrap_err();
     assert_eq!(e.kind, ErrorKind::OutOfMemory, "{e}");
