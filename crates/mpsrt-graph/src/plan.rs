@@ -268,37 +268,7 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
             storage[v.0] = Storage::Output(i);
         }
     }
-    // Hoisted values the per-run steps read stay persistent; those only the init steps read
-    // (a light model's ConstantOfShape weight before its BatchNorm-folding Mul) are dropped
-    // after the init steps.
-    let mut read_by_steps = vec![false; graph.values.len()];
-    for step in &steps {
-        let ins = match step {
-            Step::Node(i) => graph.nodes[*i].inputs.clone(),
-            Step::Fused(f) => f.inputs.clone(),
-            Step::Epilogue { anchor, add, .. } => {
-                let mut ins = graph.nodes[*anchor].inputs.clone();
-                ins.extend(add.map(|a| a.1));
-                ins
-            }
-        };
-        for v in ins {
-            read_by_steps[v.0] = true;
-        }
-    }
-    let mut persistent = 0usize;
-    for &n in &hoisted_nodes {
-        for &v in &graph.nodes[n].outputs {
-            if storage[v.0] == Storage::None && read_by_steps[v.0] {
-                storage[v.0] = Storage::Persistent;
-                persistent += value_bytes(&graph, v)?.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
-            }
-        }
-    }
-    // Lifetimes of the values steps write that are not inputs/constants/outputs.
-    let mut planned: Vec<ValueId> = Vec::new();
-    let mut lifetimes: Vec<Lifetime> = Vec::new();
-    let mut index_of = vec![usize::MAX; graph.values.len()];
+    // The plan under construction, so `step_io` can answer for the steps below.
     let tmp = Plan {
         graph,
         init_steps: Vec::new(),
@@ -308,6 +278,28 @@ pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
         epilogues: Vec::new(),
         memory: MemoryStats::default(),
     };
+    // Hoisted values the per-run steps read stay persistent; those only the init steps read
+    // (a light model's ConstantOfShape weight before its BatchNorm-folding Mul) are dropped
+    // after the init steps.
+    let mut read_by_steps = vec![false; tmp.graph.values.len()];
+    for step in &steps {
+        for v in tmp.step_io(step).0 {
+            read_by_steps[v.0] = true;
+        }
+    }
+    let mut persistent = 0usize;
+    for &n in &hoisted_nodes {
+        for &v in &tmp.graph.nodes[n].outputs {
+            if storage[v.0] == Storage::None && read_by_steps[v.0] {
+                storage[v.0] = Storage::Persistent;
+                persistent += value_bytes(&tmp.graph, v)?.div_ceil(SLOT_ALIGN) * SLOT_ALIGN;
+            }
+        }
+    }
+    // Lifetimes of the values steps write that are not inputs/constants/outputs.
+    let mut planned: Vec<ValueId> = Vec::new();
+    let mut lifetimes: Vec<Lifetime> = Vec::new();
+    let mut index_of = vec![usize::MAX; tmp.graph.values.len()];
     for (s, step) in steps.iter().enumerate() {
         let (ins, outs) = tmp.step_io(step);
         for v in ins {

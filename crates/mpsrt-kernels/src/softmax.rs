@@ -44,7 +44,6 @@ pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
         return sum_main(mean, square, vec4, chunks);
     }
     let log = op == RegsOp::LogSoftmax;
-    let wg = REDUCE_WG;
     let c = chunks as u32;
     let zero = if vec4 { "vec4<f32>(ninf())" } else { "ninf()" };
     let mut s = tree_fns();
@@ -55,26 +54,12 @@ pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
         s.push_str("fn hmax(q: f32) -> f32 { return q; }\n");
         s.push_str("fn term(e: f32, x: f32, m: f32) -> f32 {\n  return select(select(e, 1.0, x == m), 0.0, x == ninf());\n}\n");
     }
-    let _ = writeln!(s, "@compute @workgroup_size({wg})");
-    s.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
-    s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
-    s.push_str("  let R = mw(1u);\n  let base = i32(mw(2u)) + kept_in(o);\n");
+    s.push_str(&main_and_loads(vec4, chunks, zero));
+    // Softmax rows are written back: the row's output base (and, scalar, its stride).
     if vec4 {
-        s.push_str(
-            "  let n = R >> 2u; let b4 = u32(base) >> 2u; let ob = u32(kept_out(o)) >> 2u;\n",
-        );
+        s.push_str("  let ob = u32(kept_out(o)) >> 2u;\n");
     } else {
-        s.push_str("  let n = R; let ob = kept_out(o); let ors = i32(mw(4u));\n");
-    }
-    // Every load first (independent, so they are all in flight together), then arithmetic.
-    for i in 0..c {
-        let load =
-            if vec4 { format!("inp[b4 + k{i}]") } else { format!("ld(u32(base + roff(k{i})))") };
-        let _ = writeln!(
-            s,
-            "  let k{i} = tid + {}u;\n  var x{i} = {zero};\n  if (k{i} < n) {{ x{i} = {load}; }}",
-            i * wg
-        );
+        s.push_str("  let ob = kept_out(o); let ors = i32(mw(4u));\n");
     }
     let maxes: Vec<String> = (0..c).map(|i| format!("hmax(x{i})")).collect();
     let lm = maxes.iter().skip(1).fold(maxes[0].clone(), |a, b| format!("max({a}, {b})"));
@@ -116,12 +101,13 @@ fn tree_fns() -> String {
     s
 }
 
-/// Row sum / mean / L2 norm with every load issued before the first add.
-fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
+/// The entry point's opening: row `o` of workgroup `wid` (returning past the last row), its
+/// length `R`, input base, element count `n` (vec4s when `vec4`) and `chunks` loads per thread
+/// into `x0..`, all issued before any arithmetic (independent, so they are in flight together);
+/// lanes past the row hold `pad`.
+fn main_and_loads(vec4: bool, chunks: u8, pad: &str) -> String {
     let wg = REDUCE_WG;
-    let mut s = tree_fns();
-    let zero = if vec4 { "vec4<f32>(0.0)" } else { "0.0" };
-    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    let mut s = format!("@compute @workgroup_size({wg})\n");
     s.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
     s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
     s.push_str("  let R = mw(1u);\n  let base = i32(mw(2u)) + kept_in(o);\n");
@@ -135,10 +121,18 @@ fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
             if vec4 { format!("inp[b4 + k{i}]") } else { format!("ld(u32(base + roff(k{i})))") };
         let _ = writeln!(
             s,
-            "  let k{i} = tid + {}u;\n  var x{i} = {zero};\n  if (k{i} < n) {{ x{i} = {load}; }}",
+            "  let k{i} = tid + {}u;\n  var x{i} = {pad};\n  if (k{i} < n) {{ x{i} = {load}; }}",
             i * wg
         );
     }
+    s
+}
+
+/// Row sum / mean / L2 norm with every load issued before the first add.
+fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
+    let mut s = tree_fns();
+    let zero = if vec4 { "vec4<f32>(0.0)" } else { "0.0" };
+    s.push_str(&main_and_loads(vec4, chunks, zero));
     let term = |i: u32| if square { format!("x{i} * x{i}") } else { format!("x{i}") };
     let sum = (1..chunks as u32).fold(term(0), |a, i| format!("{a} + {}", term(i)));
     if vec4 {

@@ -345,66 +345,18 @@ impl GpuDevice {
 
     /// Read `len` bytes at `offset` back to the host. Waits for all recorded work.
     pub fn read(&self, buf: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
-        if len == 0 {
-            return Ok(Vec::new());
+        if self.mappable {
+            return self.read_mapped(buf, offset, len);
         }
-        let start = offset & !(wgpu::MAP_ALIGNMENT - 1);
-        let end = (offset + len).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
-        let mut st = self.state.lock();
-        let (source, base) = if self.mappable {
-            self.submit_locked(&mut st);
-            (buf.buffer.clone(), start)
-        } else {
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("mpsrt readback"),
-                size: end - start,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            st.batch.encoder(&self.device).copy_buffer_to_buffer(
-                &buf.buffer,
-                start,
-                &staging,
-                0,
-                end - start,
-            );
-            buf.last_use.store(st.batch.serial, Ordering::Release);
-            self.submit_locked(&mut st);
-            (staging, 0)
-        };
-        let slot: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
-            Arc::default();
-        let s2 = slot.clone();
-        let range = base..base + (end - start);
-        source.map_async(wgpu::MapMode::Read, range.clone(), move |r| *s2.lock() = Some(r));
-        self.wait_locked(&mut st)?;
-        let mapped = slot.lock().take();
-        match mapped {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                return Err(Error::device("read", format!("mapping the buffer failed: {e}")))
-            }
-            None => return Err(Error::device("read", "the GPU never completed the readback")),
-        }
-        let out = {
-            let view = source
-                .get_mapped_range(range)
-                .map_err(|e| Error::device("read", format!("mapped range unavailable: {e}")))?;
-            let skip = (offset - start) as usize;
-            view[skip..skip + len as usize].to_vec()
-        };
-        source.unmap();
-        drop(st);
-        self.take_errors("read")?;
-        Ok(out)
+        Ok(self.read_many(&[(buf, offset, len)])?.pop().unwrap_or_default())
     }
 
     /// Read several `(buffer, offset, len)` ranges with one submission and one wait: a model
     /// with several outputs costs one GPU round trip, not one per output. Unified-memory
     /// adapters (buffers mapped directly) read each range in turn.
     pub fn read_many(&self, parts: &[(&GpuBuffer, u64, u64)]) -> Result<Vec<Vec<u8>>> {
-        if self.mappable || parts.len() <= 1 {
-            return parts.iter().map(|&(b, o, n)| self.read(b, o, n)).collect();
+        if self.mappable {
+            return parts.iter().map(|&(b, o, n)| self.read_mapped(b, o, n)).collect();
         }
         // Each part: its aligned source window and where it lands in the staging buffer.
         let mut layout = Vec::with_capacity(parts.len());
@@ -439,18 +391,7 @@ impl GpuDevice {
             }
         }
         self.submit_locked(&mut st);
-        let slot: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
-            Arc::default();
-        let s2 = slot.clone();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| *s2.lock() = Some(r));
-        self.wait_locked(&mut st)?;
-        match slot.lock().take() {
-            Some(Ok(())) => {}
-            Some(Err(e)) => {
-                return Err(Error::device("read", format!("mapping the buffer failed: {e}")))
-            }
-            None => return Err(Error::device("read", "the GPU never completed the readback")),
-        }
+        self.map_and_wait(&mut st, &staging, 0..total)?;
         let out = {
             let view = staging
                 .get_mapped_range(..)
@@ -468,6 +409,50 @@ impl GpuDevice {
         drop(st);
         self.take_errors("read")?;
         Ok(out)
+    }
+
+    /// The unified-memory fast path of `read`: map the tensor's own buffer.
+    fn read_mapped(&self, buf: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let start = offset & !(wgpu::MAP_ALIGNMENT - 1);
+        let end = (offset + len).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let mut st = self.state.lock();
+        self.submit_locked(&mut st);
+        self.map_and_wait(&mut st, &buf.buffer, start..end)?;
+        let out = {
+            let view = buf
+                .buffer
+                .get_mapped_range(start..end)
+                .map_err(|e| Error::device("read", format!("mapped range unavailable: {e}")))?;
+            let skip = (offset - start) as usize;
+            view[skip..skip + len as usize].to_vec()
+        };
+        buf.buffer.unmap();
+        drop(st);
+        self.take_errors("read")?;
+        Ok(out)
+    }
+
+    /// Map `range` of `buffer` for reading and wait for all submitted work (and the mapping).
+    fn map_and_wait(
+        &self,
+        st: &mut State,
+        buffer: &wgpu::Buffer,
+        range: std::ops::Range<u64>,
+    ) -> Result<()> {
+        let slot: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+            Arc::default();
+        let s2 = slot.clone();
+        buffer.map_async(wgpu::MapMode::Read, range, move |r| *s2.lock() = Some(r));
+        self.wait_locked(st)?;
+        let mapped = slot.lock().take();
+        match mapped {
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => Err(Error::device("read", format!("mapping the buffer failed: {e}"))),
+            None => Err(Error::device("read", "the GPU never completed the readback")),
+        }
     }
 
     /// Record a device-to-device copy; offsets and length must be multiples of 4.

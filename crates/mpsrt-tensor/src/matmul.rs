@@ -27,8 +27,8 @@ pub(crate) struct Problem<'a> {
 }
 
 impl<'a> Problem<'a> {
-    /// The operands and shape of this problem, without C and epilogue (for struct update).
-    pub(crate) fn clone_layouts(&self) -> Problem<'a> {
+    /// The same product (with C) without the residual and activation epilogue.
+    pub(crate) fn without_epilogue(&self) -> Problem<'a> {
         Problem {
             a: self.a.clone(),
             b: self.b.clone(),
@@ -36,7 +36,7 @@ impl<'a> Problem<'a> {
             b_t: self.b_t,
             batch: self.batch.clone(),
             mnk: self.mnk,
-            c: None,
+            c: self.c.clone(),
             alpha: self.alpha,
             beta: self.beta,
             res: None,

@@ -56,8 +56,7 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
     if b_bytes > props.max_storage_buffer_binding_size && z == 1 && p.mnk[1] > 1 {
         if p.res.is_some() {
             // Column blocks do not carry the residual: add it (and the activation) after.
-            let plain = Problem { res: None, act: None, c: p.c.clone(), ..p.clone_layouts() };
-            return epilogue_after(split_columns(op, device, &plain)?, p.res, p.act);
+            return epilogue_after(split_columns(op, device, &p.without_epilogue())?, p.res, p.act);
         }
         return split_columns(op, device, p);
     }
