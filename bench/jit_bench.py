@@ -3,7 +3,7 @@ run through `mpsrt.jit` exactly as the tests run them, beside mpsrt's built-in o
 
 Prints one JSON object per line. The tutorial fixtures `import torch` only for `empty`/`empty_like`;
 they get the same small shim as the tests, while real torch (if installed) is timed separately.
-Usage: python3 bench/jit_bench.py [--iters N] [--no-torch] [--quick]
+Usage: python3 bench/jit_bench.py [--iters N] [--no-torch] [--quick] [--only add,softmax,matmul]
 """
 import argparse
 import importlib.util
@@ -121,8 +121,10 @@ def main():
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run on lavapipe)")
+    p.add_argument("--only", default="add,softmax,matmul", help="comma-separated benchmarks to run")
     args = p.parse_args()
-    sizes = QUICK if args.quick else FULL
+    only = set(args.only.split(","))
+    sizes = {k: (v if k in only or k == "rows" else []) for k, v in (QUICK if args.quick else FULL).items()}
     emit(device=mpsrt.mps.get_device_name())
     mpsrt_side(args.iters, sizes)
     if not args.no_torch:

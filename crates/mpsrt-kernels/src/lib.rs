@@ -3,6 +3,7 @@
 //! tree. No wgpu here, so every kernel can be validated and translated to MSL by naga in tests
 //! without a GPU (we have no Mac: this is how Metal breakage is caught).
 
+pub mod concat;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
@@ -11,9 +12,13 @@ pub mod softmax;
 #[cfg(feature = "validate")]
 pub mod validate;
 
+pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
-pub use matmul::{matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad, MATMUL_META_HEAD};
+pub use matmul::{
+    matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec, OperandLoad,
+    MATMUL_META_HEAD,
+};
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file

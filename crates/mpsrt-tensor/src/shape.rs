@@ -79,6 +79,16 @@ pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
         shape[ax] += t.shape()[ax];
     }
     let dtype = tensors.iter().skip(1).fold(first.dtype(), |d, t| d.promote(t.dtype()));
+    if let Place::Gpu(d) = place {
+        // One dispatch for up to 15 contiguous parts instead of one strided copy per part.
+        let work = gpu_word(dtype);
+        let parts = tensors
+            .iter()
+            .filter(|t| t.shape()[ax] > 0)
+            .map(|t| t.astype(work)?.contiguous())
+            .collect::<Result<Vec<_>>>()?;
+        return gpu::shape::concat(op, d, &shape, ax, work, &parts)?.astype(dtype);
+    }
     let full = Layout::contiguous(&shape);
     let mut parts = Vec::with_capacity(tensors.len());
     let mut start = 0isize;

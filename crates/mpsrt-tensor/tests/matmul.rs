@@ -87,6 +87,23 @@ fn gemm_and_linear_match_cpu_reference() {
         |p| mt::gemm(&a.to(p)?, &bg.to(p)?, Some(&c.to(p)?), 0.5, 2.0, true, true),
         1e-4,
     );
+    // One row (a batch-1 classifier): the GEMV kernel with C in its epilogue, B transposed
+    // (K-contiguous lanes) and row-major, C broadcast from [N] and given as [1, N].
+    let row = tensor(&values(37, 8, false), &[1, 37], DType::F32);
+    let wt = tensor(&values(13 * 37, 9, false), &[13, 37], DType::F32);
+    let c13 = tensor(&values(13, 10, false), &[13], DType::F32);
+    for (tb, w, cv) in [
+        (true, wt.clone(), c13.clone()),
+        (false, wt.transpose(0, 1).unwrap().contiguous().unwrap(), c13.reshape(&[1, 13]).unwrap()),
+    ] {
+        let cpu = mt::gemm(&row, &w, Some(&cv), 0.5, 2.0, false, tb).unwrap();
+        check(
+            &format!("gemm one row transB={tb}"),
+            &cpu,
+            |p| mt::gemm(&row.to(p)?, &w.to(p)?, Some(&cv.to(p)?), 0.5, 2.0, false, tb),
+            1e-4,
+        );
+    }
     let x = tensor(&values(2 * 3 * 9, 4, false), &[2, 3, 9], DType::F32);
     let cpu = mt::linear(&x, &b, Some(&c)).unwrap();
     assert_eq!(cpu.shape(), &[2, 3, 6]);

@@ -93,6 +93,42 @@ fn concat_stack_split_match_cpu() {
     for p in gpus() {
         same("mixed", &cpu, &concat(&[&a.to(p).unwrap(), &b.to(p).unwrap()], 0).unwrap());
     }
+    // DenseNet-style: 20 parts of varying widths (more than one dispatch binds, so the join
+    // runs in column windows), one of them a view at an offset, one empty.
+    let parts: Vec<Tensor> = (0..20)
+        .map(|i| {
+            let c = [1, 3, 0, 7, 2][i % 5];
+            tensor(&values(2 * c * 9, 100 + i as u64, false), &[2, c, 3, 3], DType::F32)
+        })
+        .collect();
+    let big = tensor(&values(2 * 6 * 9, 7, false), &[2, 6, 3, 3], DType::F32);
+    let mut cpu_refs: Vec<&Tensor> = parts.iter().collect();
+    let window = big.slice(0, Some(1), Some(2), 1).unwrap();
+    let window = window.expand(&[2, 6, 3, 3]).unwrap();
+    cpu_refs.insert(5, &window);
+    let cpu = concat(&cpu_refs, 1).unwrap();
+    for p in gpus() {
+        let gparts: Vec<Tensor> = parts.iter().map(|t| t.to(p).unwrap()).collect();
+        let gwin = big.to(p).unwrap().slice(0, Some(1), Some(2), 1).unwrap();
+        let gwin = gwin.expand(&[2, 6, 3, 3]).unwrap();
+        let mut refs: Vec<&Tensor> = gparts.iter().collect();
+        refs.insert(5, &gwin);
+        same("concat of 21 parts", &cpu, &concat(&refs, 1).unwrap());
+        // a contiguous part that starts past its buffer's first element
+        let off = big.to(p).unwrap().slice(0, Some(1), Some(2), 1).unwrap();
+        same(
+            "concat of offset views",
+            &concat(
+                &[
+                    &big.slice(0, Some(1), Some(2), 1).unwrap(),
+                    &parts[1].slice(0, Some(0), Some(1), 1).unwrap(),
+                ],
+                1,
+            )
+            .unwrap(),
+            &concat(&[&off, &gparts[1].slice(0, Some(0), Some(1), 1).unwrap()], 1).unwrap(),
+        );
+    }
     // all parts empty
     let z = tensor(&[], &[0, 3], DType::F32);
     assert_eq!(concat(&[&z, &z], 0).unwrap().shape(), [0, 3]);

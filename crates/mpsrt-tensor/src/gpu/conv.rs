@@ -17,7 +17,8 @@ use crate::conv::ConvGeom;
 use crate::matmul::{epilogue_after, matmul_epilogue};
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
-use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Storage};
+use mpsrt_kernels::{splitk_reduce_kernel, MatmulAct};
+use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Pipeline, Storage};
 use std::sync::{Arc, OnceLock};
 
 const SOURCE: &str = include_str!("../../../mpsrt-kernels/src/conv.wgsl");
@@ -92,13 +93,97 @@ fn meta_words(g: &ConvGeom, has_bias: bool, offs: [usize; 3], total: usize, row:
 }
 
 /// K slices for a single (image, group) product of `m × n` outputs over `k`, when its 64×64
-/// tiles are too few to occupy a GPU and K is long enough to split (slices of ≥ 128).
+/// tiles are too few to occupy a GPU (a batch-1 conv on a small map: ResNet-50's 56×56 layers
+/// give 49 tiles, its 7×7 layers 8) and K is long enough to split into slices of ≥ 64: up to
+/// 512 workgroups. `MPSRT_SPLIT_K=off` turns it off, `=legacy` keeps the first rule (K ≥ 1024,
+/// slices ≥ 128, fewer than 64 tiles) — both for comparison.
 fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
     let tiles = m.div_ceil(64) * n.div_ceil(64);
-    if batch != 1 || tiles >= 64 || k < 1024 {
+    let legacy = match split_k_mode() {
+        SplitK::Off => return None,
+        SplitK::Legacy => true,
+        SplitK::Wide => false,
+    };
+    let (max_tiles, min_k, min_slice) = if legacy { (64, 1024, 128) } else { (128, 256, 64) };
+    if batch != 1 || tiles >= max_tiles || k < min_k {
         return None;
     }
-    [16, 8, 4, 2].into_iter().find(|&s| k.is_multiple_of(s) && k / s >= 128 && tiles * s <= 512)
+    [32, 16, 8, 4, 2]
+        .into_iter()
+        .find(|&s| k.is_multiple_of(s) && k / s >= min_slice && tiles * s <= 512)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SplitK {
+    Off,
+    Legacy,
+    Wide,
+}
+
+fn split_k_mode() -> SplitK {
+    static M: OnceLock<SplitK> = OnceLock::new();
+    *M.get_or_init(|| match std::env::var("MPSRT_SPLIT_K").as_deref() {
+        Ok("off") | Ok("0") => SplitK::Off,
+        Ok("legacy") => SplitK::Legacy,
+        _ => SplitK::Wide,
+    })
+}
+
+/// `act(sum_j parts[j] + bias[m] + res)`: the split-K partials `[s, M, N]` reduced with the
+/// conv's epilogue in one dispatch (`splitk_reduce_kernel`), as a contiguous `[M, N]` tensor.
+fn splitk_reduce(
+    op: &str,
+    dev: &mpsrt_runtime::GpuDevice,
+    parts: &Tensor,
+    bias: Option<&Tensor>,
+    (res, act): Epi<'_>,
+) -> Result<Tensor> {
+    type Cache = parking_lot::Mutex<
+        std::collections::HashMap<(usize, bool, bool, MatmulAct), Arc<Pipeline>>,
+    >;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let (s, m, n) = (parts.shape()[0], parts.shape()[1], parts.shape()[2]);
+    let total = m * n;
+    let res = res.map(as_f32).transpose()?;
+    let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    let key = (dev.index(), bias.is_some(), res.is_some(), kind);
+    let cache = CACHE.get_or_init(Default::default);
+    let cached = cache.lock().get(&key).cloned();
+    let pipeline = match cached {
+        Some(p) => p,
+        None => {
+            let src = splitk_reduce_kernel(key.1, key.2, kind);
+            let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+            cache.lock().insert(key, p.clone());
+            p
+        }
+    };
+    let out = alloc_out(dev, op, total, 4)?;
+    let wg =
+        grid((total as u64).div_ceil(256), dev.properties().max_compute_workgroups_per_dimension);
+    let mut words = [0u32; 16];
+    words[..6].copy_from_slice(&[
+        total as u32,
+        n as u32,
+        s as u32,
+        p0.to_bits(),
+        wg[0] * 256,
+        bias.map_or(0, |b| b.layout().offset as u32),
+    ]);
+    words[15] = p1.to_bits();
+    let mut bindings = vec![Binding::from(&**buffer(op, parts)?)];
+    if let Some(b) = bias {
+        bindings.push(Binding::from(&**buffer(op, b)?));
+    }
+    if let Some(r) = &res {
+        if r.layout().offset != 0 || r.numel() != total {
+            return Err(Error::invalid(op, "internal: residual must be a whole [M, N] buffer"));
+        }
+        bindings.push(Binding::from(&**buffer(op, r)?));
+    }
+    bindings.push(Binding::from(&out));
+    dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&words), wg)?;
+    Ok(Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&[m, n]), DType::F32))
 }
 
 fn implicit_gemm_forced() -> bool {
@@ -135,7 +220,7 @@ fn lowered(
         let maxd = dev.properties().max_compute_workgroups_per_dimension;
         let wg = grid((total as u64).div_ceil(256), maxd);
         let words = meta_words(g, false, [x.layout().offset, 0, 0], total, wg[0] * 256);
-        let pipeline = dev.pipeline(Kernel { source: IM2COL, entry: "conv_im2col" })?;
+        let pipeline = dev.static_pipeline(IM2COL, "conv_im2col")?;
         let bindings = [Binding::from(&**buffer(op, x)?), Binding::from(&out)];
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
         let shape = [g.n, g.groups, k, p];
@@ -148,7 +233,11 @@ fn lowered(
         Some(s) => {
             let ws = w.reshape(&[i(ocg), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
             let cs = col.reshape(&[i(s), i(k / s), i(p)])?;
-            crate::sum(&crate::matmul(&ws, &cs)?, Some(&[0]), false)?
+            let parts = crate::matmul(&ws, &cs)?;
+            // Batch 1, so groups == 1 here: the bias is one value per row of [OC, P].
+            let bias = b.map(|b| b.contiguous()).transpose()?;
+            let y = splitk_reduce(op, dev, &parts, bias.as_ref(), (res, act))?;
+            return Ok(Some(y.reshape(&shape)?));
         }
         // Ungrouped: one (batched) GEMM whose C operand is the bias, broadcast along P and the
         // batch, and whose epilogue applies the activation — one kernel for conv+bias+act.
@@ -228,7 +317,7 @@ pub(crate) fn conv(
         let offs =
             [x.layout().offset, w.layout().offset, b.as_ref().map_or(0, |b| b.layout().offset)];
         let words = meta_words(g, b.is_some(), offs, total, wg[0] * 256);
-        let pipeline = dev.pipeline(Kernel { source, entry })?;
+        let pipeline = dev.static_pipeline(source, entry)?;
         let bindings = [
             Binding::from(&**buffer(op, &x)?),
             Binding::from(&**buffer(op, &w)?),

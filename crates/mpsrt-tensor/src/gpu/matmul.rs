@@ -190,12 +190,23 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     let (act, p0, p1) = p.act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     (meta[3], meta[15]) = (p0.to_bits(), p1.to_bits());
     let nbd = bs.len();
-    if p.c.is_none() && p.res.is_none() && mm == 1 {
-        let spec = GemvSpec { dtype, k_contig: sb[0] == 1 && nn > 1, batch_dims: nbd };
+    // One row times a matrix (a batch-1 classifier): the GEMV kernel, with C (the bias) in its
+    // epilogue when there is one — a one-row tiled GEMM would keep 1/64 of its threads busy.
+    if p.res.is_none() && mm == 1 && (p.c.is_none() || z == 1) {
+        let spec = GemvSpec {
+            dtype,
+            k_contig: sb[0] == 1 && nn > 1,
+            batch_dims: nbd,
+            has_c: p.c.is_some(),
+        };
         let cols = if spec.k_contig { 8 } else { 32 };
         let pl = cached(&GEMV, &dev, op, spec, GemvSpec::render)?;
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
-        let binds = [abuf, bbuf, Binding::from(&**outb)];
+        let mut binds = vec![abuf, bbuf];
+        if let Some((c, _)) = &p.c {
+            binds.push(Binding::from(&**gpu_buffer(op, c)?));
+        }
+        binds.push(Binding::from(&**outb));
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
         // The GEMV kernel has no activation epilogue: a separate elementwise pass.
         return maybe_apply(result, p.act);

@@ -6,7 +6,7 @@ use super::{alloc_out, grid};
 use crate::pool::PoolGeom;
 use crate::Tensor;
 use mpsrt_core::{numel, DType, Layout, Result};
-use mpsrt_runtime::{Binding, Kernel, Storage};
+use mpsrt_runtime::{Binding, Storage};
 use std::sync::Arc;
 
 const SOURCE: &str = include_str!("../../../mpsrt-kernels/src/pool.wgsl");
@@ -50,7 +50,7 @@ pub(crate) fn pool2d(
             u(total),
             wg[0] * 256,
         ];
-        let pipeline = dev.pipeline(Kernel { source: SOURCE, entry: "pool2d" })?;
+        let pipeline = dev.static_pipeline(SOURCE, "pool2d")?;
         let bindings = [Binding::from(&**buffer(op, &x)?), Binding::from(&out)];
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 5), wg)?;
     }

@@ -35,6 +35,8 @@ pub const CASES: &[Case] = &[
     // batch-1 small maps with long K: the split-K product (K = 1152 and 1024)
     (1, 128, 7, 7, 96, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
     (1, 1024, 5, 5, 64, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
+    // K = 288: split into 4 slices of 72 only by the wide rule (one reduce pass with the epilogue)
+    (1, 32, 10, 10, 40, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
     // 128×128 tile variant (≥ 128 big tiles, ≥ 128 channels), odd K = 63 and N = 130
     (2, 7, 64, 64, 130, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
 ];
