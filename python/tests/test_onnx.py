@@ -1,12 +1,15 @@
-"""`mpsrt.onnx`: InferenceSession checked against onnxruntime on small `onnx.helper` models, its
-error mapping, and the ONNX backend driven by ONNX's own conformance runner (`BackendTest`),
-whose expected outputs come from ONNX's reference implementation."""
+"""`mpsrt.onnx`: InferenceSession checked against onnxruntime on small `onnx.helper` models (those
+tests skip without onnxruntime; the others compare with ONNX's reference evaluator and with the
+shapes onnxruntime reports, written out), its onnxruntime-shaped constructor and error mapping,
+and the ONNX backend driven by ONNX's own conformance runner (`BackendTest`), whose expected
+outputs come from ONNX's reference implementation."""
 import atexit
 import os
 import re
 import shutil
 import tempfile
 import threading
+import types
 import unittest
 import warnings
 
@@ -17,8 +20,12 @@ import mpsrt
 from conftest import need_gpu
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+try:
+    import onnxruntime as ort
+except ImportError:  # optional: only the tests that compare with it need it
+    ort = None
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
 import onnx.backend.test  # noqa: E402
 
 from mpsrt.onnx import backend as mpsrt_backend  # noqa: E402
@@ -26,11 +33,12 @@ from mpsrt.onnx import backend as mpsrt_backend  # noqa: E402
 OPSET = 17
 
 
-def _model(nodes, inputs, outputs, inits=(), opset=OPSET):
+def _model(nodes, inputs, outputs, inits=(), opset=OPSET, check=True):
     graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8  # what the installed onnxruntime accepts for opset 17
-    onnx.checker.check_model(m)
+    if check:  # the checker wants a shape on every graph output; onnxruntime does not
+        onnx.checker.check_model(m)
     return m
 
 
@@ -63,6 +71,8 @@ def reshape_model():
 
 
 def _ort(model):
+    if ort is None:
+        pytest.skip("onnxruntime is not installed")
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
@@ -186,6 +196,270 @@ def test_run_errors(place):
         sess.run(["q"], {"x": x})
     # A failed run leaves the session usable.
     assert sess.run(["y"], {"x": x})[0].shape == (2, 3)
+
+
+# ---------------------------------------------------------------- onnxruntime's constructor
+
+def _unnamed(vi, *axes):
+    """Clears the dim_param of `axes`: dims with neither dim_param nor dim_value."""
+    for a in axes:
+        vi.type.tensor_type.shape.dim[a].ClearField("dim_param")
+    return vi
+
+
+def test_providers_pick_the_place():
+    model = mlp_model()
+    sess = mpsrt.onnx.InferenceSession(model, providers=["CPUExecutionProvider"])
+    assert (sess.place, sess.get_providers()) == ("cpu", ["CPUExecutionProvider"])
+    # Unknown names fail loudly, naming the provider and the known ones.
+    with pytest.raises(ValueError, match=r"'FooExecutionProvider'.*CPUExecutionProvider.*"
+                                         r"CUDAExecutionProvider"):
+        mpsrt.onnx.InferenceSession(model, providers=["FooExecutionProvider",
+                                                      "CPUExecutionProvider"])
+    # onnxruntime providers without an mpsrt counterpart are skipped, as a build without them.
+    with pytest.warns(UserWarning, match="OpenVINOExecutionProvider"):
+        sess = mpsrt.onnx.InferenceSession(model, providers=["OpenVINOExecutionProvider",
+                                                             "CPUExecutionProvider"])
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    # Argument shapes onnxruntime rejects.
+    with pytest.raises(ValueError, match="same length"):
+        mpsrt.onnx.InferenceSession(model, providers=["CPUExecutionProvider"],
+                                    provider_options=[{}, {}])
+    with pytest.raises(ValueError, match="sequence"):
+        mpsrt.onnx.InferenceSession(model, providers="CPUExecutionProvider")
+    with pytest.raises(ValueError, match="device_id"):
+        mpsrt.onnx.InferenceSession(model, providers=[("CUDAExecutionProvider",
+                                                       {"device_id": "x"})])
+    # onnxruntime's other keywords are accepted; anything else is a TypeError.
+    mpsrt.onnx.InferenceSession(model, providers=["CPUExecutionProvider"], enable_fallback=0,
+                                disabled_optimizers=[])
+    with pytest.raises(TypeError, match="providerz"):
+        mpsrt.onnx.InferenceSession(model, providerz=["CPUExecutionProvider"])
+
+
+def test_gpu_providers_fall_back_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(mpsrt.mps, "is_available", lambda: False)
+    monkeypatch.setattr(mpsrt.mps, "device_count", lambda: 0)
+    model = mlp_model()
+    with pytest.warns(UserWarning, match="'CUDAExecutionProvider' is not available"):
+        sess = mpsrt.onnx.InferenceSession(model, providers=["CUDAExecutionProvider",
+                                                             "CPUExecutionProvider"])
+    assert (sess.place, sess.get_providers()) == ("cpu", ["CPUExecutionProvider"])
+    # Nothing usable left: the CPU, as onnxruntime.
+    with pytest.warns(UserWarning) as record:
+        sess = mpsrt.onnx.InferenceSession(model, providers=["CoreMLExecutionProvider"])
+    assert [str(w.message).split(";")[0] for w in record] == [
+        "[onnx] provider 'CoreMLExecutionProvider' is not available (no GPU adapter is available)",
+        "[onnx] no requested provider is available"]
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+    # No providers: the GPU when there is one, here the CPU.
+    assert mpsrt.onnx.InferenceSession(model).place == "cpu"
+    assert mpsrt.onnx.get_available_providers() == ["CPUExecutionProvider"]
+
+
+def test_gpu_providers(gpu):
+    model = mlp_model()
+    x = np.random.default_rng(3).standard_normal((2, 4)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    for name in mpsrt.onnx.GPU_PROVIDERS:
+        sess = mpsrt.onnx.InferenceSession(model, providers=[name, "CPUExecutionProvider"])
+        assert sess.place.startswith("mps:") and sess.get_providers() == [name]
+    # device_id, as a tuple or through provider_options; options come back as strings.
+    n = mpsrt.mps.device_count()
+    for kw in ({"providers": [("CUDAExecutionProvider", {"device_id": n - 1})]},
+               {"providers": ["CUDAExecutionProvider"], "provider_options": [{"device_id": n - 1}]}):
+        sess = mpsrt.onnx.InferenceSession(model, **kw)
+        assert sess.place == f"mps:{n - 1}"
+        assert sess.get_provider_options() == {"CUDAExecutionProvider": {"device_id": str(n - 1)}}
+        for g, w in zip(sess.run(None, {"x": x}), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    with pytest.warns(UserWarning, match="device_id 99 is out of range"):
+        sess = mpsrt.onnx.InferenceSession(model, providers=[("CUDAExecutionProvider",
+                                                              {"device_id": 99}),
+                                                             "CPUExecutionProvider"])
+    assert sess.place == "cpu"
+    # place= wins over providers; a bare string in sess_options' position is the old place.
+    sess = mpsrt.onnx.InferenceSession(model, providers=["CPUExecutionProvider"], place="mps")
+    assert sess.place.startswith("mps:") and sess.get_providers() == ["MPSExecutionProvider"]
+    assert mpsrt.onnx.InferenceSession(model, "cpu").place == "cpu"
+    assert mpsrt.onnx.InferenceSession(model).place.startswith("mps:")
+    assert mpsrt.onnx.get_available_providers() == ["MpsrtExecutionProvider",
+                                                    "CPUExecutionProvider"]
+
+
+def test_session_options(place):
+    """Duck-typed onnxruntime.SessionOptions: ORT_DISABLE_ALL compiles without fusion, and the
+    results match ONNX's reference evaluator either way."""
+    model = mlp_model()
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    level = types.SimpleNamespace(name="ORT_DISABLE_ALL")  # an enum member, as pybind11's
+    cases = [(None, (True, True)),
+             (types.SimpleNamespace(graph_optimization_level=level), (False, True)),
+             (types.SimpleNamespace(graph_optimization_level=0), (False, True)),
+             (types.SimpleNamespace(graph_optimization_level="ORT_ENABLE_BASIC"), (True, True)),
+             (types.SimpleNamespace(graph_optimization_level=99, enable_mem_reuse=False),
+              (True, False))]
+    if ort is not None:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        cases.append((so, (False, True)))
+    for so, flags in cases:
+        sess = mpsrt.onnx.InferenceSession(model, so, place=place)
+        assert sess._sess.options == flags
+        for g, w in zip(sess.run(None, {"x": x}), want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="graph_optimization_level"):
+        mpsrt.onnx.InferenceSession(model, types.SimpleNamespace(graph_optimization_level="max"))
+
+
+def test_run_signature(place):
+    model = mlp_model()
+    sess = mpsrt.onnx.InferenceSession(model, place=place)
+    x = np.ones((2, 4), np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    run_options = ort.RunOptions() if ort is not None else types.SimpleNamespace(log_severity_level=2)
+    for names, idx in ((None, [0, 1]), ([], [0, 1]), (("p",), [1])):
+        got = sess.run(names, {"x": x}, run_options)
+        assert len(got) == len(idx)
+        for g, i in zip(got, idx):
+            np.testing.assert_allclose(g, want[i], rtol=1e-5, atol=1e-6)
+    got = sess.run(output_names=["y"], input_feed={"x": x}, run_options=None)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- shapes as onnxruntime shows them
+
+def dims_model():
+    """x: ['N', <unnamed>, 4] and a runtime reshape target; outputs whose shapes come from
+    inference only, from the declaration only, from both, or from neither."""
+    x = _unnamed(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "", 4]), 1)
+    r2 = _unnamed(helper.make_tensor_value_info("r2", TensorProto.FLOAT, ["a", ""]), 1)
+    return _model(
+        [helper.make_node("Relu", ["x"], ["y"]),
+         helper.make_node("Reshape", ["x", "s"], ["r"]),
+         helper.make_node("Reshape", ["x", "s"], ["r2"]),
+         helper.make_node("Concat", ["x", "x"], ["c"], axis=0),
+         helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+         helper.make_node("ReduceSum", ["x", "axes"], ["part"], keepdims=0),
+         helper.make_node("ReduceSum", ["x", "axes"], ["part2"], keepdims=0),
+         helper.make_node("MatMul", ["x", "w"], ["m"]),
+         helper.make_node("MatMul", ["x", "w"], ["m2"])],
+        [x, helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("axes", TensorProto.INT64, [1]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, "M"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, None),
+         r2,
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("total", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("part", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("part2", TensorProto.FLOAT, ["N", 4]),
+         _unnamed(helper.make_tensor_value_info("m", TensorProto.FLOAT, ["", "", "b"]), 0, 1),
+         _unnamed(helper.make_tensor_value_info("m2", TensorProto.FLOAT, ["", ""]), 0, 1)],
+        check=False)
+
+
+# What onnxruntime 1.32 reports for `dims_model` (checked against it when it is installed).
+DIMS_INPUTS = [["N", None, 4], [2], [1], [4, "M"]]
+DIMS_OUTPUTS = {
+    "y": ["N", None, 4],    # inferred: dim_param names survive, unnamed dims are None
+    "r": [None, None],      # rank from the shape input's length, values only at run time
+    "r2": ["a", None],      # declared names win over what inference cannot tell
+    "c": [None, None, 4],   # N + N has no name
+    "total": [],            # a scalar
+    "part": [],             # rank unknown until the axes are known
+    "part2": ["N", 4],      # ... unless declared
+    "m": ["N", None, "b"],  # inference fills what the declaration leaves out
+    "m2": [],               # declared rank 2, inferred 3: onnxruntime's lenient merge
+}
+
+
+def test_symbolic_and_unknown_dims(place, tmp_path):
+    model = dims_model()
+    path = tmp_path / "dims.onnx"
+    onnx.save(model, str(path))
+    for src in (model, str(path)):  # declarations are read from bytes and from files alike
+        sess = mpsrt.onnx.InferenceSession(src, place=place)
+        assert [i.shape for i in sess.get_inputs()] == DIMS_INPUTS
+        assert {o.name: o.shape for o in sess.get_outputs()} == DIMS_OUTPUTS
+    if ort is not None:
+        ref = _ort(model)
+        assert [i.shape for i in ref.get_inputs()] == DIMS_INPUTS
+        assert {o.name: o.shape for o in ref.get_outputs()} == DIMS_OUTPUTS
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+             "s": np.array([3, 8], np.int64), "axes": np.array([1], np.int64),
+             "w": rng.standard_normal((4, 5)).astype(np.float32)}
+    got = sess.run(None, feeds)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- input dtypes
+
+# Every ONNX element type mpsrt holds (int16/uint16 as int32, uint32/uint64 as int64).
+DTYPES = [("BOOL", np.bool_), ("UINT8", np.uint8), ("INT8", np.int8), ("UINT16", np.uint16),
+          ("INT16", np.int16), ("INT32", np.int32), ("UINT32", np.uint32), ("INT64", np.int64),
+          ("UINT64", np.uint64), ("FLOAT16", np.float16), ("FLOAT", np.float32),
+          ("DOUBLE", np.float64)]
+
+
+def _dtype_model(elem):
+    t = getattr(TensorProto, elem)
+    op = "Or" if elem == "BOOL" else "Add"
+    return _model([helper.make_node(op, ["x", "x"], ["s"]), helper.make_node("Identity", ["x"], ["y"])],
+                  [helper.make_tensor_value_info("x", t, ["N"])],
+                  [helper.make_tensor_value_info("s", t, ["N"]),
+                   helper.make_tensor_value_info("y", t, ["N"])])
+
+
+@pytest.mark.parametrize("elem,np_dtype", DTYPES, ids=[d[0].lower() for d in DTYPES])
+def test_input_dtypes(place, elem, np_dtype):
+    """Feeds of each declared dtype are accepted, results come back in it, and the values match
+    ONNX's reference evaluator; NodeArg types are onnxruntime's."""
+    model = _dtype_model(elem)
+    sess = mpsrt.onnx.InferenceSession(model, place=place)
+    dt = np.dtype(np_dtype)
+    assert [(a.type, a.dtype) for a in sess.get_inputs() + sess.get_outputs()] == \
+        [(mpsrt.onnx.onnx_type(dt.name), dt.name)] * 3
+    if ort is not None:
+        assert [a.type for a in _ort(model).get_inputs()] == [sess.get_inputs()[0].type]
+    if dt.kind == "b":
+        x = np.array([True, False, True, False])
+    else:
+        # Values past the int32 range where the dtype has them (x + x still fits). The GPU
+        # computes 64-bit integers (so uint32 too) in int32, so only the CPU gets those.
+        big = np.iinfo(dt).max // 2 if dt.kind in "iu" else 1000.5
+        if place != "cpu" and dt.name in ("int64", "uint64", "uint32"):
+            big = 2**29
+        x = np.array([0, 1, 7, big], dtype=dt)
+    got = sess.run(None, {"x": x})
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype == dt
+        np.testing.assert_array_equal(g, w)
+    # Lists are converted to the declared dtype, as onnxruntime does.
+    np.testing.assert_array_equal(sess.run(["y"], {"x": x.tolist()})[0], x)
+
+
+def test_input_dtype_errors(place):
+    sess = mpsrt.onnx.InferenceSession(_dtype_model("UINT16"), place=place)
+    # A wrong dtype names the input, the expected and the given type (onnxruntime: InvalidArgument).
+    with pytest.raises(TypeError, match=r"input 'x': expected dtype uint16 \(tensor\(uint16\)\), "
+                                        r"given int32 \(tensor\(int32\)\)"):
+        sess.run(None, {"x": np.ones(2, np.int32)})
+    # A dtype mpsrt cannot hold at all also lists what it can.
+    with pytest.raises(TypeError, match=r"input 'x': expected dtype uint16.*given complex64, "
+                                        r"which mpsrt cannot hold; supported .*int16.*float64"):
+        sess.run(None, {"x": np.ones(2, np.complex64)})
+    u64 = mpsrt.onnx.InferenceSession(_dtype_model("UINT64"), place="cpu")
+    with pytest.raises(TypeError, match=r"input 'x': uint64 value 9223372036854775808 does not fit"):
+        u64.run(None, {"x": np.array([2**63], np.uint64)})
+    edge = np.array([2**63 - 1], np.uint64)
+    np.testing.assert_array_equal(u64.run(["y"], {"x": edge})[0], edge)
 
 
 # ---------------------------------------------------------------- ONNX backend API

@@ -109,6 +109,10 @@ pub struct ModelBenchArgs {
     /// goes (per op type, and the slowest steps).
     #[arg(long)]
     pub profile: bool,
+    /// With `--profile`: run each step this many more times between two synchronizations and
+    /// report the mean, so a step's own cost is not hidden behind one submit round trip.
+    #[arg(long, default_value_t = 1)]
+    pub profile_repeat: usize,
 }
 
 /// Per-op-type totals `(op, steps, ms)`, largest first, and the `n` slowest steps.
@@ -188,24 +192,31 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
     }
     pb.set_message("run");
     let mut lat = Vec::with_capacity(a.iterations);
+    // Host time to record (and submit) one run, before waiting for the device: when it is close
+    // to the latency, the run is bound by the host, not by the GPU's kernels.
+    let mut host = Vec::with_capacity(a.iterations);
     for _ in 0..a.iterations {
         let t0 = Instant::now();
         let outs = session.run(&feeds)?;
+        host.push(t0.elapsed().as_secs_f64() * 1e3);
         sync(place)?;
         drop(outs);
         lat.push(t0.elapsed().as_secs_f64() * 1e3);
         pb.inc(1);
     }
     pb.finish_and_clear();
-    let prof = if a.profile { Some(session.profile(&feeds)?) } else { None };
+    let prof = if a.profile { Some(session.profile(&feeds, a.profile_repeat)?) } else { None };
     lat.sort_by(|x, y| x.total_cmp(y));
     let (p50, p90, p99) = (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99));
     let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
+    host.sort_by(|x, y| x.total_cmp(y));
+    let host_p50 = pct(&host, 0.5);
     if a.json {
         let mut v = serde_json::json!({
             "model": model.display().to_string(), "place": place.to_string(), "batch": a.batch,
             "iterations": a.iterations, "fusion": opts.fusion, "memory_planning": opts.memory_planning,
             "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": mean, "plan": plan.summary(),
+            "host_record_p50_ms": host_p50,
         });
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);
@@ -213,19 +224,25 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
             v["profile_ops"] = ops.iter().map(|(o, c, ms)| serde_json::json!([o, c, ms])).collect();
             v["profile_slowest"] =
                 slow.iter().map(|p| serde_json::json!([p.op, p.name, p.ms])).collect();
+            v["profile_steps"] =
+                prof.iter().map(|p| serde_json::json!([p.op, p.name, p.ms])).collect();
         }
         println!("{v}");
     } else {
         println!("{} on {place}, batch {}, {} iterations", model.display(), a.batch, a.iterations);
         println!("  plan: {}", plan.summary());
         println!("  latency ms: p50 {p50:.3}  p90 {p90:.3}  p99 {p99:.3}  mean {mean:.3}");
+        println!(
+            "  host time to record a run (before waiting for the device): p50 {host_p50:.3} ms"
+        );
         if mean > 0.0 {
             println!("  throughput: {:.1} inferences/s", a.batch as f64 * 1e3 / mean);
         }
         if let Some(prof) = &prof {
             let total: f64 = prof.iter().map(|p| p.ms).sum();
             println!(
-                "  profile (synchronized after every step): {total:.3} ms in {} steps",
+                "  profile (synchronized after every step, mean of {} runs): {total:.3} ms in {} steps",
+                a.profile_repeat.max(1),
                 prof.len()
             );
             let (ops, slow) = summarize(prof, 8);

@@ -7,7 +7,8 @@ use crate::ops::{lookup, Ctx};
 use crate::value::{host_to_tensor, to_device, to_logical};
 use mpsrt_core::{DType, Error, Place, Result};
 use mpsrt_graph::{
-    shape_str, CompiledGraph, Dim, HostTensor, Node, Plan, PlanOptions, Step, Storage, ValueId,
+    shape_str, CompiledGraph, Declared, Dim, HostTensor, Node, Plan, PlanOptions, Signature, Step,
+    Storage, ValueId,
 };
 use mpsrt_tensor::Tensor;
 use std::collections::hash_map::DefaultHasher;
@@ -35,12 +36,19 @@ impl Default for SessionOptions {
     }
 }
 
-/// A graph input or output: name, dtype and shape (`Dim::Sym` for dynamic dims).
+/// A graph input or output: name, dtype and shape (`Dim::Sym` for dynamic dims), and what the
+/// model declares for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IoInfo {
     pub name: String,
+    /// The dtype feeds must have and results come in.
     pub dtype: DType,
+    /// An input's declared shape (unnamed dynamic dims named `"<input>:<axis>"`) or an output's
+    /// inferred one; empty for scalars and for outputs whose rank inference leaves unknown.
     pub shape: Vec<Dim>,
+    /// The declared element type (before widening: `uint16` stored as `int32`) and shape
+    /// (before inference; `None` when the model gives none); empty for graphs built by hand.
+    pub declared: Declared,
 }
 
 impl IoInfo {
@@ -96,8 +104,15 @@ impl std::fmt::Debug for Session {
     }
 }
 
-fn io(sig: Vec<(String, DType, Vec<Dim>)>) -> Vec<IoInfo> {
-    sig.into_iter().map(|(name, dtype, shape)| IoInfo { name, dtype, shape }).collect()
+fn io(sig: Vec<Signature>) -> Vec<IoInfo> {
+    sig.into_iter()
+        .map(|s| IoInfo {
+            name: s.name,
+            dtype: s.dtype,
+            shape: s.shape.unwrap_or_default(),
+            declared: s.declared,
+        })
+        .collect()
 }
 
 impl Session {
@@ -394,17 +409,24 @@ impl Session {
 
     /// Runs the model once, synchronizing the device after every step, and returns each step's
     /// wall time (for `mpsrt bench --profile`; slower than [`Session::run`] by one round trip
-    /// per step).
-    pub fn profile(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<StepProfile>> {
+    /// per step). With `repeat > 1` each step is run once for its outputs and then `repeat`
+    /// more times between two synchronizations, and the mean of those is reported: the one
+    /// submit round trip (~0.1 ms on a discrete GPU) is spread over the repeats, so small
+    /// steps show their own cost instead of the round trip's.
+    pub fn profile(
+        &self,
+        feeds: &HashMap<String, Tensor>,
+        repeat: usize,
+    ) -> Result<Vec<StepProfile>> {
         let mut prof = Vec::new();
-        self.execute(feeds, Some(&mut prof))?;
+        self.execute(feeds, Some((&mut prof, repeat.max(1))))?;
         Ok(prof)
     }
 
     fn execute(
         &self,
         feeds: &HashMap<String, Tensor>,
-        mut prof: Option<&mut Vec<StepProfile>>,
+        mut prof: Option<(&mut Vec<StepProfile>, usize)>,
     ) -> Result<Vec<(String, Tensor)>> {
         let bound = self.bind(feeds)?;
         let plan = self.plan(&bound)?;
@@ -420,13 +442,24 @@ impl Session {
             self.synchronize()?;
         }
         for (s, step) in plan.steps.iter().enumerate() {
-            let t0 = std::time::Instant::now();
+            let mut t0 = std::time::Instant::now();
             let outs = {
                 let env_ref = &env;
                 self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, Some(&st), v))?
             };
-            if let Some(p) = prof.as_deref_mut() {
+            if let Some((p, repeat)) = prof.as_mut() {
                 self.synchronize()?;
+                if *repeat > 1 {
+                    t0 = std::time::Instant::now();
+                    for _ in 0..*repeat {
+                        let env_ref = &env;
+                        drop(self.run_step(&ctx, step, &mut |v| {
+                            self.fetch(&plan, env_ref, Some(&st), v)
+                        })?);
+                    }
+                    self.synchronize()?;
+                }
+                let div = if *repeat > 1 { *repeat as f64 } else { 1.0 };
                 let (op, name) = match step {
                     Step::Fused(g) => {
                         ("Fused".to_string(), plan.graph.value(g.output).name.clone())
@@ -447,7 +480,7 @@ impl Session {
                         (op, node.name.clone())
                     }
                 };
-                p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 });
+                p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 / div });
             }
             for (v, t) in outs {
                 env.insert(v, t);

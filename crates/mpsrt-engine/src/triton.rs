@@ -71,12 +71,17 @@ impl Backend for EngineBackend {
 
     fn model_io(&self, model_path: &Path) -> Result<ModelIo, ServeError> {
         let model = mpsrt_onnx::load_path(model_path).map_err(serve_err)?;
-        let conv = |sig: Vec<(String, DType, Vec<mpsrt_graph::Dim>)>| -> Vec<TensorIo> {
+        let conv = |sig: Vec<mpsrt_graph::Signature>| -> Vec<TensorIo> {
             sig.into_iter()
-                .map(|(name, dtype, shape)| TensorIo {
-                    name,
-                    datatype: triton_dtype(dtype),
-                    dims: shape.iter().map(|d| d.known().map_or(-1, |n| n as i64)).collect(),
+                .map(|s| TensorIo {
+                    name: s.name,
+                    datatype: triton_dtype(s.dtype),
+                    dims: s
+                        .shape
+                        .iter()
+                        .flatten()
+                        .map(|d| d.known().map_or(-1, |n| n as i64))
+                        .collect(),
                 })
                 .collect()
         };

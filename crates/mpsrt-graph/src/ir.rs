@@ -63,6 +63,75 @@ pub struct ValueInfo {
     pub shape: Option<Vec<Dim>>,
 }
 
+/// An element type a model can declare for a value. Values are stored in the [`DType`] that
+/// [`ElemType::stored`] gives (`int16`/`uint16` widen to `int32`, `uint32`/`uint64` to
+/// `int64`); the declared type is kept for metadata (`get_inputs()`, servers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    F32,
+    U8,
+    I8,
+    U16,
+    I16,
+    I32,
+    I64,
+    Bool,
+    F16,
+    F64,
+    U32,
+    U64,
+}
+
+impl ElemType {
+    /// The dtype values of this type are stored and computed in.
+    pub fn stored(self) -> DType {
+        match self {
+            ElemType::F32 => DType::F32,
+            ElemType::U8 => DType::U8,
+            ElemType::I8 => DType::I8,
+            ElemType::U16 | ElemType::I16 | ElemType::I32 => DType::I32,
+            ElemType::I64 | ElemType::U32 | ElemType::U64 => DType::I64,
+            ElemType::Bool => DType::Bool,
+            ElemType::F16 => DType::F16,
+            ElemType::F64 => DType::F64,
+        }
+    }
+
+    /// The NumPy name (`"uint16"`), matching [`DType::name`] for the stored types.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::U16 => "uint16",
+            ElemType::I16 => "int16",
+            ElemType::U32 => "uint32",
+            ElemType::U64 => "uint64",
+            other => other.stored().name(),
+        }
+    }
+}
+
+/// What a model declares for a graph input or output, before import widens its element type
+/// and inference refines its shape. `Default` (nothing declared) for graphs built by hand.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Declared {
+    /// `None` when no element type is given, or one mpsrt cannot hold.
+    pub elem: Option<ElemType>,
+    /// `None` when no shape is given (rank unknown); a dim is `None` when declared with neither
+    /// a value nor a name.
+    pub shape: Option<Vec<Option<Dim>>>,
+}
+
+/// A graph input or output as metadata shows it ([`Graph::input_signature`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signature {
+    pub name: String,
+    /// The dtype the value is stored in.
+    pub dtype: DType,
+    /// The symbolic shape (an input's declared one, an output's inferred one); `None` when
+    /// the rank is not known symbolically.
+    pub shape: Option<Vec<Dim>>,
+    pub declared: Declared,
+}
+
 /// A dense little-endian tensor held on the host: initializers, folded constants, attribute values.
 #[derive(Clone, PartialEq)]
 pub struct HostTensor {
@@ -242,6 +311,10 @@ pub struct Graph {
     pub outputs: Vec<ValueId>,
     pub nodes: Vec<Node>,
     pub initializers: BTreeMap<ValueId, HostTensor>,
+    /// What the model declares for its inputs and outputs (kept apart: a graph output may be
+    /// a graph input too, with another declaration); missing for values built by hand.
+    pub declared_inputs: HashMap<ValueId, Declared>,
+    pub declared_outputs: HashMap<ValueId, Declared>,
     by_name: HashMap<String, ValueId>,
 }
 
@@ -463,21 +536,26 @@ impl Graph {
         ))
     }
 
-    /// `(name, dtype, shape)` of every graph input, for metadata (servers, `get_inputs()`).
-    pub fn input_signature(&self) -> Vec<(String, DType, Vec<Dim>)> {
-        self.signature(&self.inputs)
+    /// Every graph input, for metadata (servers, `get_inputs()`).
+    pub fn input_signature(&self) -> Vec<Signature> {
+        self.signature(&self.inputs, &self.declared_inputs)
     }
 
-    /// `(name, dtype, shape)` of every graph output (shape empty if not inferable symbolically).
-    pub fn output_signature(&self) -> Vec<(String, DType, Vec<Dim>)> {
-        self.signature(&self.outputs)
+    /// Every graph output (`shape` is `None` if not inferable symbolically).
+    pub fn output_signature(&self) -> Vec<Signature> {
+        self.signature(&self.outputs, &self.declared_outputs)
     }
 
-    fn signature(&self, ids: &[ValueId]) -> Vec<(String, DType, Vec<Dim>)> {
+    fn signature(&self, ids: &[ValueId], declared: &HashMap<ValueId, Declared>) -> Vec<Signature> {
         ids.iter()
             .map(|&i| {
                 let v = self.value(i);
-                (v.name.clone(), v.dtype, v.shape.clone().unwrap_or_default())
+                Signature {
+                    name: v.name.clone(),
+                    dtype: v.dtype,
+                    shape: v.shape.clone(),
+                    declared: declared.get(&i).cloned().unwrap_or_default(),
+                }
             })
             .collect()
     }

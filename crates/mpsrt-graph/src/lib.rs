@@ -40,7 +40,10 @@ pub mod propagate;
 pub mod resize;
 
 pub use attention::AttentionAttrs;
-pub use ir::{concrete, dims, shape_str, Dim, Graph, HostTensor, Node, ValueId, ValueInfo};
+pub use ir::{
+    concrete, dims, shape_str, Declared, Dim, ElemType, Graph, HostTensor, Node, Signature,
+    ValueId, ValueInfo,
+};
 pub use op::{
     AutoPad, BinaryOp, ConvAttrs, ConvTransposeAttrs, CoordTransform, KeepAspect, NearestRounding,
     Op, PadMode, PoolAttrs, ReduceKind, ResizeAttrs, ResizeMode, UnaryOp,

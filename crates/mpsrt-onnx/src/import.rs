@@ -5,9 +5,9 @@
 use crate::ctx::Ctx;
 use crate::ops;
 use crate::proto::{type_proto, ModelProto, ValueInfoProto};
-use crate::tensor::{map_dtype, to_host};
+use crate::tensor::{elem_type, map_dtype, to_host};
 use mpsrt_core::{DType, Error, Result};
-use mpsrt_graph::{propagate, Dim, Graph};
+use mpsrt_graph::{propagate, Declared, Dim, Graph};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -88,7 +88,8 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
             continue;
         }
         let (dtype, shape) = value_type(vi)?;
-        g.add_input(name, dtype, shape)?;
+        let id = g.add_input(name, dtype, shape)?;
+        g.declared_inputs.insert(id, declared(vi));
     }
     for node in &gp.node {
         for o in node.output.iter().filter(|o| !o.is_empty()) {
@@ -111,6 +112,7 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
             Error::invalid(OP, format!("graph output {name:?} is never produced"))
         })?;
         g.outputs.push(id);
+        g.declared_outputs.insert(id, declared(vi));
     }
     g.toposort()?;
     g.validate()?;
@@ -172,7 +174,26 @@ fn check_supported(gp: &crate::proto::GraphProto) -> Result<()> {
     ))
 }
 
-/// dtype and symbolic shape of a graph input. Missing dims get a symbol named after the input.
+/// What `vi` declares, as the importer reads it: a negative `dim_value` or an empty
+/// `dim_param` is an unknown dim; a type mpsrt cannot hold (or none) is no element type.
+fn declared(vi: &ValueInfoProto) -> Declared {
+    use crate::proto::tensor_shape_proto::dimension::Value;
+    let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Declared::default();
+    };
+    let dim = |d: &crate::proto::tensor_shape_proto::Dimension| match &d.value {
+        Some(Value::DimValue(v)) if *v >= 0 => Some(Dim::Known(*v as usize)),
+        Some(Value::DimParam(p)) if !p.is_empty() => Some(Dim::Sym(p.clone())),
+        _ => None,
+    };
+    Declared {
+        elem: t.elem_type.and_then(|c| elem_type(c, "").ok()),
+        shape: t.shape.as_ref().map(|s| s.dim.iter().map(dim).collect()),
+    }
+}
+
+/// dtype and symbolic shape of a graph input. Unknown dims get a symbol named after the input.
 fn value_type(vi: &ValueInfoProto) -> Result<(DType, Vec<Dim>)> {
     let name = vi.name.clone().unwrap_or_default();
     let what = format!("input {name:?}");
@@ -184,18 +205,9 @@ fn value_type(vi: &ValueInfoProto) -> Result<(DType, Vec<Dim>)> {
         ));
     };
     let dtype = map_dtype(t.elem_type.unwrap_or(0), &what)?;
-    let shape = t
+    let shape = declared(vi)
         .shape
-        .as_ref()
         .ok_or_else(|| Error::unsupported(OP, format!("{what} has no shape (unknown rank)")))?;
-    let mut dims = Vec::new();
-    for (i, d) in shape.dim.iter().enumerate() {
-        use crate::proto::tensor_shape_proto::dimension::Value;
-        dims.push(match &d.value {
-            Some(Value::DimValue(v)) if *v >= 0 => Dim::Known(*v as usize),
-            Some(Value::DimParam(p)) if !p.is_empty() => Dim::Sym(p.clone()),
-            _ => Dim::Sym(format!("{name}:{i}")),
-        });
-    }
-    Ok((dtype, dims))
+    let dims = shape.into_iter().enumerate();
+    Ok((dtype, dims.map(|(i, d)| d.unwrap_or_else(|| Dim::Sym(format!("{name}:{i}")))).collect()))
 }

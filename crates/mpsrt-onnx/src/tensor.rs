@@ -5,25 +5,35 @@
 use crate::proto::tensor_proto::DataType as T;
 use crate::proto::TensorProto;
 use mpsrt_core::{DType, Error, Result};
-use mpsrt_graph::HostTensor;
+use mpsrt_graph::{ElemType, HostTensor};
 use std::path::{Component, Path};
 
 const OP: &str = "onnx";
 
-/// Maps an ONNX element type to the mpsrt dtype it is stored as. INT16/UINT16 widen to int32 and
-/// UINT32 to int64 (exact); UINT64 narrows to int64 with a range check on data.
+/// Maps an ONNX element type to the mpsrt dtype it is stored as ([`ElemType::stored`]): INT16 /
+/// UINT16 widen to int32 and UINT32 to int64 (exact); UINT64 narrows to int64 with a range
+/// check on data.
 pub fn map_dtype(code: i32, what: &str) -> Result<DType> {
+    elem_type(code, what).map(ElemType::stored)
+}
+
+/// An ONNX element type code as the declared [`ElemType`]; an error for types mpsrt cannot hold.
+pub fn elem_type(code: i32, what: &str) -> Result<ElemType> {
     let t = T::try_from(code)
         .map_err(|_| Error::dtype(OP, format!("{what}: unknown ONNX element type {code}")))?;
     Ok(match t {
-        T::Float => DType::F32,
-        T::Uint8 => DType::U8,
-        T::Int8 => DType::I8,
-        T::Int16 | T::Uint16 | T::Int32 => DType::I32,
-        T::Int64 | T::Uint32 | T::Uint64 => DType::I64,
-        T::Bool => DType::Bool,
-        T::Float16 => DType::F16,
-        T::Double => DType::F64,
+        T::Float => ElemType::F32,
+        T::Uint8 => ElemType::U8,
+        T::Int8 => ElemType::I8,
+        T::Uint16 => ElemType::U16,
+        T::Int16 => ElemType::I16,
+        T::Int32 => ElemType::I32,
+        T::Int64 => ElemType::I64,
+        T::Uint32 => ElemType::U32,
+        T::Uint64 => ElemType::U64,
+        T::Bool => ElemType::Bool,
+        T::Float16 => ElemType::F16,
+        T::Double => ElemType::F64,
         T::Undefined => return Err(Error::dtype(OP, format!("{what}: element type is UNDEFINED"))),
         other => {
             return Err(Error::unsupported(

@@ -609,6 +609,35 @@ fn tensor_dtypes_are_mapped_or_rejected_by_name() {
     assert!(load(tf32("huge", &[i64::MAX, i64::MAX], &[])).is_err());
 }
 
+#[test]
+fn declared_io_types_and_shapes_are_kept_before_widening() {
+    use mpsrt_onnx::proto::type_proto::Value;
+    let x = vi("x", 4, &["N", "", "3"]); // UINT16: stored as int32
+    let mut m = model(13, vec![node("Neg", &["x"], &["y"], vec![])], vec![x], &[], vec![]);
+    let mut x_out = vi("x", 8, &[]); // STRING, no shape: nothing mpsrt can use
+    if let Some(Value::TensorType(t)) = x_out.r#type.as_mut().and_then(|t| t.value.as_mut()) {
+        t.shape = None;
+    }
+    // UINT32 although the graph computes int32: the declaration is kept as given.
+    m.graph.as_mut().unwrap().output = vec![vi("y", 12, &["N", "", "-1"]), x_out];
+    let g = mpsrt_onnx::load_bytes(&bytes(&m)).unwrap().graph;
+    let (sym, n) = (|s: &str| Dim::Sym(s.into()), Dim::Known);
+
+    let ins = g.input_signature();
+    assert_eq!(ins[0].dtype, DType::I32);
+    assert_eq!(ins[0].shape, Some(vec![sym("N"), sym("x:1"), n(3)]));
+    let decl = Some(vec![Some(sym("N")), None, Some(n(3))]);
+    assert_eq!(ins[0].declared, Declared { elem: Some(ElemType::U16), shape: decl });
+    assert_eq!(ElemType::U16.name(), "uint16");
+
+    let outs = g.output_signature();
+    assert_eq!((outs[0].name.as_str(), outs[0].dtype), ("y", DType::I32));
+    let decl = Some(vec![Some(sym("N")), None, None]);
+    assert_eq!(outs[0].declared, Declared { elem: Some(ElemType::U32), shape: decl });
+    // The input listed as an output keeps both declarations apart.
+    assert_eq!((outs[1].name.as_str(), &outs[1].declared), ("x", &Declared::default()));
+}
+
 fn external(
     name: &str,
     location: &str,
