@@ -1,7 +1,9 @@
-"""Where does the `@jit` vector add lose bandwidth? Times, at 16M f32 elements: the tutorial
+"""Where does the `@jit` vector add lose bandwidth? Times, at N f32 elements (default 16M): the tutorial
 launch (output from `empty_like`), the same kernel into a preallocated output, its generated
 WGSL launched raw, the previous codegen's WGSL (loops over runtime-indexed private arrays), a hand-written scalar WGSL kernel with the same 1024-element programs, and
-mpsrt's built-in add. Usage: python3 bench/jit_probe.py (GPU machine)."""
+mpsrt's built-in add; and, to tell the grid shape from the size, the kernel with 4096-element
+programs (512 invocations, 8 elements each). The raw-WGSL cases need a 1-D grid (N <= 64M - 1024).
+Usage: python3 bench/jit_probe.py [N [ITERS]] (GPU machine; ITERS default 200)."""
 import importlib.util
 import json
 import pathlib
@@ -67,7 +69,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 """
 
 
-def timed(fn, iters=200):
+def timed(fn, iters=int(sys.argv[2]) if len(sys.argv) > 2 else 200):
     for _ in range(5):
         fn()
     mpsrt.mps.synchronize()
@@ -78,23 +80,29 @@ def timed(fn, iters=200):
     return (time.perf_counter() - t0) / iters
 
 
-n = 1 << 24
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 24
 x = mpsrt.rand([n], "float32", "gpu")
 y = mpsrt.rand([n], "float32", "gpu")
 out = mpsrt.empty_like(x)
 grid = n // 1024
 meta = struct.pack("<9I", grid, 1, 1, grid, 1, 0, 0, 0, n)
-wgsl = va.add_kernel.compile(x, y, out, n, BLOCK_SIZE=1024)
-gen = mpsrt.compile_kernel(wgsl, "main")
-hand = mpsrt.compile_kernel(HAND, "main")
-old = mpsrt.compile_kernel(OLD, "main")
+grid4k = (n + 4095) // 4096
 cases = {
     "tutorial add() (empty_like + launch)": lambda: va.add(x, y),
     "launch into preallocated out": lambda: va.add_kernel[(grid,)](x, y, out, n, BLOCK_SIZE=1024),
-    "generated WGSL, raw launch": lambda: gen(x, y, out, grid=(grid,), uniforms=meta),
-    "previous codegen (runtime-indexed loops), raw launch": lambda: old(x, y, out, grid=(grid,), uniforms=meta),
-    "hand-written scalar WGSL": lambda: hand(x, y, out, grid=(grid,), uniforms=meta),
+    "4096-element programs, 16 warps, preallocated out":
+        lambda: va.add_kernel[(grid4k,)](x, y, out, n, BLOCK_SIZE=4096, num_warps=16),
     "builtin x + y": lambda: x + y,
+}
+if grid <= 65535:
+    gen = mpsrt.compile_kernel(va.add_kernel.compile(x, y, out, n, BLOCK_SIZE=1024), "main")
+    hand = mpsrt.compile_kernel(HAND, "main")
+    old = mpsrt.compile_kernel(OLD, "main")
+    cases["generated WGSL, raw launch"] = lambda: gen(x, y, out, grid=(grid,), uniforms=meta)
+    cases["previous codegen (runtime-indexed loops), raw launch"] = \
+        lambda: old(x, y, out, grid=(grid,), uniforms=meta)
+    cases["hand-written scalar WGSL"] = lambda: hand(x, y, out, grid=(grid,), uniforms=meta)
+cases |= {
     "empty_like alone": lambda: mpsrt.empty_like(x),
     "zeros_like alone": lambda: mpsrt.zeros_like(x),
 }

@@ -4,7 +4,7 @@ Run on the GPU machine beside `mpsrt bench ...`; prints one JSON object per line
 (the issues compare against full-precision f32). Usage:
     python3 bench/torch_reference.py elementwise [--size N] [--iters N] [--tiny-ops N]
     python3 bench/torch_reference.py ops          # matmul / softmax / reductions / conv2d shapes
-    python3 bench/torch_reference.py convs --sync-each  # conv2d shapes only, synchronized per call
+    python3 bench/torch_reference.py convs --sync-each [--warm-s 1.0]  # conv2d shapes only, synchronized per call
     python3 bench/torch_reference.py models       # torchvision eager CUDA + onnxruntime CPU latency
 """
 import argparse
@@ -75,6 +75,13 @@ def ops(_args):
 
 def convs(args):
     sync_each = bool(getattr(args, "sync_each", False))
+    # Clocks up before the first shape, as bench_ops_b does (--warm-s seconds of 2048³ matmuls).
+    a = torch.randn(2048, 2048, device=dev)
+    t_end = time.perf_counter() + float(getattr(args, "warm_s", 1.0))
+    while time.perf_counter() < t_end:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize()
     # ResNet-50 conv layer shapes: (in_ch, out_ch, kernel, stride, input hw)
     shapes = [(3, 64, 7, 2, 224), (64, 64, 1, 1, 56), (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (256, 64, 1, 1, 56),
               (256, 128, 1, 1, 56), (128, 128, 3, 2, 56), (128, 512, 1, 1, 28), (512, 128, 1, 1, 28), (128, 128, 3, 1, 28),
@@ -86,7 +93,7 @@ def convs(args):
             x = torch.randn(batch, cin, hw, hw, device=dev)
             conv = torch.nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False).to(dev)
             with torch.no_grad():
-                s = timed(lambda: conv(x), 10, sync_each=sync_each)
+                s = timed(lambda: conv(x), 20, sync_each=sync_each)
                 oh = (hw + 2 * (k // 2) - k) // stride + 1
             flops = 2 * batch * cout * oh * oh * cin * k * k
             print(json.dumps({"bench": "conv2d", "n": batch, "c": cin, "k": cout, "r": k, "stride": stride, "h": hw,
@@ -140,6 +147,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["elementwise", "ops", "convs", "models"])
     p.add_argument("--sync-each", action="store_true", help="convs: synchronize after every call")
+    p.add_argument("--warm-s", type=float, default=1.0, help="convs: seconds of matmuls before timing")
     p.add_argument("--size", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--tiny-ops", type=int, default=1000)

@@ -115,6 +115,9 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
     // Eager overhead: many tiny ops recorded back to back, then one synchronize.
     let s = mpsrt::full(&[16], 1.0, DType::F32, place)?;
     let mut per_op = Vec::new();
+    // Host time to record the ops (before the final synchronize): when it is close to the
+    // per-op total, the host is the bound, not the GPU.
+    let mut record = Vec::new();
     let pb = bar(5, "tiny ops", a.json);
     for _ in 0..5 {
         sync(place)?;
@@ -122,17 +125,20 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         for _ in 0..a.tiny_ops {
             mpsrt::add(&s, &s)?;
         }
+        record.push(t0.elapsed().as_secs_f64() * 1e6 / a.tiny_ops as f64);
         sync(place)?;
         per_op.push(t0.elapsed().as_secs_f64() * 1e6 / a.tiny_ops as f64);
         pb.inc(1);
     }
     pb.finish_and_clear();
     let us = median(per_op);
+    let record_us = median(record);
     if a.json {
         println!(
             "{}",
             serde_json::json!({"device": name, "place": place.to_string(), "add_elements": a.size, "add_iters": a.iters,
                 "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us,
+                "tiny_op_record_us": record_us,
                 "add_submit_timing": timing.map(|t| serde_json::json!({"submits": t.submits, "dispatches": t.dispatches,
                     "submit_us": t.submit_ns / 1000, "poll_us": t.poll_ns / 1000, "backpressure_us": t.backpressure_ns / 1000,
                     "sync_us": t.sync_ns / 1000}))})
@@ -145,7 +151,8 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
             secs * 1e3 / a.iters as f64
         );
         println!(
-            "eager overhead: {us:.2} us/op ({} 16-element adds then synchronize, median of 5)",
+            "eager overhead: {us:.2} us/op ({} 16-element adds then synchronize, median of 5; \
+             {record_us:.2} us/op to record them before the synchronize)",
             a.tiny_ops
         );
     }

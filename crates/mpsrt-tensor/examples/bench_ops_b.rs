@@ -3,9 +3,11 @@
 //! `{"bench": "conv2d", "n", "c", "h", "k", "r", "stride", "ms", "tflops"}`.
 //! Options: `--batch 1,32` (batch sizes), `--iters 20` (timed iterations per shape),
 //! `--sync-each` (wait for every conv before the next: one conv's latency including the
-//! submit/wait round trip; without it, back-to-back independent convs overlap on the GPU).
+//! submit/wait round trip; without it, back-to-back independent convs overlap on the GPU),
+//! `--warm-s 1.0` (seconds of 2048³ matmuls before the first timing, so the GPU's clocks are up
+//! before the first shape: without it the first process of a series read up to 3× slow).
 
-use mpsrt_tensor::{conv2d, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
+use mpsrt_tensor::{conv2d, matmul, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
 use std::time::Instant;
 
 /// (in channels, input size, out channels, kernel, stride) of every distinct ResNet-50 conv
@@ -49,8 +51,18 @@ fn main() -> Result<()> {
         .collect();
     let iters: usize = arg("--iters").and_then(|s| s.parse().ok()).unwrap_or(20).max(1);
     let sync_each = std::env::args().any(|a| a == "--sync-each");
+    let warm_s: f64 = arg("--warm-s").and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
+    let a = randn(&[2048, 2048], DType::F32, place)?;
+    let t0 = Instant::now();
+    while t0.elapsed().as_secs_f64() < warm_s {
+        for _ in 0..8 {
+            matmul(&a, &a)?;
+        }
+        dev.synchronize()?;
+    }
+    drop(a);
     for &n in &batches {
         for &(c, h, k, r, stride) in SHAPES {
             let x = randn(&[n, c, h, h], DType::F32, place)?;

@@ -113,6 +113,18 @@ fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
         .find(|&s| k.is_multiple_of(s) && k / s >= min_slice && tiles * s <= 512)
 }
 
+/// Largest output map (OH·OW) on which a batched, ungrouped conv runs as one GEMM over all
+/// images (`MPSRT_CONV_MERGE_P`, default 1024: ResNet's 28×28, 14×14 and 7×7 layers; 0 turns
+/// it off). Measured on an H100 at batch 32 (BENCHMARKS.md): the 7×7 layers 1.5–2× faster,
+/// 14×14 ~1.2×, 28×28 even; on 56×56 maps the 1×1 convs' input transpose costs more than the
+/// padding it saves.
+fn merge_max_p() -> usize {
+    static P: OnceLock<usize> = OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("MPSRT_CONV_MERGE_P").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(1024)
+    })
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SplitK {
     Off,
@@ -207,7 +219,11 @@ fn lowered(
     let (k, p) = (icg * g.kh * g.kw, g.oh * g.ow);
     let i = |v: usize| v as isize;
     let direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0;
-    let col = if direct {
+    let merged = g.groups == 1 && g.n > 1 && p <= merge_max_p();
+    let col = if direct && merged {
+        // The input as [ICg, N, P]: one transposing copy, so all images share one GEMM.
+        x.reshape(&[i(g.n), i(icg), i(p)])?.permute(&[1, 0, 2])?.contiguous()?
+    } else if direct {
         // oh = h and ow = w here: the NCHW input already is [N, G, ICg, H·W].
         x.reshape(&[i(g.n), i(g.groups), i(icg), i(p)])?
     } else {
@@ -219,14 +235,33 @@ fn lowered(
         let out = alloc_out(dev, op, total, 4)?;
         let maxd = dev.properties().max_compute_workgroups_per_dimension;
         let wg = grid((total as u64).div_ceil(256), maxd);
-        let words = meta_words(g, false, [x.layout().offset, 0, 0], total, wg[0] * 256);
+        let mut words =
+            meta_words(g, false, [x.layout().offset, 0, 0], total, wg[0] * 256).to_vec();
+        words.push(u32::from(merged));
         let pipeline = dev.static_pipeline(IM2COL, "conv_im2col")?;
         let bindings = [Binding::from(&**buffer(op, x)?), Binding::from(&out)];
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
-        let shape = [g.n, g.groups, k, p];
+        let shape = if merged { [g.groups, k, g.n, p] } else { [g.n, g.groups, k, p] };
         Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32)
     };
     let shape = [i(g.n), i(g.oc), i(g.oh), i(g.ow)];
+    if merged {
+        // One [OC, K] · [K, N·P] product: on a small map the per-image products would pad each
+        // image's P up to the tile width (49 of 64 columns on a 7×7 map) and launch few, long
+        // workgroups. The bias rides in C; the activation in the epilogue unless a residual
+        // must be added first (it is laid out [N, OC, P], the product [OC, N, P]).
+        let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
+        let w2 = w.reshape(&[i(ocg), i(k)])?;
+        let c2 = col.reshape(&[i(k), i(g.n * p)])?;
+        let fused_act = if res.is_none() { act } else { None };
+        let y = matmul_epilogue(op, &w2, &c2, bias.as_ref(), None, fused_act)?;
+        let y = y.reshape(&[i(ocg), i(g.n), i(p)])?.permute(&[1, 0, 2])?;
+        let y = match res {
+            Some(_) => epilogue_after(y, res, act)?,
+            None => y.contiguous()?,
+        };
+        return Ok(Some(y.reshape(&shape)?));
+    }
     let y = match split_k(g.n * g.groups, ocg, p, k) {
         // Few output tiles (a batch-1 conv on a small map): split K into `s` slices computed
         // as one batched product of strided views, then summed — `s` times the workgroups.

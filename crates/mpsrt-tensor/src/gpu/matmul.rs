@@ -44,6 +44,18 @@ type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 
+/// 128×128 tiles (8×8 per thread) once the product has this many of them
+/// (`MPSRT_GEMM_TILE128_MIN`, default 128); fewer, and 64×64 tiles keep more workgroups busy.
+fn tile128_min() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| {
+        std::env::var("MPSRT_GEMM_TILE128_MIN")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(128)
+    })
+}
+
 fn aligned(vals: &[isize]) -> bool {
     vals.iter().all(|v| v % 4 == 0)
 }
@@ -229,7 +241,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         OperandLoad::Scalar
     };
     let tiles128 = mm.div_ceil(128) * nn.div_ceil(128) * z;
-    let tile = if tiles128 >= 128 { 128 } else { 64 };
+    let tile = if tiles128 >= tile128_min() { 128 } else { 64 };
     let spec = MatmulSpec {
         dtype,
         tile,

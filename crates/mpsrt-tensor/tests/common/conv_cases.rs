@@ -39,4 +39,10 @@ pub const CASES: &[Case] = &[
     (1, 32, 10, 10, 40, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
     // 128×128 tile variant (≥ 128 big tiles, ≥ 128 channels), odd K = 63 and N = 130
     (2, 7, 64, 64, 130, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+    // Batched small maps (P ≤ 1024) run as one GEMM over all images: im2col in [K, N·P] layout
+    // (3×3, P = 49) and the 1×1 input transposed to [C, N·P] (P = 30); a 1×1 batch on a larger
+    // map (P = 1056) stays one product per image.
+    (4, 24, 7, 7, 40, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+    (3, 33, 6, 5, 70, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, true),
+    (2, 8, 33, 32, 12, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
 ];
