@@ -28,13 +28,13 @@ fn assemble(
 ) -> Result<Tensor> {
     match place {
         Place::Cpu => {
-            let one = cpu::conv::from_f64(&[fill.unwrap_or(0.0)], &[1], dtype);
-            let fill = one.to_bytes()?;
+            let fill =
+                fill.map(|v| cpu::conv::from_f64(&[v], &[1], dtype).to_bytes()).transpose()?;
             let parts: Vec<Result<(Layout, Tensor)>> =
                 parts.iter().map(|(l, t)| Ok((l.clone(), t.astype(dtype)?))).collect();
             let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
             let refs: Vec<(Layout, &Tensor)> = parts.iter().map(|(l, t)| (l.clone(), t)).collect();
-            cpu::shape::assemble(op, shape, dtype, &fill, &refs)
+            cpu::shape::assemble(op, shape, dtype, fill.as_deref(), &refs)
         }
         Place::Gpu(d) => {
             let work = gpu_word(dtype);

@@ -7,7 +7,7 @@ use super::math;
 use crate::{Scalar, Tensor};
 use half::f16;
 use mpsrt_core::{numel, DType, Layout, Result};
-use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
+use mpsrt_kernels::{coalesce, BinaryFn, Expr, UnaryFn, VType};
 use mpsrt_runtime::{CpuBuffer, Storage};
 use std::sync::Arc;
 
@@ -31,11 +31,53 @@ struct Ctx<'a> {
     pre: Option<(&'a [Src<'a>], usize)>,
 }
 
-/// A chunked evaluation's input: gathered once, or (contiguous f32 already in the compute
-/// type) read straight from the tensor's buffer a chunk at a time.
+/// A chunked evaluation's input: gathered once, or (f32 already in the compute type) read
+/// straight from the tensor's buffer a chunk at a time — contiguous, or through its coalesced
+/// broadcast layout (per-channel parameters: each chunk fills its own runs, so the expansion
+/// happens on the worker threads, in cache, instead of as a full-size pass up front).
 enum Src<'a> {
     Col(Col),
     F32(&'a [f32]),
+    F32Strided(&'a [f32], Strided),
+}
+
+/// A broadcast layout with its dims coalesced: `shape`/`strides` over elements from `offset`.
+struct Strided {
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    offset: usize,
+}
+
+impl Strided {
+    /// Elements `lo..hi` (row-major over `shape`) of `data`, a whole innermost run at a time.
+    fn gather(&self, data: &[f32], lo: usize, hi: usize) -> Vec<f32> {
+        let mut out = Vec::with_capacity(hi - lo);
+        let nd = self.shape.len();
+        if nd == 0 {
+            out.resize(hi - lo, data[self.offset]);
+            return out;
+        }
+        let (last, step) = (self.shape[nd - 1], self.strides[nd - 1]);
+        let (mut row, mut j) = (lo / last, lo % last);
+        while out.len() < hi - lo {
+            // Offset of this row's first element: the row index spread over the outer dims.
+            let (mut r, mut base) = (row, self.offset as isize);
+            for d in (0..nd - 1).rev() {
+                base += (r % self.shape[d]) as isize * self.strides[d];
+                r /= self.shape[d];
+            }
+            let take = (last - j).min(hi - lo - out.len());
+            let start = base + j as isize * step;
+            match step {
+                0 => out.resize(out.len() + take, data[start as usize]),
+                1 => out.extend_from_slice(&data[start as usize..start as usize + take]),
+                s => out.extend((0..take).map(|t| data[(start + t as isize * s) as usize])),
+            }
+            row += 1;
+            j = 0;
+        }
+        out
+    }
 }
 
 /// Elements per evaluation chunk: a chunk's per-node columns stay in cache.
@@ -70,7 +112,8 @@ pub(crate) fn eval(
         n: numel(shape),
         pre: None,
     };
-    let mut buf = CpuBuffer::zeroed(ctx.n * out.size());
+    // Every byte is stored below (each column holds n values), so no zero fill is needed.
+    let mut buf = CpuBuffer::for_overwrite(ctx.n * out.size());
     if ctx.n <= CHUNK {
         store_into(&ctx.eval(expr)?, out, buf.bytes_mut());
     } else {
@@ -132,9 +175,13 @@ impl<'a> Ctx<'a> {
     fn source(&self, t: &'a Tensor) -> Result<Src<'a>> {
         if let (Storage::Cpu(buf), DType::F32, false) = (t.storage(), t.dtype(), self.wide_f) {
             let l = t.layout().broadcast_to("broadcast", self.shape)?;
+            let data = buf.as_slice::<f32>();
             if l.is_contiguous() {
-                return Ok(Src::F32(&buf.as_slice::<f32>()[l.offset..l.offset + self.n]));
+                return Ok(Src::F32(&data[l.offset..l.offset + self.n]));
             }
+            let (shape, mut strides) = coalesce(&l.shape, std::slice::from_ref(&l.strides));
+            let strides = strides.pop().unwrap_or_default();
+            return Ok(Src::F32Strided(data, Strided { shape, strides, offset: l.offset }));
         }
         Ok(Src::Col(self.load(t)?))
     }
@@ -145,6 +192,7 @@ impl<'a> Ctx<'a> {
                 Some((srcs, lo)) => match &srcs[*i] {
                     Src::Col(c) => c.slice(lo, lo + self.n),
                     Src::F32(v) => Col::F32(v[lo..lo + self.n].to_vec()),
+                    Src::F32Strided(v, l) => Col::F32(l.gather(v, lo, lo + self.n)),
                 },
                 None => self.load(self.inputs[*i])?,
             },

@@ -14,20 +14,24 @@ fn host_bytes<'a>(op: &str, t: &'a Tensor) -> Result<&'a [u8]> {
 }
 
 /// A fresh tensor of `shape` filled with `fill` (one element's bytes), with each `(dst, src)`
-/// part copied into the window `dst` (a view of the contiguous output).
+/// part copied into the window `dst` (a view of the contiguous output). `fill: None` means the
+/// parts cover every element (concat), so the output buffer is not cleared first.
 pub(crate) fn assemble(
     op: &str,
     shape: &[usize],
     dtype: DType,
-    fill: &[u8],
+    fill: Option<&[u8]>,
     parts: &[(Layout, &Tensor)],
 ) -> Result<Tensor> {
     let size = dtype.size();
     let n: usize = shape.iter().product();
-    let mut buf = CpuBuffer::zeroed(n * size);
+    let mut buf = match fill {
+        Some(f) if f.iter().all(|&b| b == 0) => CpuBuffer::zeroed(n * size),
+        _ => CpuBuffer::for_overwrite(n * size),
+    };
     let out = &mut buf.bytes_mut()[..n * size];
-    if fill.iter().any(|&b| b != 0) {
-        out.chunks_exact_mut(size).for_each(|e| e.copy_from_slice(fill));
+    if let Some(f) = fill.filter(|f| f.iter().any(|&b| b != 0)) {
+        out.chunks_exact_mut(size).for_each(|e| e.copy_from_slice(f));
     }
     for (dst, src) in parts {
         copy_runs(out, dst, host_bytes(op, src)?, src.layout(), size);
