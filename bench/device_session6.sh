@@ -5,19 +5,7 @@
 # beside torch with the fusion / memory-planning ablation.
 # Carried: target/release/mpsrt, target/release/examples/{bench_ops_a,bench_ops_b}, .gl/, .whl/.
 # Usage (repo root): bash bench/device_session6.sh [PARTS]   (PARTS: jit,jit64,elementwise,tiny,ops,convs,engine)
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/models /tmp/site
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-export PYTHONUNBUFFERED=1
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-M=./target/release/mpsrt
-E=./target/release/examples
-$M info | tee "$OUT/info.txt" | grep -q "GPU: none" && { cat "$OUT/info.txt"; echo "no Vulkan GPU: stopping"; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia_smi.txt"
+source bench/device_env.sh
 PARTS=${1:-jit,elementwise,ops,convs,engine}
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 ls .whl/mpsrt-*.whl >/dev/null 2>&1 && python3 -m zipfile -e .whl/mpsrt-*.whl /tmp/site

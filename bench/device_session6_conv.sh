@@ -5,17 +5,7 @@
 # (`MPSRT_GEMM_TILE128_MIN`), beside torch (cuDNN) in the same call; then the engine at batch 32
 # with and without the merge. Carried: target/release/mpsrt, target/release/examples/bench_ops_b,
 # .gl/. Usage (repo root): bash bench/device_session6_conv.sh
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/models
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-M=./target/release/mpsrt
-E=./target/release/examples
-$M info | grep -q "GPU: none" && { $M info; echo "no Vulkan GPU: stopping"; exit 1; }
+source bench/device_env.sh
 for v in "256 128" "1024 128" "0 128" "256 128" "1024 128" "4096 128" "1024 512"; do
   set -- $v
   MPSRT_CONV_MERGE_P=$1 MPSRT_GEMM_TILE128_MIN=$2 timeout 100 $E/bench_ops_b --batch 32 --iters 20 --sync-each \
