@@ -113,6 +113,26 @@ fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
         .find(|&s| k.is_multiple_of(s) && k / s >= min_slice && tiles * s <= 512)
 }
 
+/// K slices for the merged product of a batched conv (`[OC, K]·[K, N·P]`), when it has fewer
+/// than `MPSRT_CONV_MERGE_SPLIT_TILES` 64×64 tiles (default 1024; 0 turns it off): slices of
+/// ≥ 64 and at most 1024 workgroups in all. Measured on an H100 (BENCHMARKS.md, 2026-11-24):
+/// ResNet-50's 7×7 layers at batch 32 (200 tiles, K up to 4608) 1.2–1.5× faster, the model at
+/// batch 32 22.0 / 22.2 → 20.7 / 20.7 ms.
+fn split_k_merged(m: usize, n: usize, k: usize) -> Option<usize> {
+    static T: OnceLock<usize> = OnceLock::new();
+    let max_tiles = *T.get_or_init(|| {
+        std::env::var("MPSRT_CONV_MERGE_SPLIT_TILES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1024)
+    });
+    let tiles = m.div_ceil(64) * n.div_ceil(64);
+    if tiles >= max_tiles || k < 256 {
+        return None;
+    }
+    [16, 8, 4, 2].into_iter().find(|&s| k.is_multiple_of(s) && k / s >= 64 && tiles * s <= 1024)
+}
+
 /// Largest output map (OH·OW) on which a batched, ungrouped conv runs as one GEMM over all
 /// images (`MPSRT_CONV_MERGE_P`, default 1024: ResNet's 28×28, 14×14 and 7×7 layers; 0 turns
 /// it off). Measured on an H100 at batch 32 (BENCHMARKS.md): the 7×7 layers 1.5–2× faster,
@@ -250,11 +270,23 @@ fn lowered(
         // image's P up to the tile width (49 of 64 columns on a 7×7 map) and launch few, long
         // workgroups. The bias rides in C; the activation in the epilogue unless a residual
         // must be added first (it is laid out [N, OC, P], the product [OC, N, P]).
-        let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
-        let w2 = w.reshape(&[i(ocg), i(k)])?;
-        let c2 = col.reshape(&[i(k), i(g.n * p)])?;
         let fused_act = if res.is_none() { act } else { None };
-        let y = matmul_epilogue(op, &w2, &c2, bias.as_ref(), None, fused_act)?;
+        let y = match split_k_merged(ocg, g.n * p, k) {
+            // Still few tiles (OC ≤ 512 rows, long K): split K as the batch-1 path does.
+            Some(s) => {
+                let ws = w.reshape(&[i(ocg), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
+                let cs = col.reshape(&[i(s), i(k / s), i(g.n * p)])?;
+                let parts = crate::matmul(&ws, &cs)?;
+                let bias = b.map(|b| b.contiguous()).transpose()?;
+                splitk_reduce(op, dev, &parts, bias.as_ref(), (None, fused_act))?
+            }
+            None => {
+                let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
+                let w2 = w.reshape(&[i(ocg), i(k)])?;
+                let c2 = col.reshape(&[i(k), i(g.n * p)])?;
+                matmul_epilogue(op, &w2, &c2, bias.as_ref(), None, fused_act)?
+            }
+        };
         let y = y.reshape(&[i(ocg), i(g.n), i(p)])?.permute(&[1, 0, 2])?;
         let y = match res {
             Some(_) => epilogue_after(y, res, act)?,

@@ -45,4 +45,6 @@ pub const CASES: &[Case] = &[
     (4, 24, 7, 7, 40, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
     (3, 33, 6, 5, 70, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, true),
     (2, 8, 33, 32, 12, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
+    // Merged and long enough in K (288) for split-K on the merged product (4 slices of 72).
+    (2, 32, 5, 5, 24, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
 ];
