@@ -58,3 +58,20 @@ fn untransposed_operand_beyond_binding_limit_is_a_clear_error() {
         assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 3]);
     }
 }
+
+#[test]
+fn batched_conv_with_column_matrix_beyond_binding_limit() {
+    init();
+    // Merged column matrix [K=144, N·P=4·49] is 110 KiB > 64 KiB while the input (12 KiB)
+    // fits: the batched conv must not take the one-GEMM route, and still match the CPU.
+    let (n, c, oc, hw, k) = (4, 16, 8, 7, 3);
+    let x = tensor(&values(n * c * hw * hw, 4, false), &[n, c, hw, hw], DType::F32);
+    let w = tensor(&values(oc * c * k * k, 5, false), &[oc, c, k, k], DType::F32);
+    let o = mt::Conv2dOptions { padding: mt::ConvPadding::symmetric(1, 1), ..Default::default() };
+    let want = mt::conv2d(&x, &w, None, &o).unwrap().to_f64_vec().unwrap();
+    for p in gpus() {
+        let got = mt::conv2d(&x.to(p).unwrap(), &w.to(p).unwrap(), None, &o).unwrap();
+        let what = format!("batched 3x3 conv past the binding limit on {p}");
+        assert_close(&what, &got.to_f64_vec().unwrap(), &want, 1e-4, 1e-4);
+    }
+}

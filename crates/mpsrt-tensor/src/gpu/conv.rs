@@ -239,7 +239,13 @@ fn lowered(
     let (k, p) = (icg * g.kh * g.kw, g.oh * g.ow);
     let i = |v: usize| v as isize;
     let direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0;
-    let merged = g.groups == 1 && g.n > 1 && p <= merge_max_p();
+    // Merged only while the [K, N·P] column matrix fits one binding (a 1×1 conv's transposed
+    // input included); past that, the per-image products below keep their own fallbacks.
+    let col_bytes = (g.n * g.groups * k * p) as u64 * 4;
+    let merged = g.groups == 1
+        && g.n > 1
+        && p <= merge_max_p()
+        && col_bytes <= dev.properties().max_storage_buffer_binding_size;
     let col = if direct && merged {
         // The input as [ICg, N, P]: one transposing copy, so all images share one GEMM.
         x.reshape(&[i(g.n), i(icg), i(p)])?.permute(&[1, 0, 2])?.contiguous()?
