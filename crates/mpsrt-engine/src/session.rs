@@ -459,7 +459,6 @@ impl Session {
                     }
                     self.synchronize()?;
                 }
-                let div = if *repeat > 1 { *repeat as f64 } else { 1.0 };
                 let (op, name) = match step {
                     Step::Fused(g) => {
                         ("Fused".to_string(), plan.graph.value(g.output).name.clone())
@@ -480,7 +479,11 @@ impl Session {
                         (op, node.name.clone())
                     }
                 };
-                p.push(StepProfile { op, name, ms: t0.elapsed().as_secs_f64() * 1e3 / div });
+                p.push(StepProfile {
+                    op,
+                    name,
+                    ms: t0.elapsed().as_secs_f64() * 1e3 / *repeat as f64,
+                });
             }
             for (v, t) in outs {
                 env.insert(v, t);

@@ -415,8 +415,9 @@ impl GemvSpec {
 }
 
 /// The reduction after a split-K product:
-/// `out[e] = act(sum_j part[j·total + e] + bias[e / N] + res[e])`, one thread per output — the partial sums, the conv's bias, its residual and its
-/// activation in one pass instead of a reduction plus up to three elementwise passes.
+/// `out[e] = act(sum_j part[j·total + e] + bias[e / N] + res[e])`, one thread per output — the
+/// partial sums, the conv's bias, its residual and its activation in one pass instead of a
+/// reduction plus up to three elementwise passes.
 ///
 /// Bindings: `part`, then `bias` and `res` when present, `out`, the uniform meta. Meta words:
 /// 0 total (M·N), 1 N, 2 slices, 3 activation p0, 4 grid row width in threads, 5 bias offset,

@@ -87,9 +87,10 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
         if init_names.contains(&name) {
             continue;
         }
-        let (dtype, shape) = value_type(vi)?;
+        let decl = declared(vi);
+        let (dtype, shape) = value_type(vi, &decl)?;
         let id = g.add_input(name, dtype, shape)?;
-        g.declared_inputs.insert(id, declared(vi));
+        g.declared_inputs.insert(id, decl);
     }
     for node in &gp.node {
         for o in node.output.iter().filter(|o| !o.is_empty()) {
@@ -193,8 +194,9 @@ fn declared(vi: &ValueInfoProto) -> Declared {
     }
 }
 
-/// dtype and symbolic shape of a graph input. Unknown dims get a symbol named after the input.
-fn value_type(vi: &ValueInfoProto) -> Result<(DType, Vec<Dim>)> {
+/// dtype and symbolic shape of a graph input (`decl` is what [`declared`] read from `vi`).
+/// Unknown dims get a symbol named after the input.
+fn value_type(vi: &ValueInfoProto, decl: &Declared) -> Result<(DType, Vec<Dim>)> {
     let name = vi.name.clone().unwrap_or_default();
     let what = format!("input {name:?}");
     let Some(type_proto::Value::TensorType(t)) = vi.r#type.as_ref().and_then(|t| t.value.as_ref())
@@ -205,9 +207,13 @@ fn value_type(vi: &ValueInfoProto) -> Result<(DType, Vec<Dim>)> {
         ));
     };
     let dtype = map_dtype(t.elem_type.unwrap_or(0), &what)?;
-    let shape = declared(vi)
+    let shape = decl
         .shape
+        .as_ref()
         .ok_or_else(|| Error::unsupported(OP, format!("{what} has no shape (unknown rank)")))?;
-    let dims = shape.into_iter().enumerate();
-    Ok((dtype, dims.map(|(i, d)| d.unwrap_or_else(|| Dim::Sym(format!("{name}:{i}")))).collect()))
+    let dims = shape.iter().enumerate();
+    Ok((
+        dtype,
+        dims.map(|(i, d)| d.clone().unwrap_or_else(|| Dim::Sym(format!("{name}:{i}")))).collect(),
+    ))
 }

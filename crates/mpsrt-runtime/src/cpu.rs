@@ -76,10 +76,7 @@ impl CpuBuffer {
     pub fn from_bytes(bytes: &[u8]) -> Self {
         let (full, tail) = bytes.split_at(bytes.len() / 8 * 8);
         let mut words = Vec::with_capacity(bytes.len().div_ceil(8));
-        words
-            .extend(full.chunks_exact(8).map(|c| {
-                u64::from_ne_bytes(c.try_into().expect("chunks_exact(8) yields 8 bytes"))
-            }));
+        words.extend(full.chunks_exact(8).map(bytemuck::pod_read_unaligned::<u64>));
         if !tail.is_empty() {
             let mut w = [0u8; 8];
             w[..tail.len()].copy_from_slice(tail);

@@ -11,7 +11,7 @@
 //! kernel on the same M×N×K; until that kernel is understood, im2col + matmul wins everywhere
 //! the column matrix fits.
 
-use super::{alloc_out, grid};
+use super::{alloc_out, env_knob, grid};
 use crate::activation::Activation;
 use crate::conv::ConvGeom;
 use crate::matmul::{epilogue_after, matmul_epilogue};
@@ -120,12 +120,7 @@ fn split_k(batch: usize, m: usize, n: usize, k: usize) -> Option<usize> {
 /// batch 32 22.0 / 22.2 → 20.7 / 20.7 ms.
 fn split_k_merged(m: usize, n: usize, k: usize) -> Option<usize> {
     static T: OnceLock<usize> = OnceLock::new();
-    let max_tiles = *T.get_or_init(|| {
-        std::env::var("MPSRT_CONV_MERGE_SPLIT_TILES")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(1024)
-    });
+    let max_tiles = *T.get_or_init(|| env_knob("MPSRT_CONV_MERGE_SPLIT_TILES", 1024));
     let tiles = m.div_ceil(64) * n.div_ceil(64);
     if tiles >= max_tiles || k < 256 {
         return None;
@@ -140,9 +135,7 @@ fn split_k_merged(m: usize, n: usize, k: usize) -> Option<usize> {
 /// padding it saves.
 fn merge_max_p() -> usize {
     static P: OnceLock<usize> = OnceLock::new();
-    *P.get_or_init(|| {
-        std::env::var("MPSRT_CONV_MERGE_P").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(1024)
-    })
+    *P.get_or_init(|| env_knob("MPSRT_CONV_MERGE_P", 1024))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -159,6 +152,28 @@ fn split_k_mode() -> SplitK {
         Ok("legacy") => SplitK::Legacy,
         _ => SplitK::Wide,
     })
+}
+
+/// `W (OC × K) · col (K × cols)` computed as `s` slices of K (one batched product of strided
+/// views, `s` times the workgroups) and reduced with the bias (one value per row) and `epi` in
+/// one `splitk_reduce` pass: a contiguous `[OC, cols]` tensor.
+#[allow(clippy::too_many_arguments)]
+fn split_k_product(
+    op: &str,
+    dev: &mpsrt_runtime::GpuDevice,
+    w: &Tensor,
+    col: &Tensor,
+    b: Option<&Tensor>,
+    [oc, k, cols]: [usize; 3],
+    s: usize,
+    epi: Epi<'_>,
+) -> Result<Tensor> {
+    let i = |v: usize| v as isize;
+    let ws = w.reshape(&[i(oc), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
+    let cs = col.reshape(&[i(s), i(k / s), i(cols)])?;
+    let parts = crate::matmul(&ws, &cs)?;
+    let bias = b.map(|b| b.contiguous()).transpose()?;
+    splitk_reduce(op, dev, &parts, bias.as_ref(), epi)
 }
 
 /// `act(sum_j parts[j] + bias[m] + res)`: the split-K partials `[s, M, N]` reduced with the
@@ -280,11 +295,7 @@ fn lowered(
         let y = match split_k_merged(ocg, g.n * p, k) {
             // Still few tiles (OC ≤ 512 rows, long K): split K as the batch-1 path does.
             Some(s) => {
-                let ws = w.reshape(&[i(ocg), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
-                let cs = col.reshape(&[i(s), i(k / s), i(g.n * p)])?;
-                let parts = crate::matmul(&ws, &cs)?;
-                let bias = b.map(|b| b.contiguous()).transpose()?;
-                splitk_reduce(op, dev, &parts, bias.as_ref(), (None, fused_act))?
+                split_k_product(op, dev, w, &col, b, [ocg, k, g.n * p], s, (None, fused_act))?
             }
             None => {
                 let bias = b.map(|b| b.reshape(&[i(ocg), 1])).transpose()?;
@@ -303,13 +314,9 @@ fn lowered(
     let y = match split_k(g.n * g.groups, ocg, p, k) {
         // Few output tiles (a batch-1 conv on a small map): split K into `s` slices computed
         // as one batched product of strided views, then summed — `s` times the workgroups.
+        // Batch 1, so groups == 1 here: the bias is one value per row of [OC, P].
         Some(s) => {
-            let ws = w.reshape(&[i(ocg), i(s), i(k / s)])?.permute(&[1, 0, 2])?;
-            let cs = col.reshape(&[i(s), i(k / s), i(p)])?;
-            let parts = crate::matmul(&ws, &cs)?;
-            // Batch 1, so groups == 1 here: the bias is one value per row of [OC, P].
-            let bias = b.map(|b| b.contiguous()).transpose()?;
-            let y = splitk_reduce(op, dev, &parts, bias.as_ref(), (res, act))?;
+            let y = split_k_product(op, dev, w, &col, b, [ocg, k, p], s, (res, act))?;
             return Ok(Some(y.reshape(&shape)?));
         }
         // Ungrouped: one (batched) GEMM whose C operand is the bias, broadcast along P and the

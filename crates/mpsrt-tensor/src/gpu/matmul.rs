@@ -48,12 +48,7 @@ static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 /// (`MPSRT_GEMM_TILE128_MIN`, default 128); fewer, and 64×64 tiles keep more workgroups busy.
 fn tile128_min() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
-    *T.get_or_init(|| {
-        std::env::var("MPSRT_GEMM_TILE128_MIN")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(128)
-    })
+    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 128))
 }
 
 fn aligned(vals: &[isize]) -> bool {

@@ -11,6 +11,12 @@ pub(crate) mod shape;
 use mpsrt_core::Result;
 use mpsrt_runtime::{GpuBuffer, GpuDevice};
 
+/// A numeric launch knob read from the environment: `default` when unset or not a number.
+/// Callers keep it in a `OnceLock` so the variable is read once per process.
+pub(crate) fn env_knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
 /// Split a workgroup count over x and y so no dimension exceeds the adapter's limit;
 /// kernels rebuild the linear id as `gid.x + gid.y * num_workgroups.x * WG`.
 pub(crate) fn grid(workgroups: u64, max_per_dim: u32) -> [u32; 3] {
