@@ -4,6 +4,7 @@
 //! without a GPU (we have no Mac: this is how Metal breakage is caught).
 
 pub mod concat;
+pub mod conv_gemm;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
@@ -13,6 +14,7 @@ pub mod softmax;
 pub mod validate;
 
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
+pub use conv_gemm::{conv_gemm_meta, ConvGemmSpec};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
 pub use matmul::{

@@ -48,7 +48,7 @@ pub enum MatmulAct {
 
 impl MatmulAct {
     /// WGSL of `fn act(v: vec4<f32>) -> vec4<f32>` (`p0`/`p1` from meta words 3 and 15).
-    fn wgsl(self) -> &'static str {
+    pub(crate) fn wgsl(self) -> &'static str {
         match self {
             MatmulAct::None => "fn act(v: vec4<f32>) -> vec4<f32> { return v; }\n",
             MatmulAct::Relu => {

@@ -5,7 +5,10 @@
 //! `--sync-each` (wait for every conv before the next: one conv's latency including the
 //! submit/wait round trip; without it, back-to-back independent convs overlap on the GPU),
 //! `--warm-s 1.0` (seconds of 2048³ matmuls before the first timing, so the GPU's clocks are up
-//! before the first shape: without it the first process of a series read up to 3× slow).
+//! before the first shape: without it the first process of a series read up to 3× slow),
+//! `--shapes 4,10` (only these rows of the shape table, in this order), `--rounds 2` (the
+//! whole list again: does a shape slow down later in a process?). Each line also gives the
+//! allocator's reserved and cached MiB after the shape, and the round.
 
 use mpsrt_tensor::{conv2d, matmul, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
 use std::time::Instant;
@@ -52,6 +55,14 @@ fn main() -> Result<()> {
     let iters: usize = arg("--iters").and_then(|s| s.parse().ok()).unwrap_or(20).max(1);
     let sync_each = std::env::args().any(|a| a == "--sync-each");
     let warm_s: f64 = arg("--warm-s").and_then(|s| s.parse().ok()).unwrap_or(1.0);
+    let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(1);
+    let picked: Vec<(usize, usize, usize, usize, usize)> = match arg("--shapes") {
+        Some(list) => list
+            .split(',')
+            .filter_map(|i| SHAPES.get(i.trim().parse::<usize>().ok()?).copied())
+            .collect(),
+        None => SHAPES.to_vec(),
+    };
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
     let a = randn(&[2048, 2048], DType::F32, place)?;
@@ -63,35 +74,41 @@ fn main() -> Result<()> {
         dev.synchronize()?;
     }
     drop(a);
-    for &n in &batches {
-        for &(c, h, k, r, stride) in SHAPES {
-            let x = randn(&[n, c, h, h], DType::F32, place)?;
-            let w = randn(&[k, c, r, r], DType::F32, place)?;
-            let o = Conv2dOptions {
-                stride: [stride, stride],
-                padding: ConvPadding::symmetric(r / 2, r / 2),
-                ..Default::default()
-            };
-            for _ in 0..3 {
-                conv2d(&x, &w, None, &o)?;
-            }
-            dev.synchronize()?;
-            let t0 = Instant::now();
-            let mut oh = 0;
-            for _ in 0..iters {
-                let y = conv2d(&x, &w, None, &o)?;
-                oh = y.shape()[2];
-                if sync_each {
-                    dev.synchronize()?;
+    for round in 0..rounds {
+        for &n in &batches {
+            for &(c, h, k, r, stride) in &picked {
+                let x = randn(&[n, c, h, h], DType::F32, place)?;
+                let w = randn(&[k, c, r, r], DType::F32, place)?;
+                let o = Conv2dOptions {
+                    stride: [stride, stride],
+                    padding: ConvPadding::symmetric(r / 2, r / 2),
+                    ..Default::default()
+                };
+                for _ in 0..3 {
+                    conv2d(&x, &w, None, &o)?;
                 }
-            }
-            dev.synchronize()?;
-            let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
-            let flops = 2.0 * (n * k * oh * oh * c * r * r) as f64;
-            let tflops = flops / (ms * 1e-3) / 1e12;
-            println!(
-                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"sync_each\": {sync_each}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}}}"
+                dev.synchronize()?;
+                let t0 = Instant::now();
+                let mut oh = 0;
+                for _ in 0..iters {
+                    let y = conv2d(&x, &w, None, &o)?;
+                    oh = y.shape()[2];
+                    if sync_each {
+                        dev.synchronize()?;
+                    }
+                }
+                dev.synchronize()?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
+                let flops = 2.0 * (n * k * oh * oh * c * r * r) as f64;
+                let tflops = flops / (ms * 1e-3) / 1e12;
+                let mem = dev.memory_stats();
+                let mib = |b: u64| b >> 20;
+                println!(
+                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"sync_each\": {sync_each}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}, \"round\": {round}, \"reserved_mib\": {}, \"cached_mib\": {}}}",
+                mib(mem.reserved),
+                mib(mem.cached)
             );
+            }
         }
     }
     Ok(())

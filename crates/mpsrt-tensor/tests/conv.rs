@@ -11,25 +11,8 @@ use mpsrt_tensor::{
     Conv2dOptions, ConvPadding, ConvTranspose2dOptions, DType, Place, Tensor,
 };
 
-fn rnd(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
-    let n: usize = shape.iter().product();
-    tensor(&values(n, seed, false), shape, dtype)
-}
-
 fn check(what: &str, cpu: &Tensor, got: &Tensor, dtype: DType) {
     check_tol(what, cpu, got, dtype, 1e-4);
-}
-
-/// `f32_atol`: sums of ~1000 products of values in ±4 (the split-K cases) reach a few hundred,
-/// so results near zero carry absolute rounding errors of ~1e-4..1e-3 in any summation order.
-fn check_tol(what: &str, cpu: &Tensor, got: &Tensor, dtype: DType, f32_atol: f64) {
-    let (rtol, atol) = match dtype {
-        DType::F16 => (4e-3, 2e-2),
-        _ => (1e-4, f32_atol),
-    };
-    assert_eq!(got.shape(), cpu.shape(), "{what}: shape");
-    assert_eq!(got.dtype(), cpu.dtype(), "{what}: dtype");
-    assert_close(what, &got.to_f64_vec().unwrap(), &cpu.to_f64_vec().unwrap(), rtol, atol);
 }
 
 #[test]
@@ -92,7 +75,10 @@ fn conv2d_table_matches_cpu_on_every_device() {
                 let (xg, wg, bg) = (x.to(p).unwrap(), wt.to(p).unwrap(), b.to(p).unwrap());
                 let got = conv2d(&xg, &wg, bias.then_some(&bg), &o).unwrap();
                 assert_eq!(got.place(), p);
-                check(&format!("conv2d case {i} {dtype}"), &cpu, &got, dtype);
+                // Two f32 sums over K = c/groups·kh·kw terms of up to ±16 in different orders
+                // (the CPU's packed SGEMM and the GPU's tiles): allow for K past 256.
+                let tol = 1e-4 * (c / groups * kh * kw).div_ceil(256) as f64;
+                check_tol(&format!("conv2d case {i} {dtype}"), &cpu, &got, dtype, tol);
             }
         }
     }

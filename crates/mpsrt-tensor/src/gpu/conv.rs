@@ -363,6 +363,9 @@ pub(crate) fn conv(
     let depthwise = g.c / g.groups == 1 && g.groups > 1;
     let lowerable = !(transposed || depthwise);
     if total > 0 && lowerable && !implicit_gemm_forced() {
+        if let Some(y) = super::conv_gemm::conv(op, &dev, &x, &w, b.as_ref(), g, epi)? {
+            return y.astype(dtype);
+        }
         if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g, epi)? {
             return y.astype(dtype);
         }

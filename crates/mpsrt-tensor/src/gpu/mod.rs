@@ -2,6 +2,7 @@
 //! through `mpsrt-runtime`.
 
 pub(crate) mod conv;
+pub(crate) mod conv_gemm;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod pool;

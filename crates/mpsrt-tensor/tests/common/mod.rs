@@ -65,3 +65,21 @@ pub fn tol(dtype: DType) -> (f64, f64) {
         _ => (0.0, 0.0),
     }
 }
+
+/// Random values of `shape` (no edge values) as `dtype`.
+pub fn rnd(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    tensor(&values(n, seed, false), shape, dtype)
+}
+
+/// `f32_atol`: sums of ~1000 products of values in ±4 (the split-K cases) reach a few hundred,
+/// so results near zero carry absolute rounding errors of ~1e-4..1e-3 in any summation order.
+pub fn check_tol(what: &str, cpu: &Tensor, got: &Tensor, dtype: DType, f32_atol: f64) {
+    let (rtol, atol) = match dtype {
+        DType::F16 => (4e-3, 2e-2),
+        _ => (1e-4, f32_atol),
+    };
+    assert_eq!(got.shape(), cpu.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), cpu.dtype(), "{what}: dtype");
+    assert_close(what, &got.to_f64_vec().unwrap(), &cpu.to_f64_vec().unwrap(), rtol, atol);
+}
