@@ -16,6 +16,9 @@
 #          the driver lowers the SM clock (the diag part's nvidia-smi log: 1980 -> 345 MHz a few
 #          seconds into a long process): batch 32 under each tile shape and the im2col route,
 #          batch 1; torch in the same call; clocks logged throughout
+#   clock  does the clock drop under continuous load? 12 s of back-to-back 2048^3 matmuls (8 per
+#          sync) then one conv shape, with the default spin and with MPSRT_SYNC_SPIN_US=0;
+#          clocks logged
 #   tiny   1000 tiny ops per sync (elementwise bench) twice beside torch twice
 # Carried: target/release/mpsrt, target/release/examples/{bench_ops_b,bench_gemm_shapes}, .gl/.
 # Usage (repo root): bash bench/device_session7.sh gemm,sync
@@ -84,6 +87,16 @@ if part fresh; then
   kill $SMI
   timeout 120 python3 bench/torch_reference.py convs --sync-each | tee "$OUT/torch_conv_sync.jsonl"
 fi
+if part clock; then
+  echo "== clock"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,utilization.gpu --format=csv -lms 250 > "$OUT/smi_clock.csv" &
+  SMI=$!
+  { timeout 60 $E/bench_ops_b --batch 32 --iters 10 --sync-each --warm-s 12 --shapes 10 | sed 's/^{/{"run": "warm12", /'
+    sleep 2
+    MPSRT_SYNC_SPIN_US=0 timeout 60 $E/bench_ops_b --batch 32 --iters 10 --sync-each --warm-s 12 --shapes 10 | sed 's/^{/{"run": "warm12_nospin", /'
+  } 2>&1 | tee "$OUT/clock.jsonl"
+  kill $SMI
+fi
 if part convs; then
   echo "== convs"
   timeout 150 $E/bench_ops_b --batch 1,32 --iters 20 --sync-each | tee "$OUT/mpsrt_conv_sync.jsonl"
@@ -91,13 +104,19 @@ if part convs; then
 fi
 if part engine; then
   echo "== engine"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 250 > "$OUT/smi_engine.csv" &
+  SMI=$!
   models
   for round in 1 2; do
     for name in resnet50 densenet121; do
       timeout 60 $M bench /tmp/models/$name.onnx --device gpu --batch 1 --iterations 30 --warmup 5 --json
       timeout 60 $M bench /tmp/models/$name.onnx --device gpu --batch 32 --iterations 10 --warmup 3 --json
     done
+    for name in resnet50 densenet121; do
+      MPSRT_CONV_GEMM=0 timeout 60 $M bench /tmp/models/$name.onnx --device gpu --batch 32 --iterations 10 --warmup 3 --json | sed 's/^{/{"conv_gemm": "0", /'
+    done
   done 2>&1 | tee "$OUT/engine.jsonl"
+  kill $SMI
   timeout 120 python3 bench/engine_torch.py torch --iters 50 | tee "$OUT/torch_engine.jsonl"
 fi
 if part tiny; then

@@ -2,7 +2,8 @@
 //! ungrouped conv with `MPSRT_CONV_GEMM=1` (read once per process, so this file is its own
 //! test binary) and checked on the shared case table against the CPU backend, for each of the
 //! four tile shapes (`MPSRT_CONV_GEMM_TILE`), plain and with bias + residual + activation in
-//! the epilogue, f32 and f16, and with inputs that start at an offset or are not contiguous.
+//! the epilogue, f32 (and f16 on one tile shape), and with inputs that start at an offset or
+//! are not contiguous.
 
 mod common;
 use common::conv_cases::CASES;
@@ -28,7 +29,10 @@ fn implicit_gemm_conv_matches_cpu_for_every_tile_shape() {
             CASES.iter().chain(extra.iter()).enumerate()
         {
             let act = acts[i % acts.len()];
-            for dtype in [DType::F32, DType::F16] {
+            // f16 (widened to f32 around the kernel) once, on the first tile shape.
+            let dtypes: &[DType] =
+                if tile == "64x64" { &[DType::F32, DType::F16] } else { &[DType::F32] };
+            for &dtype in dtypes {
                 let x = rnd(&[n, c, h, w], 40 + i as u64, dtype);
                 let wt = rnd(&[oc, c / groups, kh, kw], 400 + i as u64, dtype);
                 let b = rnd(&[oc], 4000 + i as u64, dtype);
