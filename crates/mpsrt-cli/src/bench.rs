@@ -69,6 +69,21 @@ fn delta(
     })
 }
 
+fn timing_json(t: Option<mpsrt_runtime::SubmitTiming>) -> Option<serde_json::Value> {
+    t.map(|t| {
+        serde_json::json!({"submits": t.submits, "dispatches": t.dispatches,
+            "submit_us": t.submit_ns / 1000, "poll_us": t.poll_ns / 1000,
+            "backpressure_us": t.backpressure_ns / 1000, "sync_us": t.sync_ns / 1000})
+    })
+}
+
+fn bind_cache_stats(place: Place) -> mpsrt::Result<Option<mpsrt_runtime::BindCacheStats>> {
+    Ok(match place {
+        Place::Gpu(i) => Some(device::gpu_device(i)?.bind_cache_stats()),
+        Place::Cpu => None,
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -119,6 +134,8 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
     // per-op total, the host is the bound, not the GPU.
     let mut record = Vec::new();
     let pb = bar(5, "tiny ops", a.json);
+    let tiny_timing0 = submit_timing(place)?;
+    let binds0 = bind_cache_stats(place)?;
     for _ in 0..5 {
         sync(place)?;
         let t0 = Instant::now();
@@ -131,6 +148,12 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let tiny_timing = delta(submit_timing(place)?, tiny_timing0);
+    // Bind groups created vs reused over the tiny ops: a miss per op means the cache is not
+    // doing its job (e.g. the allocator stopped handing the same buffers back).
+    let binds = bind_cache_stats(place)?.zip(binds0).map(|(b, b0)| {
+        serde_json::json!({"hits": b.hits - b0.hits, "misses": b.misses - b0.misses, "entries": b.entries})
+    });
     let us = median(per_op);
     let record_us = median(record);
     if a.json {
@@ -138,10 +161,9 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
             "{}",
             serde_json::json!({"device": name, "place": place.to_string(), "add_elements": a.size, "add_iters": a.iters,
                 "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us,
-                "tiny_op_record_us": record_us,
-                "add_submit_timing": timing.map(|t| serde_json::json!({"submits": t.submits, "dispatches": t.dispatches,
-                    "submit_us": t.submit_ns / 1000, "poll_us": t.poll_ns / 1000, "backpressure_us": t.backpressure_ns / 1000,
-                    "sync_us": t.sync_ns / 1000}))})
+                "tiny_op_record_us": record_us, "tiny_bind_cache": binds,
+                "tiny_submit_timing": timing_json(tiny_timing),
+                "add_submit_timing": timing_json(timing)})
         );
     } else {
         println!("device: {name}");

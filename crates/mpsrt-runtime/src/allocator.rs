@@ -49,6 +49,9 @@ pub(crate) struct Allocator {
     max_pool: u64,
     max_age: Duration,
     last_gc: Instant,
+    /// Times buffers were dropped back to the driver (trim, `empty_cache`): the device clears
+    /// its bind-group cache then, so no cached bind group keeps a released buffer alive.
+    releases: u64,
 }
 
 /// Round a request up to its size class: at least 256 bytes, then steps of 1/16 of the next power of two,
@@ -72,6 +75,7 @@ impl Allocator {
             max_pool,
             max_age,
             last_gc: Instant::now(),
+            releases: 0,
         }
     }
 
@@ -80,6 +84,11 @@ impl Allocator {
             reserved: self.stats.allocated + self.stats.cached + self.pending_bytes,
             ..self.stats
         }
+    }
+
+    /// Changes whenever buffers are dropped back to the driver.
+    pub(crate) fn releases(&self) -> u64 {
+        self.releases
     }
 
     /// Take a cached buffer of class `class` (or up to 25% larger); `None` on a miss.
@@ -186,6 +195,9 @@ impl Allocator {
                 !list.is_empty()
             });
             self.stats.cached -= dropped;
+            if dropped > 0 {
+                self.releases += 1;
+            }
         }
         while self.stats.cached > self.max_pool {
             // Oldest entry across classes.
@@ -205,12 +217,14 @@ impl Allocator {
                 }
             }
             self.stats.cached -= class;
+            self.releases += 1;
         }
     }
 
     /// Drop every cached buffer, including ones still waiting for the GPU (wgpu keeps those alive
     /// until the GPU is done, so dropping our handle is safe; they just won't be reused).
     pub(crate) fn empty_cache(&mut self) {
+        self.releases += 1;
         self.free.clear();
         self.pending.clear();
         self.stats.cached = 0;

@@ -2,8 +2,10 @@
 //! submitted together at sync points or when a threshold is crossed (invariant 4).
 //!
 //! Kernel metadata (shapes, strides, offsets) is appended to a per-batch uniform arena and
-//! uploaded with one `write_buffer` at submit time, so a dispatch costs a bind group and a few
-//! recorded commands rather than a buffer allocation.
+//! uploaded with one `write_buffer` at submit time, so a dispatch costs a few recorded commands
+//! rather than a buffer allocation. A dispatch whose metadata equals the previous one's shares
+//! its slot, and the batch remembers what the open pass has bound, so a run of identical
+//! launches records only the dispatches (wgpu-core replays each recorded command at submit).
 
 /// Size of one metadata arena; each dispatch takes a 256-byte-aligned slice of it.
 pub(crate) const ARENA_SIZE: u64 = 64 * 1024;
@@ -27,6 +29,12 @@ pub(crate) struct Batch {
     pub spare: Vec<wgpu::Buffer>,
     /// Serial, submission index and bytes of each batch still possibly running, oldest first.
     pub submitted: std::collections::VecDeque<(u64, wgpu::SubmissionIndex, u64)>,
+    /// The last metadata slot: (arena index, offset, length).
+    last_meta: Option<(usize, u64, usize)>,
+    /// Pipeline id set in the open pass (0: none).
+    pub bound_pipeline: u64,
+    /// Bind group id and dynamic offsets bound at group 0 in the open pass.
+    pub bound_group: Option<(u64, Option<u32>)>,
 }
 
 impl Batch {
@@ -41,12 +49,22 @@ impl Batch {
             in_flight: Vec::new(),
             spare: Vec::new(),
             submitted: std::collections::VecDeque::new(),
+            last_meta: None,
+            bound_pipeline: 0,
+            bound_group: None,
         }
+    }
+
+    /// Close the open compute pass (if any); what it had bound is forgotten with it.
+    pub(crate) fn end_pass(&mut self) {
+        self.pass = None;
+        self.bound_pipeline = 0;
+        self.bound_group = None;
     }
 
     pub(crate) fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
         // Copies cannot be recorded inside a compute pass: close it first.
-        self.pass = None;
+        self.end_pass();
         self.encoder.get_or_insert_with(|| new_encoder(device))
     }
 
@@ -63,8 +81,15 @@ impl Batch {
         })
     }
 
-    /// Reserve `len` bytes of metadata; returns (arena index, offset).
+    /// Store a metadata block; returns (arena index, offset). A block equal to the previous one
+    /// reuses its slot (nothing writes a slot after it is filled).
     pub(crate) fn push_meta(&mut self, device: &wgpu::Device, bytes: &[u8]) -> (usize, u64) {
+        if let Some((idx, off, n)) = self.last_meta {
+            let data = &self.arenas[idx].data;
+            if n == bytes.len() && data[off as usize..off as usize + n] == *bytes {
+                return (idx, off);
+            }
+        }
         let len = (bytes.len() as u64).next_multiple_of(256);
         let need_new = match self.arenas.last() {
             None => true,
@@ -86,7 +111,14 @@ impl Batch {
         let off = arena.data.len() as u64;
         arena.data.extend_from_slice(bytes);
         arena.data.resize((off + len) as usize, 0);
+        self.last_meta = Some((idx, off, bytes.len()));
         (idx, off)
+    }
+
+    /// The recorded batch was submitted: its arenas are no longer ours to share slots of.
+    pub(crate) fn reset_after_submit(&mut self) {
+        self.end_pass();
+        self.last_meta = None;
     }
 
     /// Bytes touched by batches that may still be running.

@@ -5,19 +5,23 @@
 use crate::adapters::{self, DeviceProperties};
 use crate::allocator::{size_class, Allocator, MemoryStats};
 use crate::batch::Batch;
+use crate::bind_cache::BindCache;
 use crate::env::RuntimeConfig;
 pub use crate::pipeline::{Kernel, Pipeline};
+use crate::pipeline::{SharedLayout, Slot};
 use mpsrt_core::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-struct State {
-    alloc: Allocator,
-    batch: Batch,
-    timing: SubmitTiming,
+pub(crate) struct State {
+    pub alloc: Allocator,
+    pub batch: Batch,
+    pub timing: SubmitTiming,
+    pub binds: BindCache,
+    /// `alloc.releases()` when `binds` was last checked against it.
+    pub releases_seen: u64,
 }
 
 /// Where host time goes at submission points (for `mpsrt bench` and tuning): totals since the
@@ -41,17 +45,19 @@ pub struct SubmitTiming {
 /// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
 pub struct GpuDevice {
     index: usize,
-    device: wgpu::Device,
+    pub(crate) device: wgpu::Device,
     queue: wgpu::Queue,
-    props: DeviceProperties,
-    config: RuntimeConfig,
+    pub(crate) props: DeviceProperties,
+    pub(crate) config: RuntimeConfig,
     usage: wgpu::BufferUsages,
     mappable: bool,
-    state: Mutex<State>,
-    pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) pipelines: Mutex<HashMap<u64, Arc<Pipeline>>>,
     /// [`GpuDevice::static_pipeline`]'s cache, keyed by the addresses of `'static` source and
     /// entry strings (which never move or change), so a hot call site skips hashing its source.
-    static_pipelines: Mutex<HashMap<(usize, usize, usize), Arc<Pipeline>>>,
+    pub(crate) static_pipelines: Mutex<HashMap<(usize, usize, usize), Arc<Pipeline>>>,
+    /// Explicit bind group layouts by binding signature (`pipeline.rs`).
+    pub(crate) layouts: Mutex<HashMap<Vec<Slot>, Arc<SharedLayout>>>,
     /// Highest batch serial known to have completed on the GPU (set by submission callbacks).
     completed: Arc<AtomicU64>,
     /// Errors wgpu reported outside an error scope; surfaced at the next sync point.
@@ -63,10 +69,10 @@ pub struct GpuDevice {
 /// which holds it until the GPU has finished the last batch that used it.
 pub struct GpuBuffer {
     device: Arc<GpuDevice>,
-    buffer: wgpu::Buffer,
+    pub(crate) buffer: wgpu::Buffer,
     size: u64,
     class: u64,
-    last_use: AtomicU64,
+    pub(crate) last_use: AtomicU64,
 }
 
 impl GpuBuffer {
@@ -78,7 +84,7 @@ impl GpuBuffer {
         &self.device
     }
     /// The bytes bound to a kernel: the requested size, at least 4 and a multiple of 4.
-    fn binding_size(&self) -> u64 {
+    pub(crate) fn binding_size(&self) -> u64 {
         self.size.max(4).next_multiple_of(4)
     }
 }
@@ -112,7 +118,7 @@ impl<'a> Binding<'a> {
     }
 
     /// `(offset, size)` actually bound.
-    fn range(&self) -> (u64, u64) {
+    pub(crate) fn range(&self) -> (u64, u64) {
         match self.window {
             Some((o, s)) => (o, s.max(4).next_multiple_of(4).min(self.buffer.binding_size() - o)),
             None => (0, self.buffer.binding_size()),
@@ -120,7 +126,7 @@ impl<'a> Binding<'a> {
     }
 }
 
-fn fmt_bytes(b: u64) -> String {
+pub(crate) fn fmt_bytes(b: u64) -> String {
     const G: f64 = (1u64 << 30) as f64;
     const M: f64 = (1u64 << 20) as f64;
     if b as f64 >= G {
@@ -192,6 +198,8 @@ impl GpuDevice {
         let quarter = (props.total_memory / 4).max(64 << 20);
         config.max_bytes_per_batch = config.max_bytes_per_batch.min(quarter);
         config.max_inflight_bytes = config.max_inflight_bytes.min(quarter);
+        let spin_us = if props.device_type == "cpu" { 0 } else { 1000 };
+        config.sync_spin = config.sync_spin.or(Some(std::time::Duration::from_micros(spin_us)));
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -205,9 +213,12 @@ impl GpuDevice {
                 alloc,
                 batch: Batch::new(),
                 timing: SubmitTiming::default(),
+                binds: BindCache::default(),
+                releases_seen: 0,
             }),
             pipelines: Mutex::default(),
             static_pipelines: Mutex::default(),
+            layouts: Mutex::default(),
             completed: Arc::default(),
             errors,
             this: this.clone(),
@@ -272,6 +283,7 @@ impl GpuDevice {
             None => {
                 if !st.alloc.fits(class) {
                     st.alloc.empty_cache();
+                    Self::drop_stale_bind_groups(&mut st);
                 }
                 if !st.alloc.fits(class) {
                     let s = st.alloc.stats();
@@ -318,7 +330,19 @@ impl GpuDevice {
 
     fn release(&self, buffer: wgpu::Buffer, class: u64, last_use: u64) {
         let completed = self.completed.load(Ordering::Acquire);
-        self.state.lock().alloc.release(buffer, class, last_use, completed);
+        let mut st = self.state.lock();
+        st.alloc.release(buffer, class, last_use, completed);
+        Self::drop_stale_bind_groups(&mut st);
+    }
+
+    /// Clear the bind-group cache if the allocator has dropped buffers since the last check:
+    /// a cached bind group must not keep a released buffer's memory alive.
+    fn drop_stale_bind_groups(st: &mut State) {
+        let r = st.alloc.releases();
+        if r != st.releases_seen {
+            st.releases_seen = r;
+            st.binds.clear();
+        }
     }
 
     /// Allocate and fill a buffer from host bytes.
@@ -500,184 +524,9 @@ impl GpuDevice {
         Ok(())
     }
 
-    /// Compile (or fetch from the cache) a WGSL kernel. Invalid WGSL is an error, not a panic.
-    /// wgpu's runtime bounds checks stay on, so any kernel (user WGSL, JIT output) is memory-safe.
-    pub fn pipeline(&self, kernel: Kernel<'_>) -> Result<Arc<Pipeline>> {
-        self.pipeline_impl(kernel, true)
-    }
-
-    /// [`pipeline`](Self::pipeline) for a kernel whose source and entry point are `'static`
-    /// (the hand-written `.wgsl` files): found by address, without hashing the source on every
-    /// dispatch (a few µs per call for an 8 KB file).
-    pub fn static_pipeline(
-        &self,
-        source: &'static str,
-        entry: &'static str,
-    ) -> Result<Arc<Pipeline>> {
-        let key = (source.as_ptr() as usize, source.len(), entry.as_ptr() as usize);
-        if let Some(p) = self.static_pipelines.lock().get(&key) {
-            return Ok(p.clone());
-        }
-        let p = self.pipeline(Kernel { source, entry })?;
-        self.static_pipelines.lock().insert(key, p.clone());
-        Ok(p)
-    }
-
-    /// Like [`pipeline`](Self::pipeline) but without wgpu's per-access bounds checks, for
-    /// generated kernels that are in bounds by construction (a measurable win on streaming
-    /// kernels).
-    ///
-    /// # Safety
-    /// Every storage access of the kernel must be in bounds for every dispatch it is used in.
-    pub unsafe fn pipeline_unchecked(&self, kernel: Kernel<'_>) -> Result<Arc<Pipeline>> {
-        self.pipeline_impl(kernel, false)
-    }
-
-    fn pipeline_impl(&self, kernel: Kernel<'_>, checked: bool) -> Result<Arc<Pipeline>> {
-        let key = crate::pipeline::cache_key(&kernel) ^ (!checked as u64);
-        if let Some(p) = self.pipelines.lock().get(&key) {
-            return Ok(p.clone());
-        }
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let desc = wgpu::ShaderModuleDescriptor {
-            label: Some(kernel.entry),
-            source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
-        };
-        let module = if checked {
-            self.device.create_shader_module(desc)
-        } else {
-            // SAFETY: the caller of `pipeline_unchecked` guarantees in-bounds accesses.
-            unsafe {
-                self.device
-                    .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
-            }
-        };
-        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(kernel.entry),
-            layout: None,
-            module: &module,
-            entry_point: Some(kernel.entry),
-            compilation_options: Default::default(),
-            cache: None,
-        });
-        let layout = pipeline.get_bind_group_layout(0);
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::invalid(
-                "compile",
-                format!("kernel '{}' failed to compile: {e}", kernel.entry),
-            ));
-        }
-        let p = Arc::new(Pipeline { pipeline, layout, key });
-        self.pipelines.lock().insert(key, p.clone());
-        Ok(p)
-    }
-
-    /// Number of pipelines compiled so far.
-    pub fn pipeline_count(&self) -> usize {
-        self.pipelines.lock().len()
-    }
-
-    /// Record one dispatch. Storage buffers are bound at 0..n in order; if `meta` is non-empty it
-    /// is bound as a uniform at binding n.
-    pub fn dispatch(
-        &self,
-        op: &str,
-        pipeline: &Pipeline,
-        bindings: &[Binding<'_>],
-        meta: &[u8],
-        workgroups: [u32; 3],
-    ) -> Result<()> {
-        let max_wg = self.props.max_compute_workgroups_per_dimension;
-        if workgroups.iter().any(|&w| w > max_wg) {
-            return Err(Error::invalid(op, format!("dispatch of {workgroups:?} workgroups exceeds the adapter's limit of {max_wg} per dimension")));
-        }
-        if workgroups.contains(&0) {
-            return Ok(());
-        }
-        let max_bind = self.props.max_storage_buffer_binding_size;
-        let align = self.props.min_storage_buffer_offset_alignment as u64;
-        for b in bindings {
-            let (offset, size) = b.range();
-            if size > max_bind {
-                return Err(Error::oom(
-                    op,
-                    format!(
-                        "a tensor of {} exceeds the adapter's max_storage_buffer_binding_size of {} ({}); \
-                         split the work into smaller tensors",
-                        fmt_bytes(size),
-                        fmt_bytes(max_bind),
-                        self.props.display_name()
-                    ),
-                ));
-            }
-            if offset % align != 0 || offset >= b.buffer.binding_size() {
-                return Err(Error::invalid(
-                    op,
-                    format!(
-                        "binding window at byte {offset} of a {} buffer is out of range or not \
-                         a multiple of min_storage_buffer_offset_alignment ({align})",
-                        fmt_bytes(b.buffer.size)
-                    ),
-                ));
-            }
-        }
-        let mut st = self.state.lock();
-        let serial = st.batch.serial;
-        let meta_slot = (!meta.is_empty()).then(|| st.batch.push_meta(&self.device, meta));
-        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let (offset, size) = b.range();
-                wgpu::BindGroupEntry {
-                    binding: i as u32,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &b.buffer.buffer,
-                        offset,
-                        size: NonZeroU64::new(size),
-                    }),
-                }
-            })
-            .collect();
-        if let Some((arena, offset)) = meta_slot {
-            entries.push(wgpu::BindGroupEntry {
-                binding: bindings.len() as u32,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &st.batch.arenas[arena].buffer,
-                    offset,
-                    size: NonZeroU64::new((meta.len() as u64).next_multiple_of(16)),
-                }),
-            });
-        }
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        drop(entries);
-        let mut bytes = 0;
-        for b in bindings {
-            b.buffer.last_use.store(serial, Ordering::Release);
-            bytes += b.buffer.size;
-        }
-        let pass = st.batch.pass(&self.device);
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        st.batch.ops += 1;
-        st.batch.bytes += bytes;
-        st.timing.dispatches += 1;
-        if st.batch.ops >= self.config.max_ops_per_batch
-            || st.batch.bytes >= self.config.max_bytes_per_batch
-        {
-            self.submit_locked(&mut st);
-        }
-        Ok(())
-    }
-
-    fn submit_locked(&self, st: &mut State) {
+    pub(crate) fn submit_locked(&self, st: &mut State) {
         let batch = &mut st.batch;
-        batch.pass = None;
+        batch.end_pass();
         if batch.encoder.is_none() && batch.arenas.is_empty() {
             return;
         }
@@ -697,6 +546,7 @@ impl GpuDevice {
         self.queue.on_submitted_work_done(move || {
             done.fetch_max(serial, Ordering::AcqRel);
         });
+        batch.reset_after_submit();
         for a in batch.arenas.drain(..) {
             batch.in_flight.push((serial, a.buffer));
         }
@@ -737,10 +587,20 @@ impl GpuDevice {
         let c = self.completed.load(Ordering::Acquire);
         st.alloc.reap(c);
         st.batch.reap(c);
+        Self::drop_stale_bind_groups(st);
     }
 
     fn wait_locked(&self, st: &mut State) -> Result<()> {
         let t0 = std::time::Instant::now();
+        // Spin on the completion counter first (`MPSRT_SYNC_SPIN_US`): the non-blocking poll
+        // runs the submission callbacks that advance `completed`.
+        let last = st.batch.serial.saturating_sub(1);
+        while self.completed.load(Ordering::Acquire) < last
+            && t0.elapsed() < self.config.sync_spin.unwrap_or_default()
+        {
+            let _ = self.device.poll(wgpu::PollType::Poll);
+            std::hint::spin_loop();
+        }
         self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| {
             Error::device("synchronize", format!("waiting for the GPU failed: {e}"))
         })?;
@@ -780,6 +640,7 @@ impl GpuDevice {
         let mut st = self.state.lock();
         self.reap_locked(&mut st);
         st.alloc.empty_cache();
+        Self::drop_stale_bind_groups(&mut st);
     }
 
     pub fn reset_peak_memory(&self) {

@@ -7,8 +7,10 @@
 mod adapters;
 mod allocator;
 mod batch;
+mod bind_cache;
 mod cpu;
 mod device;
+mod dispatch;
 mod env;
 mod pipeline;
 mod registry;
@@ -16,6 +18,7 @@ mod storage;
 
 pub use adapters::{AdapterSummary, DeviceProperties};
 pub use allocator::MemoryStats;
+pub use bind_cache::BindCacheStats;
 pub use cpu::CpuBuffer;
 pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
 pub use env::RuntimeConfig;

@@ -15,9 +15,17 @@ pub(crate) fn map(
     scalars: &[Scalar],
 ) -> Result<Tensor> {
     let place = same_place(op, inputs)?;
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(op, &shape, t.shape())?;
+    // Equal shapes (the common case) need no broadcasting pass.
+    let mut shape: Vec<usize> = match inputs {
+        [first, rest @ ..] if rest.iter().all(|t| t.shape() == first.shape()) => {
+            first.shape().to_vec()
+        }
+        _ => Vec::new(),
+    };
+    if shape.is_empty() {
+        for t in inputs {
+            shape = broadcast_shapes(op, &shape, t.shape())?;
+        }
     }
     let types: Vec<VType> = inputs.iter().map(|t| VType::of(t.dtype())).collect();
     match expr.ty(&types) {
@@ -44,7 +52,7 @@ pub(crate) fn map(
             if let Some(t) = inputs.iter().find(|t| !t.dtype().gpu_supported()) {
                 return Err(Error::dtype(op, format!("{} is not supported on the GPU", t.dtype())));
             }
-            gpu::elementwise::eval(op, i, inputs, &shape, out_dtype, &expr, scalars)
+            gpu::elementwise::eval(op, i, inputs, &shape, out_dtype, expr, scalars)
         }
     }
 }

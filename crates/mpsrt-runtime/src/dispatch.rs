@@ -1,0 +1,160 @@
+//! Recording one dispatch: argument checks, the metadata slot, the bind group (from
+//! `bind_cache` when the pipeline's layout allows) and the pass commands, skipping
+//! `set_pipeline` / `set_bind_group` when the open pass already has them bound.
+//!
+//! This is the eager hot path: a 16-element op spends nearly all of its time here and in
+//! wgpu-core, so it avoids per-dispatch allocations on a cache hit.
+
+use crate::bind_cache::{key_hash, BindCacheStats, BufferRange};
+use crate::device::{fmt_bytes, Binding, GpuDevice};
+use crate::pipeline::Pipeline;
+use mpsrt_core::{Error, Result};
+use std::num::NonZeroU64;
+use std::sync::atomic::Ordering;
+
+impl GpuDevice {
+    /// Record one dispatch. Storage buffers are bound at 0..n in order; if `meta` is non-empty it
+    /// is bound as a uniform at binding n.
+    pub fn dispatch(
+        &self,
+        op: &str,
+        pipeline: &Pipeline,
+        bindings: &[Binding<'_>],
+        meta: &[u8],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
+        let max_wg = self.props.max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&w| w > max_wg) {
+            return Err(Error::invalid(op, format!("dispatch of {workgroups:?} workgroups exceeds the adapter's limit of {max_wg} per dimension")));
+        }
+        if workgroups.contains(&0) {
+            return Ok(());
+        }
+        let max_bind = self.props.max_storage_buffer_binding_size;
+        let align = self.props.min_storage_buffer_offset_alignment as u64;
+        for b in bindings {
+            let (offset, size) = b.range();
+            if size > max_bind {
+                return Err(Error::oom(
+                    op,
+                    format!(
+                        "a tensor of {} exceeds the adapter's max_storage_buffer_binding_size of {} ({}); \
+                         split the work into smaller tensors",
+                        fmt_bytes(size),
+                        fmt_bytes(max_bind),
+                        self.props.display_name()
+                    ),
+                ));
+            }
+            if offset % align != 0 || offset >= b.buffer.binding_size() {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "binding window at byte {offset} of a {} buffer is out of range or not \
+                         a multiple of min_storage_buffer_offset_alignment ({align})",
+                        fmt_bytes(b.buffer.size())
+                    ),
+                ));
+            }
+        }
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let serial = st.batch.serial;
+        let meta_slot = (!meta.is_empty()).then(|| st.batch.push_meta(&self.device, meta));
+        let meta_size = (meta.len() as u64).next_multiple_of(16);
+        let ranges = bindings.iter().map(|b| {
+            let (o, s) = b.range();
+            (&b.buffer.buffer, o, s)
+        });
+        // A derived layout binds the metadata at a fixed offset: such bind groups are per
+        // dispatch, never cached.
+        let cacheable = pipeline.dynamic_meta || meta_slot.is_none();
+        let meta_key = meta_slot.map(|(arena, _)| (&st.batch.arenas[arena].buffer, meta_size));
+        let hash = key_hash(pipeline.layout_id, ranges.clone(), meta_key);
+        let fresh;
+        let (group, group_id) = match cacheable
+            .then(|| st.binds.get(hash, pipeline.layout_id, ranges.clone(), meta_key))
+            .flatten()
+        {
+            Some(f) => (f.group, f.id),
+            None => {
+                let meta_offset =
+                    if pipeline.dynamic_meta { 0 } else { meta_slot.map_or(0, |m| m.1) };
+                let mut entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
+                    .clone()
+                    .enumerate()
+                    .map(|(i, (buffer, offset, size))| wgpu::BindGroupEntry {
+                        binding: i as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset,
+                            size: NonZeroU64::new(size),
+                        }),
+                    })
+                    .collect();
+                if let Some((buffer, size)) = meta_key {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: bindings.len() as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset: meta_offset,
+                            size: NonZeroU64::new(size),
+                        }),
+                    });
+                }
+                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                });
+                if cacheable {
+                    let buffers: Vec<BufferRange> =
+                        ranges.map(|(b, o, s)| (b.clone(), o, s)).collect();
+                    let meta_owned = meta_key.map(|(b, s)| (b.clone(), s));
+                    let f = st.binds.insert(hash, pipeline.layout_id, buffers, meta_owned, group);
+                    (f.group, f.id)
+                } else {
+                    fresh = group;
+                    (&fresh, st.binds.uncached_id())
+                }
+            }
+        };
+        let mut bytes = 0;
+        for b in bindings {
+            b.buffer.last_use.store(serial, Ordering::Release);
+            bytes += b.buffer.size();
+        }
+        let dynamic = (pipeline.dynamic_meta && meta_slot.is_some())
+            .then(|| meta_slot.map_or(0, |m| m.1 as u32));
+        let batch = &mut st.batch;
+        if batch.pass.is_none() {
+            batch.end_pass();
+        }
+        let rebind_pipeline = batch.bound_pipeline != pipeline.id;
+        let rebind_group = batch.bound_group != Some((group_id, dynamic));
+        let pass = batch.pass(&self.device);
+        if rebind_pipeline {
+            pass.set_pipeline(&pipeline.pipeline);
+        }
+        if rebind_group {
+            pass.set_bind_group(0, group, dynamic.as_slice());
+        }
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        batch.bound_pipeline = pipeline.id;
+        batch.bound_group = Some((group_id, dynamic));
+        batch.ops += 1;
+        batch.bytes += bytes;
+        st.timing.dispatches += 1;
+        if st.batch.ops >= self.config.max_ops_per_batch
+            || st.batch.bytes >= self.config.max_bytes_per_batch
+        {
+            self.submit_locked(st);
+        }
+        Ok(())
+    }
+
+    /// Counters of the bind-group cache since the device was opened.
+    pub fn bind_cache_stats(&self) -> BindCacheStats {
+        self.state.lock().binds.stats()
+    }
+}
