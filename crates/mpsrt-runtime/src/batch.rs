@@ -27,6 +27,9 @@ pub(crate) struct Batch {
     /// Arenas of submitted batches, reusable once their serial has completed.
     pub in_flight: Vec<(u64, wgpu::Buffer)>,
     pub spare: Vec<wgpu::Buffer>,
+    /// Host staging vectors of submitted arenas (their bytes are already queued): reused so a
+    /// batch does not allocate and free 64 KiB on the host.
+    spare_data: Vec<Vec<u8>>,
     /// Serial, submission index and bytes of each batch still possibly running, oldest first.
     pub submitted: std::collections::VecDeque<(u64, wgpu::SubmissionIndex, u64)>,
     /// The last metadata slot: (arena index, offset, length).
@@ -48,6 +51,7 @@ impl Batch {
             arenas: Vec::new(),
             in_flight: Vec::new(),
             spare: Vec::new(),
+            spare_data: Vec::new(),
             submitted: std::collections::VecDeque::new(),
             last_meta: None,
             bound_pipeline: 0,
@@ -104,7 +108,9 @@ impl Batch {
                     mapped_at_creation: false,
                 })
             });
-            self.arenas.push(Arena { buffer, data: Vec::with_capacity(ARENA_SIZE as usize) });
+            let data =
+                self.spare_data.pop().unwrap_or_else(|| Vec::with_capacity(ARENA_SIZE as usize));
+            self.arenas.push(Arena { buffer, data });
         }
         let idx = self.arenas.len() - 1;
         let arena = &mut self.arenas[idx];
@@ -119,6 +125,16 @@ impl Batch {
     pub(crate) fn reset_after_submit(&mut self) {
         self.end_pass();
         self.last_meta = None;
+    }
+
+    /// The batch `serial` was submitted (its arenas' bytes queued with `write_buffer`): the
+    /// buffers wait for the GPU, the host vectors are free at once.
+    pub(crate) fn retire_arenas(&mut self, serial: u64) {
+        for mut a in self.arenas.drain(..) {
+            self.in_flight.push((serial, a.buffer));
+            a.data.clear();
+            self.spare_data.push(a.data);
+        }
     }
 
     /// Bytes touched by batches that may still be running.

@@ -547,9 +547,7 @@ impl GpuDevice {
             done.fetch_max(serial, Ordering::AcqRel);
         });
         batch.reset_after_submit();
-        for a in batch.arenas.drain(..) {
-            batch.in_flight.push((serial, a.buffer));
-        }
+        batch.retire_arenas(serial);
         batch.serial += 1;
         batch.ops = 0;
         batch.bytes = 0;
