@@ -267,11 +267,11 @@ pub fn conv2d_fused(
     }
     match place {
         Place::Cpu => {
-            let y = match cpu::gemm::conv2d(x, w, bias, &geom)? {
-                Some(t) => t,
-                None => cpu::conv::conv2d(x, w, bias, &geom)?,
-            };
-            epilogue_after(y, residual, act)
+            // The fast path applies the residual and activation to each block as it is stored.
+            match cpu::gemm::conv2d(x, w, bias, &geom, (residual, act))? {
+                Some(t) => Ok(t),
+                None => epilogue_after(cpu::conv::conv2d(x, w, bias, &geom)?, residual, act),
+            }
         }
         Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, false, (residual, act)),
     }

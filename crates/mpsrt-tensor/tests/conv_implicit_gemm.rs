@@ -27,7 +27,9 @@ fn implicit_gemm_kernel_matches_cpu() {
             let (xg, wg, bg) = (x.to(p).unwrap(), wt.to(p).unwrap(), b.to(p).unwrap());
             let got = conv2d(&xg, &wg, bias.then_some(&bg), &o).unwrap();
             let (g, want) = (got.to_f64_vec().unwrap(), cpu.to_f64_vec().unwrap());
-            assert_close(&format!("implicit gemm case {i}"), &g, &want, 1e-4, 1e-4);
+            // f32 sums over K = c/groups·kh·kw terms in different orders: allow for K past 256.
+            let tol = 1e-4 * (c / groups * kh * kw).div_ceil(256) as f64;
+            assert_close(&format!("implicit gemm case {i}"), &g, &want, 1e-4, tol);
         }
     }
 }

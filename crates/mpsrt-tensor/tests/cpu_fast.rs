@@ -4,7 +4,9 @@
 
 mod common;
 use common::*;
-use mpsrt_tensor::{conv2d, gemm, matmul, Conv2dOptions, ConvPadding, DType, Tensor};
+use mpsrt_tensor::{
+    add, conv2d, conv2d_fused, gemm, matmul, Activation, Conv2dOptions, ConvPadding, DType, Tensor,
+};
 
 fn rnd(shape: &[usize], seed: u64) -> Tensor {
     let n: usize = shape.iter().product();
@@ -16,10 +18,15 @@ fn f64_of(t: &Tensor) -> Tensor {
 }
 
 fn check(what: &str, fast: &Tensor, reference: &Tensor) {
+    check_tol(what, fast, reference, 1e-4);
+}
+
+/// [`check`] with tolerance `tol` (f32 rounding grows with the reduction length).
+fn check_tol(what: &str, fast: &Tensor, reference: &Tensor, tol: f64) {
     assert_eq!(fast.dtype(), DType::F32, "{what}: the fast path keeps f32");
     assert_eq!(fast.shape(), reference.shape(), "{what}: shape");
     let got = fast.to_f64_vec().unwrap();
-    assert_close(what, &got, &reference.to_f64_vec().unwrap(), 1e-4, 1e-4);
+    assert_close(what, &got, &reference.to_f64_vec().unwrap(), tol, tol);
 }
 
 /// (n, c, h, w, oc, k, stride, padding [t, l, b, r], dilation, groups, bias)
@@ -51,6 +58,11 @@ const CONV: &[ConvCase] = &[
     (1, 64, 17, 19, 129, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // past the SGEMM blocks
     // threaded im2col (≥ 64K column elements), strided + dilated + asymmetric padding
     (1, 48, 30, 31, 8, [3, 3], [2, 2], [1, 2, 1, 0], [2, 2], 1, true),
+    // im2col in column blocks (> 256K column elements): blocks end mid output row
+    (1, 33, 40, 37, 17, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true),
+    (2, 33, 61, 59, 3, [3, 3], [2, 2], [1, 0, 2, 1], [1, 1], 1, false), // strided, batched
+    (1, 34, 50, 45, 6, [3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 2, true),  // dilated, grouped
+    (1, 64, 56, 56, 32, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // a DenseNet 3×3
 ];
 
 #[test]
@@ -63,7 +75,9 @@ fn conv2d_fast_path_matches_the_f64_reference() {
         let fast = conv2d(&x, &wt, bias.then_some(&b), &o).unwrap();
         let (bf, xf, wf) = (f64_of(&b), f64_of(&x), f64_of(&wt));
         let reference = conv2d(&xf, &wf, bias.then_some(&bf), &o).unwrap();
-        check(&format!("conv2d case {i}"), &fast, &reference);
+        // f32 accumulation over K = c/groups·kh·kw terms: allow for K past 256
+        let tol = 1e-4 * (c / groups.max(1) * k[0] * k[1]).div_ceil(256) as f64;
+        check_tol(&format!("conv2d case {i}"), &fast, &reference, tol);
     }
     // a non-contiguous (permuted) input goes through the same path
     let x = rnd(&[2, 9, 8, 3], 7).permute(&[0, 3, 1, 2]).unwrap();
@@ -71,6 +85,26 @@ fn conv2d_fast_path_matches_the_f64_reference() {
     let o = Conv2dOptions { padding: ConvPadding::symmetric(1, 1), ..Default::default() };
     let reference = conv2d(&f64_of(&x), &f64_of(&wt), None, &o).unwrap();
     check("conv2d permuted input", &conv2d(&x, &wt, None, &o).unwrap(), &reference);
+}
+
+/// The residual add and activation applied per block as the fast path stores it, against the
+/// f64 reference run as separate ops, on the lowered, blocked, direct 1×1 and batched paths.
+#[test]
+fn conv2d_fused_epilogue_matches_the_f64_reference() {
+    let acts = [Activation::Relu, Activation::LeakyRelu(0.1), Activation::Clip(-1.0, 2.0)];
+    for (i, &(n, c, h, w, oc, k, stride, pad, dilation, groups, bias)) in CONV.iter().enumerate() {
+        let act = acts[i % acts.len()];
+        let x = rnd(&[n, c, h, w], 30 + i as u64);
+        let wt = rnd(&[oc, c / groups, k[0], k[1]], 300 + i as u64);
+        let b = rnd(&[oc], 3000 + i as u64);
+        let o = Conv2dOptions { stride, padding: ConvPadding::Explicit(pad), dilation, groups };
+        let plain = conv2d(&f64_of(&x), &f64_of(&wt), bias.then_some(&f64_of(&b)), &o).unwrap();
+        let r = rnd(plain.shape(), 4000 + i as u64);
+        let reference = act.apply(&add(&plain, &f64_of(&r)).unwrap()).unwrap();
+        let fast = conv2d_fused(&x, &wt, bias.then_some(&b), &o, Some(&r), Some(act)).unwrap();
+        let tol = 1e-4 * (c / groups * k[0] * k[1]).div_ceil(256) as f64;
+        check_tol(&format!("conv2d_fused case {i} {act:?}"), &fast, &reference, tol);
+    }
 }
 
 #[test]
@@ -98,6 +132,22 @@ fn matmul_fast_path_matches_the_f64_reference() {
         let fast = matmul(&a, &b).unwrap();
         let reference = matmul(&f64_of(&a), &f64_of(&b)).unwrap();
         check(&format!("matmul case {i} {sa:?}x{sb:?}"), &fast, &reference);
+    }
+    // stride-0 (expanded), negative-stride (reversed) and step-2 operands
+    let views: [(Tensor, Tensor); 3] = [
+        (rnd(&[1, 17], 1).expand(&[33, 17]).unwrap(), rnd(&[17, 1], 2).expand(&[17, 3]).unwrap()),
+        (
+            rnd(&[9, 20], 3).slice(1, None, None, -1).unwrap(),
+            rnd(&[40, 3], 4).slice(0, None, None, 2).unwrap(),
+        ),
+        (
+            rnd(&[65, 70], 5).slice(0, None, None, -1).unwrap().transpose(0, 1).unwrap(),
+            rnd(&[65, 1], 6).slice(0, None, None, -1).unwrap(),
+        ),
+    ];
+    for (i, (a, b)) in views.iter().enumerate() {
+        let reference = matmul(&f64_of(a), &f64_of(b)).unwrap();
+        check(&format!("matmul strided view {i}"), &matmul(a, b).unwrap(), &reference);
     }
 }
 

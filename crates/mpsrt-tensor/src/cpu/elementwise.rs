@@ -12,7 +12,7 @@ use mpsrt_runtime::{CpuBuffer, Storage};
 use std::sync::Arc;
 
 /// A column of computed values.
-enum Col {
+pub(super) enum Col {
     F32(Vec<f32>),
     F64(Vec<f64>),
     I32(Vec<i32>),
@@ -35,14 +35,14 @@ struct Ctx<'a> {
 /// straight from the tensor's buffer a chunk at a time — contiguous, or through its coalesced
 /// broadcast layout (per-channel parameters: each chunk fills its own runs, so the expansion
 /// happens on the worker threads, in cache, instead of as a full-size pass up front).
-enum Src<'a> {
+pub(super) enum Src<'a> {
     Col(Col),
     F32(&'a [f32]),
     F32Strided(&'a [f32], Strided),
 }
 
 /// A broadcast layout with its dims coalesced: `shape`/`strides` over elements from `offset`.
-struct Strided {
+pub(super) struct Strided {
     shape: Vec<usize>,
     strides: Vec<isize>,
     offset: usize,
@@ -52,10 +52,16 @@ impl Strided {
     /// Elements `lo..hi` (row-major over `shape`) of `data`, a whole innermost run at a time.
     fn gather(&self, data: &[f32], lo: usize, hi: usize) -> Vec<f32> {
         let mut out = Vec::with_capacity(hi - lo);
+        self.gather_into(data, lo, hi, &mut out);
+        out
+    }
+
+    /// [`Self::gather`] appended to `out` (empty on entry), reusing its allocation.
+    pub(super) fn gather_into(&self, data: &[f32], lo: usize, hi: usize, out: &mut Vec<f32>) {
         let nd = self.shape.len();
         if nd == 0 {
             out.resize(hi - lo, data[self.offset]);
-            return out;
+            return;
         }
         let (last, step) = (self.shape[nd - 1], self.strides[nd - 1]);
         let (mut row, mut j) = (lo / last, lo % last);
@@ -76,7 +82,6 @@ impl Strided {
             row += 1;
             j = 0;
         }
-        out
     }
 }
 
@@ -114,6 +119,17 @@ pub(crate) fn eval(
     };
     // Every byte is stored below (each column holds n values), so no zero fill is needed.
     let mut buf = CpuBuffer::for_overwrite(ctx.n * out.size());
+    if out == DType::F32 && !ctx.wide_f {
+        let pre = inputs.iter().map(|t| ctx.source(t)).collect::<Result<Vec<Src>>>()?;
+        if super::elementwise_f32::supported(expr, &pre) {
+            let dst = &mut buf.as_mut_slice::<f32>()[..ctx.n];
+            super::par_chunks(dst, CHUNK, |k, d| {
+                super::elementwise_f32::eval_chunk(expr, &pre, scalars, k * CHUNK, d)
+            });
+            let storage = Storage::Cpu(Arc::new(buf));
+            return Ok(Tensor::from_parts(storage, Layout::contiguous(shape), out));
+        }
+    }
     if ctx.n <= CHUNK {
         store_into(&ctx.eval(expr)?, out, buf.bytes_mut());
     } else {

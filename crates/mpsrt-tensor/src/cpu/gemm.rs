@@ -8,13 +8,25 @@
 //! and `conv.rs` stay: they serve every other dtype and are the reference the fast path is
 //! tested against (`tests/cpu_fast.rs`). Set `MPSRT_CPU_REFERENCE=1` to force them everywhere.
 
+use super::im2col::im2col_block;
 use super::matmul::batch_offset;
 use crate::conv::ConvGeom;
 use crate::matmul::Problem;
+use crate::Activation;
 use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
 use mpsrt_runtime::{CpuBuffer, Storage};
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
+
+/// Elements of one im2col column block (1 MiB of f32): fits a core's L2 beside the packed
+/// operands.
+const COL_BLOCK: usize = 1 << 18;
+
+thread_local! {
+    /// Each worker's column block buffer, reused across convs (grows to the largest block).
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Whether the fast path is enabled (`MPSRT_CPU_REFERENCE` unset or `0`).
 fn enabled() -> bool {
@@ -22,6 +34,13 @@ fn enabled() -> bool {
     *ON.get_or_init(|| {
         std::env::var("MPSRT_CPU_REFERENCE").map_or(true, |v| v.is_empty() || v == "0")
     })
+}
+
+/// Whether `MPSRT_CPU_GEMM=matrixmultiply` selects the `matrixmultiply` crate's SGEMM instead of
+/// the default `gemm` crate's (kept to compare the two on a machine).
+fn use_matrixmultiply() -> bool {
+    static MM: OnceLock<bool> = OnceLock::new();
+    *MM.get_or_init(|| std::env::var("MPSRT_CPU_GEMM").is_ok_and(|v| v == "matrixmultiply"))
 }
 
 /// The f32 elements of a CPU tensor's whole buffer (the layout indexes into it).
@@ -40,6 +59,41 @@ fn f32_tensor(buf: CpuBuffer, shape: &[usize]) -> Tensor {
 
 /// A strided operand: `(buffer, offset of element [0, 0], row stride, column stride)`.
 type Operand<'a> = (&'a [f32], isize, isize, isize);
+
+/// What a product applies to its C block right after computing it (while the block is in
+/// cache): `C = act(C + res)`, `res` laid out like C (same row stride, same origin).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Epi<'a> {
+    pub res: Option<&'a [f32]>,
+    pub act: Option<Activation>,
+}
+
+impl<'a> Epi<'a> {
+    /// The same epilogue for a block whose origin is `off` elements past this one's.
+    fn at(self, off: usize) -> Epi<'a> {
+        Epi { res: self.res.map(|r| &r[off..]), ..self }
+    }
+
+    /// Applies the epilogue to `row` (a row segment of C) and `res` (the same segment of the
+    /// residual); the arithmetic of `add` followed by the activation as separate ops.
+    fn apply(self, row: &mut [f32], res: Option<&[f32]>) {
+        if let Some(r) = res {
+            row.iter_mut().zip(r).for_each(|(y, r)| *y += *r);
+        }
+        match self.act {
+            None => {}
+            Some(Activation::Relu) => {
+                row.iter_mut().for_each(|y| *y = if *y < 0.0 { 0.0 } else { *y })
+            }
+            Some(Activation::LeakyRelu(a)) => {
+                row.iter_mut().for_each(|y| *y = if *y < 0.0 { *y * a } else { *y })
+            }
+            Some(Activation::Clip(lo, hi)) => row.iter_mut().for_each(|y| {
+                *y = if y.is_nan() { *y } else { y.max(lo).min(hi) };
+            }),
+        }
+    }
+}
 
 /// Panics unless every element a `rows × cols` operand's strides reach lies inside its buffer
 /// (a tensor's layout never points outside its buffer, so this only catches our own bugs).
@@ -74,6 +128,7 @@ unsafe fn sgemm_cols(
     beta: f32,
     c: CPtr,
     ldc: usize,
+    epi: Epi<'_>,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -85,29 +140,80 @@ unsafe fn sgemm_cols(
                 unsafe { *c.0.add(i * ldc + j) *= beta };
             }
         }
-        return;
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { sgemm_raw([m, n, k], alpha, a, b, beta, c, ldc) };
     }
+    if epi.res.is_some() || epi.act.is_some() {
+        for i in 0..m {
+            // SAFETY: row i of the caller's m × n window of C, which only this call touches.
+            let row = unsafe { std::slice::from_raw_parts_mut(c.0.add(i * ldc), n) };
+            epi.apply(row, epi.res.map(|r| &r[i * ldc..i * ldc + n]));
+        }
+    }
+}
+
+/// The product itself (k > 0): [`sgemm_cols`] without the epilogue.
+///
+/// # Safety
+/// As [`sgemm_cols`].
+unsafe fn sgemm_raw(
+    [m, n, k]: [usize; 3],
+    alpha: f32,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    beta: f32,
+    c: CPtr,
+    ldc: usize,
+) {
     check_bounds(a, m, k);
     check_bounds(b, k, n);
     // SAFETY: the bounds checks cover every element of A and B the strides reach; C is the
     // caller's contract.
     unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            alpha,
-            a.0.as_ptr().offset(a.1),
-            a.2,
-            a.3,
-            b.0.as_ptr().offset(b.1),
-            b.2,
-            b.3,
-            beta,
-            c.0,
-            ldc as isize,
-            1,
-        );
+        let (pa, pb) = (a.0.as_ptr().offset(a.1), b.0.as_ptr().offset(b.1));
+        if use_matrixmultiply() {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                alpha,
+                pa,
+                a.2,
+                a.3,
+                pb,
+                b.2,
+                b.3,
+                beta,
+                c.0,
+                ldc as isize,
+                1,
+            );
+        } else {
+            // gemm's convention: dst = alpha·dst + beta·lhs·rhs; with `read_dst` false it
+            // neither reads C nor lets stale NaNs through.
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.0,
+                1,
+                ldc as isize,
+                beta != 0.0,
+                pa,
+                a.3,
+                a.2,
+                pb,
+                b.3,
+                b.2,
+                beta,
+                alpha,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
     }
 }
 
@@ -122,6 +228,7 @@ fn sgemm_par(
     b: Operand<'_>,
     beta: f32,
     c: &mut [f32],
+    epi: Epi<'_>,
 ) {
     assert!(c.len() >= m * n, "sgemm output too small");
     let by_cols = n > m;
@@ -129,7 +236,7 @@ fn sgemm_par(
     let ptr = CPtr(c.as_mut_ptr());
     if t == 1 || m * n * k < (1 << 20) {
         // SAFETY: `c` holds m × n elements and is exclusively borrowed.
-        return unsafe { sgemm_cols([m, n, k], alpha, a, b, beta, ptr, n) };
+        return unsafe { sgemm_cols([m, n, k], alpha, a, b, beta, ptr, n, epi) };
     }
     let block = if by_cols { n } else { m }.div_ceil(t);
     super::par_for(t, move |j| {
@@ -144,10 +251,11 @@ fn sgemm_par(
         unsafe {
             if by_cols {
                 let b = (b.0, b.1 + lo as isize * b.3, b.2, b.3);
-                sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n);
+                sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n, epi.at(lo));
             } else {
                 let a = (a.0, a.1 + lo as isize * a.2, a.2, a.3);
-                sgemm_cols([len, n, k], alpha, a, b, beta, CPtr(ptr.0.add(lo * n)), n);
+                let c = CPtr(ptr.0.add(lo * n));
+                sgemm_cols([len, n, k], alpha, a, b, beta, c, n, epi.at(lo * n));
             }
         }
     });
@@ -196,66 +304,12 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
             (db, ob, sbk, sbn),
             beta,
             &mut out[z * m * n..(z + 1) * m * n],
+            Epi::default(),
         );
     }
     let mut shape = p.batch.clone();
     shape.extend([m, n]);
     Some(f32_tensor(buf, &shape))
-}
-
-/// Column matrix `[icg·kh·kw, oh·ow]` of group `grp` of image `img` (x contiguous NCHW). Rows
-/// are independent: large matrices are filled in row blocks on the CPU worker pool
-/// (single-threaded, im2col was what kept the conv path from scaling with cores).
-fn im2col(x: &[f32], g: &ConvGeom, img: usize, grp: usize, col: &mut [f32]) {
-    let plane = g.oh * g.ow;
-    let rows = g.c / g.groups * g.kh * g.kw;
-    let col = &mut col[..rows * plane];
-    let t = if rows * plane >= 1 << 16 { super::threads().min(rows) } else { 1 };
-    if t <= 1 {
-        im2col_rows(x, g, img, grp, 0, col);
-        return;
-    }
-    let per = rows.div_ceil(t);
-    super::par_chunks(col, per * plane, |i, chunk| im2col_rows(x, g, img, grp, i * per, chunk));
-}
-
-/// Rows `row0..` of the column matrix into `dst` (whole rows of `oh·ow`).
-fn im2col_rows(x: &[f32], g: &ConvGeom, img: usize, grp: usize, row0: usize, dst: &mut [f32]) {
-    let icg = g.c / g.groups;
-    let plane = g.oh * g.ow;
-    for (r, out) in dst.chunks_mut(plane).enumerate() {
-        let row = row0 + r;
-        let (ic, kh, kw) = (row / (g.kh * g.kw), row / g.kw % g.kh, row % g.kw);
-        let src = &x[((img * g.c) + grp * icg + ic) * g.h * g.w..][..g.h * g.w];
-        // Output columns whose input column is inside the image: [lo, hi).
-        let off = (kw * g.dw) as isize - g.pl as isize;
-        let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(g.sw) }.min(g.ow);
-        let hi = if (g.w as isize) <= off {
-            0
-        } else {
-            ((g.w as isize - off) as usize).div_ceil(g.sw).min(g.ow)
-        }
-        .max(lo);
-        for oh in 0..g.oh {
-            let ih = (oh * g.sh + kh * g.dh) as isize - g.pt as isize;
-            let line = &mut out[oh * g.ow..(oh + 1) * g.ow];
-            if ih < 0 || ih >= g.h as isize {
-                line.fill(0.0);
-                continue;
-            }
-            let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
-            line[..lo].fill(0.0);
-            line[hi..].fill(0.0);
-            if g.sw == 1 {
-                let start = (lo as isize + off) as usize;
-                line[lo..hi].copy_from_slice(&srow[start..start + (hi - lo)]);
-            } else {
-                for (j, v) in line[lo..hi].iter_mut().enumerate() {
-                    *v = srow[(((lo + j) * g.sw) as isize + off) as usize];
-                }
-            }
-        }
-    }
 }
 
 /// The fast path of [`super::conv::conv2d`] for f32 operands; `None` when it does not apply.
@@ -264,10 +318,22 @@ pub(crate) fn conv2d(
     w: &Tensor,
     b: Option<&Tensor>,
     g: &ConvGeom,
+    (res, act): (Option<&Tensor>, Option<Activation>),
 ) -> Result<Option<Tensor>> {
     if !enabled() || x.dtype() != DType::F32 || w.dtype() != DType::F32 {
         return Ok(None);
     }
+    if res.is_some_and(|r| r.dtype() != DType::F32) {
+        return Ok(None);
+    }
+    let rc = res.map(Tensor::contiguous).transpose()?;
+    let rs = match &rc {
+        Some(r) => match f32_buffer(r) {
+            Some(v) => Some(&v[r.layout().offset..][..g.n * g.oc * g.oh * g.ow]),
+            None => return Ok(None),
+        },
+        None => None,
+    };
     if b.is_some_and(|b| b.dtype() != DType::F32) {
         return Ok(None);
     }
@@ -286,8 +352,17 @@ pub(crate) fn conv2d(
     // Every element is written: the bias rows first, else by the product (beta = 0).
     let mut buf = CpuBuffer::for_overwrite(g.n * g.oc * plane * 4);
     let out = buf.as_mut_slice::<f32>();
-    // im2col writes every element of its column matrix (zeros for padding included).
-    let mut col_buf = CpuBuffer::for_overwrite(if direct { 0 } else { kdim * plane * 4 });
+    let t = super::threads();
+    // Column blocks of about COL_BLOCK elements, a multiple of the thread count when there is
+    // more than one, each filled and multiplied on one worker.
+    let blocks = match (kdim * plane).div_ceil(COL_BLOCK) {
+        b if b <= 1 || direct => 1,
+        b => b.next_multiple_of(t).min(plane),
+    };
+    let width = plane.div_ceil(blocks);
+    // A single block is filled here and multiplied by `sgemm_par`.
+    let mut col_buf =
+        CpuBuffer::for_overwrite(if direct || blocks > 1 { 0 } else { kdim * plane * 4 });
     let col = col_buf.as_mut_slice::<f32>();
     for img in 0..g.n {
         for grp in 0..g.groups {
@@ -300,14 +375,39 @@ pub(crate) fn conv2d(
             }
             let beta = if bias.is_some() { 1.0 } else { 0.0 };
             let a = (ws, (grp * ocg * kdim) as isize, kdim as isize, 1);
-            let bmat = if direct {
+            let epi = Epi { res: rs.map(|r| &r[c0..c0 + ocg * plane]), act };
+            if direct {
                 // The input plane [icg, h·w] is the column matrix (oh = h, ow = w).
-                (xs, ((img * g.c + grp * icg) * g.h * g.w) as isize, plane as isize, 1)
+                let bmat = (xs, ((img * g.c + grp * icg) * g.h * g.w) as isize, plane as isize, 1);
+                sgemm_par([ocg, plane, kdim], 1.0, a, bmat, beta, dst, epi);
+            } else if blocks == 1 {
+                im2col_block(xs, g, [img, grp], [0, plane], col);
+                let bmat = (&col[..], 0, plane as isize, 1);
+                sgemm_par([ocg, plane, kdim], 1.0, a, bmat, beta, dst, epi);
             } else {
-                im2col(xs, g, img, grp, col);
-                (&col[..], 0, plane as isize, 1)
-            };
-            sgemm_par([ocg, plane, kdim], 1.0, a, bmat, beta, dst);
+                let ptr = CPtr(dst.as_mut_ptr());
+                super::par_for(blocks, move |j| {
+                    let ptr = ptr; // the whole `Send + Sync` wrapper, not its field
+                    let (p0, p1) = (j * width, ((j + 1) * width).min(plane));
+                    if p0 >= p1 {
+                        return;
+                    }
+                    SCRATCH.with_borrow_mut(|s| {
+                        if s.len() < kdim * (p1 - p0) {
+                            s.resize(kdim * (p1 - p0), 0.0);
+                        }
+                        im2col_block(xs, g, [img, grp], [p0, p1], s);
+                        let bmat = (&s[..], 0, (p1 - p0) as isize, 1);
+                        // SAFETY: block j owns columns p0..p1 of the ocg × plane output `dst`,
+                        // which stays borrowed until `par_for` returns, after every block.
+                        unsafe {
+                            let c = CPtr(ptr.0.add(p0));
+                            let (mnk, e) = ([ocg, p1 - p0, kdim], epi.at(p0));
+                            sgemm_cols(mnk, 1.0, a, bmat, beta, c, plane, e);
+                        }
+                    });
+                });
+            }
         }
     }
     Ok(Some(f32_tensor(buf, &[g.n, g.oc, g.oh, g.ow])))

@@ -3,7 +3,9 @@
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
+mod elementwise_f32;
 pub(crate) mod gemm;
+mod im2col;
 mod math;
 pub(crate) mod matmul;
 pub(crate) mod pool;

@@ -3,45 +3,82 @@
 
 use crate::pool::PoolGeom;
 use crate::Tensor;
-use mpsrt_core::{DType, Result};
+use mpsrt_core::{DType, Layout, Result};
+use mpsrt_runtime::{CpuBuffer, Storage};
+use std::sync::Arc;
 
-/// Pool `x` (N, C, H, W) into `shape` (N, C, OH, OW). f32 inputs are read as f32 (no f64 copy
-/// of the whole input); window sums accumulate in f64 either way.
+/// Pool `x` (N, C, H, W) into `shape` (N, C, OH, OW). f32 inputs are read in place and pooled
+/// straight into an f32 output (max in f32, which is exact; window sums still accumulate in f64
+/// and round once, as the f64 route did).
 pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor> {
-    let out = if x.dtype() == DType::F32 {
-        pool_values(&x.contiguous()?.to_vec::<f32>()?, g)
-    } else {
-        pool_values(&x.to_f64_vec()?, g)
-    };
+    if x.dtype() == DType::F32 {
+        let xc = x.contiguous()?;
+        if let Storage::Cpu(b) = xc.storage() {
+            let xv = &b.as_slice::<f32>()[xc.layout().offset..][..g.nc * g.h * g.w];
+            // Every output element is written by `pool_planes`.
+            let mut buf = CpuBuffer::for_overwrite(g.nc * g.oh * g.ow * 4);
+            pool_values(xv, g, buf.as_mut_slice::<f32>());
+            let storage = Storage::Cpu(Arc::new(buf));
+            return Ok(Tensor::from_parts(storage, Layout::contiguous(shape), DType::F32));
+        }
+    }
+    let mut out = vec![0.0; g.nc * g.oh * g.ow];
+    pool_values(&x.to_f64_vec()?, g, &mut out);
     Ok(super::conv::from_f64(&out, shape, x.dtype()))
 }
 
-fn pool_values<T: Copy + Into<f64> + Sync>(xv: &[T], g: &PoolGeom) -> Vec<f64> {
+/// An element type pooling reads and writes: f64 for the reference route, f32 for f32 tensors.
+trait Elem: Copy + Into<f64> + PartialOrd + Send + Sync {
+    const NEG_INF: Self;
+    fn from_f64(v: f64) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+impl Elem for f64 {
+    const NEG_INF: Self = f64::NEG_INFINITY;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
+
+impl Elem for f32 {
+    const NEG_INF: Self = f32::NEG_INFINITY;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+
+fn pool_values<T: Elem>(xv: &[T], g: &PoolGeom, out: &mut [T]) {
     let (h, w) = (g.h as isize, g.w as isize);
     // Windows are separable: each output row's input rows and each output column's input
     // columns (with their padded extents) are computed once, not per output element.
     let rows: Vec<(Vec<isize>, usize)> = (0..g.oh).map(|o| axis(g, 0, o, h)).collect();
     let cols: Vec<(Vec<isize>, usize)> = (0..g.ow).map(|o| axis(g, 1, o, w)).collect();
     let per_plane = g.oh * g.ow;
-    let mut out = vec![0.0; g.nc * per_plane];
+    let out = &mut out[..g.nc * per_plane];
     // Planes are independent: large inputs are split into plane blocks on the worker pool.
     let t = if g.nc * g.h * g.w >= 1 << 16 { super::threads().min(g.nc) } else { 1 };
     let planes_per = g.nc.div_ceil(t.max(1)).max(1);
     let (rows, cols) = (&rows, &cols);
-    super::par_chunks(&mut out, planes_per * per_plane.max(1), |i, chunk| {
+    super::par_chunks(out, planes_per * per_plane.max(1), |i, chunk| {
         pool_planes(xv, g, rows, cols, i * planes_per, chunk)
     });
-    out
 }
 
 /// Pools planes `nc0..` into `out` (whole output planes).
-fn pool_planes<T: Copy + Into<f64>>(
+fn pool_planes<T: Elem>(
     xv: &[T],
     g: &PoolGeom,
     rows: &[(Vec<isize>, usize)],
     cols: &[(Vec<isize>, usize)],
     nc0: usize,
-    out: &mut [f64],
+    out: &mut [T],
 ) {
     let w = g.w as isize;
     let mut k = 0;
@@ -49,28 +86,36 @@ fn pool_planes<T: Copy + Into<f64>>(
         let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
         for (rs, ph) in rows {
             for (cs, pw) in cols {
-                let mut best = f64::NEG_INFINITY;
-                let mut sum = 0.0;
-                let mut nan = false;
-                for &r in rs {
-                    for &c in cs {
-                        let v: f64 = plane[(r * w + c) as usize].into();
-                        nan |= v.is_nan();
-                        best = best.max(v);
-                        sum += v;
+                out[k] = if g.max {
+                    // NaN-propagating max (a NaN anywhere in the window wins).
+                    let mut best = T::NEG_INF;
+                    let mut nan = false;
+                    for &r in rs {
+                        let line = &plane[(r * w) as usize..][..g.w];
+                        for &c in cs {
+                            let v = line[c as usize];
+                            nan |= v.is_nan();
+                            best = if v > best { v } else { best };
+                        }
                     }
-                }
-                let divisor = if g.adaptive || !g.count_include_pad {
-                    (rs.len() * cs.len()) as f64
+                    if nan {
+                        T::from_f64(f64::NAN)
+                    } else {
+                        best
+                    }
                 } else {
-                    (ph * pw) as f64
-                };
-                out[k] = if !g.max {
-                    sum / divisor
-                } else if nan {
-                    f64::NAN
-                } else {
-                    best
+                    let mut sum = 0.0;
+                    for &r in rs {
+                        for &c in cs {
+                            sum += plane[(r * w + c) as usize].into();
+                        }
+                    }
+                    let divisor = if g.adaptive || !g.count_include_pad {
+                        (rs.len() * cs.len()) as f64
+                    } else {
+                        (ph * pw) as f64
+                    };
+                    T::from_f64(sum / divisor)
                 };
                 k += 1;
             }

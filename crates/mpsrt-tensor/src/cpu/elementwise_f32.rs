@@ -1,0 +1,304 @@
+//! The f32 fast path of the chunked elementwise evaluator (`elementwise.rs`): for trees that are
+//! f32 throughout (inputs, scalars, arithmetic and float functions; no casts, comparisons or
+//! selects) each chunk is evaluated with contiguous inputs borrowed in place, scalars kept as
+//! constants instead of filled columns, and each node's result written over an operand's buffer
+//! from a small per-chunk pool, so a BatchNorm + ReLU chain touches a few L2-resident buffers
+//! instead of allocating and filling a column per node. The arithmetic is the same
+//! `math::{unary,binary}_f32` the general path runs, so results are identical.
+
+use super::elementwise::Src;
+use super::math;
+use crate::Scalar;
+use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
+
+/// Whether `e` takes the fast path given how each input is read (`srcs`).
+pub(super) fn supported(e: &Expr, srcs: &[Src<'_>]) -> bool {
+    match e {
+        Expr::Input(i) => matches!(srcs.get(*i), Some(Src::F32(_) | Src::F32Strided(..))),
+        Expr::Scalar(_, t) => *t == VType::Float,
+        Expr::Cast(t, inner) => *t == VType::Float && supported(inner, srcs),
+        Expr::Unary(f, inner) => {
+            !matches!(f, UnaryFn::IsNan | UnaryFn::Not | UnaryFn::BitNot) && supported(inner, srcs)
+        }
+        Expr::Binary(f, a, b) => {
+            use BinaryFn::*;
+            matches!(f, Add | Sub | Mul | Div | Pow | Max | Min)
+                && supported(a, srcs)
+                && supported(b, srcs)
+        }
+        Expr::Select(..) => false,
+    }
+}
+
+/// A node's value over one chunk.
+enum V<'a> {
+    /// Borrowed from a contiguous input.
+    S(&'a [f32]),
+    /// A buffer of this chunk (from `Pool`), free to overwrite.
+    O(Vec<f32>),
+    /// The same value everywhere (a scalar, or what a function of constants gives).
+    C(f32),
+}
+
+/// Chunk buffers of one worker, handed back when their node is consumed and kept across
+/// chunks (a thread-local free list).
+struct Pool(Vec<Vec<f32>>, usize);
+
+impl Pool {
+    /// An empty buffer with room for a chunk.
+    fn take(&mut self) -> Vec<f32> {
+        let mut v = self.0.pop().unwrap_or_default();
+        v.clear();
+        v.reserve(self.1);
+        v
+    }
+}
+
+thread_local! {
+    static FREE: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Evaluates `e` (for which [`supported`] holds) over elements `lo..lo + dst.len()` into `dst`.
+/// The root node writes straight into `dst`.
+pub(super) fn eval_chunk(
+    e: &Expr,
+    srcs: &[Src<'_>],
+    scalars: &[Scalar],
+    lo: usize,
+    dst: &mut [f32],
+) {
+    let mut pool = Pool(FREE.with_borrow_mut(std::mem::take), dst.len());
+    let cx = Cx { srcs, scalars, lo, n: dst.len() };
+    match e {
+        Expr::Unary(f, inner) => {
+            let v = cx.eval(inner, &mut pool);
+            unary_into(*f, &v, dst);
+            pool.give(v);
+        }
+        Expr::Binary(f, a, b) => {
+            let a = cx.eval(a, &mut pool);
+            let b = cx.eval(b, &mut pool);
+            binary_into(*f, &a, &b, dst);
+            pool.give(a);
+            pool.give(b);
+        }
+        _ => {
+            let v = cx.eval(e, &mut pool);
+            match &v {
+                V::S(s) => dst.copy_from_slice(s),
+                V::O(o) => dst.copy_from_slice(o),
+                V::C(c) => dst.fill(*c),
+            }
+            pool.give(v);
+        }
+    }
+    FREE.with_borrow_mut(|f| *f = pool.0);
+}
+
+impl Pool {
+    fn give(&mut self, v: V<'_>) {
+        if let V::O(o) = v {
+            self.0.push(o);
+        }
+    }
+}
+
+struct Cx<'s, 'a> {
+    srcs: &'s [Src<'a>],
+    scalars: &'s [Scalar],
+    lo: usize,
+    n: usize,
+}
+
+/// Unary functions whose loops are compiled per function (the op folds to a constant and the
+/// loop vectorizes); others run one loop that matches the op per element.
+const UN: [UnaryFn; 7] = {
+    use UnaryFn::*;
+    [Relu, Neg, Abs, Exp, Sqrt, Sigmoid, Tanh]
+};
+
+/// Binary counterpart of [`UN`].
+const BIN: [BinaryFn; 6] = {
+    use BinaryFn::*;
+    [Add, Sub, Mul, Div, Max, Min]
+};
+
+/// `f` itself, or for `K` naming an entry of [`UN`] that entry as a compile-time constant.
+#[inline(always)]
+fn un<const K: usize>(f: UnaryFn, x: f32) -> f32 {
+    math::unary_f32(if K < UN.len() { UN[K] } else { f }, x)
+}
+
+/// Binary counterpart of [`un`].
+#[inline(always)]
+fn bin<const K: usize>(f: BinaryFn, x: f32, y: f32) -> f32 {
+    math::binary_f32(if K < BIN.len() { BIN[K] } else { f }, x, y)
+}
+
+impl<'s, 'a> Cx<'s, 'a> {
+    fn eval(&self, e: &Expr, pool: &mut Pool) -> V<'s> {
+        match e {
+            Expr::Input(i) => match &self.srcs[*i] {
+                Src::F32(v) => V::S(&v[self.lo..self.lo + self.n]),
+                Src::F32Strided(data, l) => {
+                    let mut out = pool.take();
+                    l.gather_into(data, self.lo, self.lo + self.n, &mut out);
+                    V::O(out)
+                }
+                // `supported` admits only the two f32 sources.
+                Src::Col(_) => V::C(f32::NAN),
+            },
+            Expr::Scalar(k, _) => {
+                V::C(self.scalars.get(*k).copied().unwrap_or(Scalar::I(0)).as_f64() as f32)
+            }
+            Expr::Cast(_, inner) => self.eval(inner, pool),
+            Expr::Unary(f, inner) => unary(*f, self.eval(inner, pool), pool),
+            Expr::Binary(f, a, b) => {
+                let a = self.eval(a, pool);
+                let b = self.eval(b, pool);
+                binary(*f, a, b, pool)
+            }
+            Expr::Select(..) => V::C(f32::NAN),
+        }
+    }
+}
+
+/// `dst = f(v)`.
+fn unary_into(f: UnaryFn, v: &V<'_>, dst: &mut [f32]) {
+    let x: &[f32] = match v {
+        V::C(c) => return dst.fill(math::unary_f32(f, *c)),
+        V::S(s) => s,
+        V::O(o) => o,
+    };
+    match UN.iter().position(|&u| u == f) {
+        Some(0) => unary_into_k::<0>(f, x, dst),
+        Some(1) => unary_into_k::<1>(f, x, dst),
+        Some(2) => unary_into_k::<2>(f, x, dst),
+        Some(3) => unary_into_k::<3>(f, x, dst),
+        Some(4) => unary_into_k::<4>(f, x, dst),
+        Some(5) => unary_into_k::<5>(f, x, dst),
+        Some(6) => unary_into_k::<6>(f, x, dst),
+        _ => unary_into_k::<{ UN.len() }>(f, x, dst),
+    }
+}
+
+fn unary_into_k<const K: usize>(f: UnaryFn, x: &[f32], dst: &mut [f32]) {
+    dst.iter_mut().zip(x).for_each(|(d, &p)| *d = un::<K>(f, p));
+}
+
+/// `dst = f(a, b)`.
+fn binary_into(f: BinaryFn, a: &V<'_>, b: &V<'_>, dst: &mut [f32]) {
+    match BIN.iter().position(|&u| u == f) {
+        Some(0) => binary_into_k::<0>(f, a, b, dst),
+        Some(1) => binary_into_k::<1>(f, a, b, dst),
+        Some(2) => binary_into_k::<2>(f, a, b, dst),
+        Some(3) => binary_into_k::<3>(f, a, b, dst),
+        Some(4) => binary_into_k::<4>(f, a, b, dst),
+        Some(5) => binary_into_k::<5>(f, a, b, dst),
+        _ => binary_into_k::<{ BIN.len() }>(f, a, b, dst),
+    }
+}
+
+fn binary_into_k<const K: usize>(f: BinaryFn, a: &V<'_>, b: &V<'_>, dst: &mut [f32]) {
+    let g = |p: f32, q: f32| bin::<K>(f, p, q);
+    match (a, b) {
+        (V::C(x), V::C(y)) => dst.fill(g(*x, *y)),
+        (V::C(x), V::S(y)) => dst.iter_mut().zip(*y).for_each(|(d, q)| *d = g(*x, *q)),
+        (V::C(x), V::O(y)) => dst.iter_mut().zip(y).for_each(|(d, q)| *d = g(*x, *q)),
+        (V::S(x), V::C(y)) => dst.iter_mut().zip(*x).for_each(|(d, p)| *d = g(*p, *y)),
+        (V::O(x), V::C(y)) => dst.iter_mut().zip(x).for_each(|(d, p)| *d = g(*p, *y)),
+        (a, b) => {
+            let x: &[f32] = if let V::S(s) = a {
+                s
+            } else if let V::O(o) = a {
+                o
+            } else {
+                &[]
+            };
+            let y: &[f32] = if let V::S(s) = b {
+                s
+            } else if let V::O(o) = b {
+                o
+            } else {
+                &[]
+            };
+            dst.iter_mut().zip(x.iter().zip(y)).for_each(|(d, (p, q))| *d = g(*p, *q));
+        }
+    }
+}
+
+fn unary<'s>(f: UnaryFn, v: V<'s>, pool: &mut Pool) -> V<'s> {
+    match UN.iter().position(|&u| u == f) {
+        Some(0) => unary_k::<0>(f, v, pool),
+        Some(1) => unary_k::<1>(f, v, pool),
+        Some(2) => unary_k::<2>(f, v, pool),
+        Some(3) => unary_k::<3>(f, v, pool),
+        Some(4) => unary_k::<4>(f, v, pool),
+        Some(5) => unary_k::<5>(f, v, pool),
+        Some(6) => unary_k::<6>(f, v, pool),
+        _ => unary_k::<{ UN.len() }>(f, v, pool),
+    }
+}
+
+fn unary_k<'s, const K: usize>(f: UnaryFn, v: V<'s>, pool: &mut Pool) -> V<'s> {
+    match v {
+        V::C(c) => V::C(un::<K>(f, c)),
+        V::O(mut x) => {
+            x.iter_mut().for_each(|p| *p = un::<K>(f, *p));
+            V::O(x)
+        }
+        V::S(s) => {
+            let mut x = pool.take();
+            x.extend(s.iter().map(|&p| un::<K>(f, p)));
+            V::O(x)
+        }
+    }
+}
+
+fn binary<'s>(f: BinaryFn, a: V<'s>, b: V<'s>, pool: &mut Pool) -> V<'s> {
+    match BIN.iter().position(|&u| u == f) {
+        Some(0) => binary_k::<0>(f, a, b, pool),
+        Some(1) => binary_k::<1>(f, a, b, pool),
+        Some(2) => binary_k::<2>(f, a, b, pool),
+        Some(3) => binary_k::<3>(f, a, b, pool),
+        Some(4) => binary_k::<4>(f, a, b, pool),
+        Some(5) => binary_k::<5>(f, a, b, pool),
+        _ => binary_k::<{ BIN.len() }>(f, a, b, pool),
+    }
+}
+
+fn binary_k<'s, const K: usize>(f: BinaryFn, a: V<'s>, b: V<'s>, pool: &mut Pool) -> V<'s> {
+    let g = |p: f32, q: f32| bin::<K>(f, p, q);
+    match (a, b) {
+        (V::C(x), V::C(y)) => V::C(g(x, y)),
+        (V::O(mut x), b) => {
+            match &b {
+                V::C(y) => x.iter_mut().for_each(|p| *p = g(*p, *y)),
+                V::S(y) => x.iter_mut().zip(y.iter()).for_each(|(p, q)| *p = g(*p, *q)),
+                V::O(y) => x.iter_mut().zip(y.iter()).for_each(|(p, q)| *p = g(*p, *q)),
+            }
+            if let V::O(y) = b {
+                pool.0.push(y);
+            }
+            V::O(x)
+        }
+        (a, V::O(mut y)) => {
+            match a {
+                V::C(x) => y.iter_mut().for_each(|q| *q = g(x, *q)),
+                V::S(x) => y.iter_mut().zip(x.iter()).for_each(|(q, p)| *q = g(*p, *q)),
+                V::O(_) => unreachable!("handled by the arm above"),
+            }
+            V::O(y)
+        }
+        (a, b) => {
+            let mut out = pool.take();
+            match (a, b) {
+                (V::S(x), V::S(y)) => out.extend(x.iter().zip(y.iter()).map(|(p, q)| g(*p, *q))),
+                (V::S(x), V::C(y)) => out.extend(x.iter().map(|p| g(*p, y))),
+                (V::C(x), V::S(y)) => out.extend(y.iter().map(|q| g(x, *q))),
+                _ => unreachable!("owned and constant pairs are handled above"),
+            }
+            V::O(out)
+        }
+    }
+}
