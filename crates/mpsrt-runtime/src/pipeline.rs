@@ -249,3 +249,40 @@ impl GpuDevice {
         Ok(p)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{reflect, Kernel, Slot};
+
+    fn slots(source: &str) -> Option<Vec<Slot>> {
+        reflect(&Kernel { source, entry: "main" })
+    }
+
+    #[test]
+    fn reflection_accepts_only_the_dispatch_shape() {
+        let ok = "struct M { w: array<vec4<u32>, 1> };
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@group(0) @binding(2) var<uniform> m: M;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  if (g.x < m.w[0][0]) { b[g.x] = a[g.x]; }
+}";
+        assert_eq!(slots(ok), Some(vec![Slot::Read, Slot::ReadWrite, Slot::Uniform]));
+        // A declared but unused binding in the middle: wgpu's derived layout leaves it out, so
+        // the positional binding scheme does not apply; keep the derived layout.
+        let gap = ok.replace("b[g.x] = a[g.x];", "b[g.x] = 1.0;");
+        assert_eq!(slots(&gap), None);
+        // The uniform not last, a second group, or unparsable WGSL: derived layout.
+        let uniform_first = ok
+            .replace("@binding(2) var<uniform>", "@binding(9) var<uniform>")
+            .replace("@binding(0) var<storage, read>", "@binding(2) var<storage, read>")
+            .replace("@binding(9)", "@binding(0)");
+        assert_eq!(slots(&uniform_first), None);
+        assert_eq!(slots(&ok.replace("@group(0) @binding(1)", "@group(1) @binding(1)")), None);
+        assert_eq!(slots("fn main( {"), None);
+        // No uniform at all is fine (kernels without metadata).
+        let plain = "@group(0) @binding(0) var<storage, read_write> b: array<u32>;
+@compute @workgroup_size(1) fn main() { b[0] = 1u; }";
+        assert_eq!(slots(plain), Some(vec![Slot::ReadWrite]));
+    }
+}
