@@ -20,7 +20,7 @@
 //! 6 residual offset (offsets in floats), 15 activation p1 — p0 and p1 where the matmul keeps
 //! them, so both kernels share [`MatmulAct`]'s WGSL.
 
-use crate::matmul::MatmulAct;
+use crate::matmul::{k_loop, MatmulAct};
 use std::fmt::Write;
 
 /// Everything that determines an implicit-GEMM conv kernel's source (one ungrouped conv
@@ -127,13 +127,6 @@ impl ConvGemmSpec {
         s.push_str("  let NCOLS = mw(0u); let xoff = i32(mw(1u)); let woff = mw(2u);\n");
         let _ = writeln!(s, "  let m0 = wid.y * {}u; let n0 = wid.x * {}u;", self.bm, self.bn);
         s.push_str("  let tx = tid % 16u; let ty = tid / 16u;\n");
-        for gi in 0..gm {
-            for i in 0..4 {
-                for h in 0..gn {
-                    let _ = writeln!(s, "  var c{gi}_{i}_{h} = vec4<f32>(0.0);");
-                }
-            }
-        }
         // The thread's B columns, decomposed once: input row/column of the window's corner
         // (far out of range for columns past the end, so every bounds test fails) and its base.
         let _ = writeln!(s, "  let kr = tid / 32u; let cb = n0 + (tid % 32u) * {cpt}u;");
@@ -154,31 +147,13 @@ impl ConvGemmSpec {
         } else {
             format!("    {{ let c = (tid % 32u) * 2u; Bs[kr * {qb}u + (c >> 2u)][c & 3u] = pb0; Bs[kr * {qb}u + (c >> 2u)][(c & 3u) + 1u] = pb1; }}\n")
         };
-        let _ = write!(s, "  {{ let k0n = 0u;\n{a_load}{b_load}  }}\n");
-        s.push_str("  for (var k0 = 0u; k0 < K; k0 = k0 + 8u) {\n");
-        s.push_str(&a_store);
-        s.push_str(&b_store);
-        s.push_str("    workgroupBarrier();\n");
-        let _ = write!(s, "    if (k0 + 8u < K) {{ let k0n = k0 + 8u;\n{a_load}{b_load}    }}\n");
-        for kk in 0..8u32 {
-            for gi in 0..gm {
-                let _ = writeln!(s, "    let a{gi}_{kk} = As[{}u + ty];", kk * qa + gi as u32 * 16);
-            }
-            for h in 0..gn {
-                let _ = writeln!(s, "    let b{h}_{kk} = Bs[{}u + tx];", kk * qb + h as u32 * 16);
-            }
-            for gi in 0..gm {
-                for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
-                    for h in 0..gn {
-                        let _ = writeln!(
-                            s,
-                            "    c{gi}_{i}_{h} = fma(vec4<f32>(a{gi}_{kk}.{comp}), b{h}_{kk}, c{gi}_{i}_{h});"
-                        );
-                    }
-                }
-            }
-        }
-        s.push_str("    workgroupBarrier();\n  }\n");
+        k_loop(
+            &mut s,
+            (gm, gn),
+            (qa, qb),
+            &format!("{a_load}{b_load}"),
+            &format!("{a_store}{b_store}"),
+        );
         self.epilogue(&mut s, gm, gn);
         s.push_str("}\n");
         Ok(s)

@@ -176,6 +176,53 @@ fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
     }
 }
 
+/// The K loop shared by the tiled kernels (this GEMM and `conv_gemm.rs`): `gm × gn` blocks of
+/// 64×64 outputs per 256-thread workgroup (thread `(tx, ty)` = `(tid % 16, tid / 16)` holds
+/// rows `gi·64 + ty·4 + i` and columns `h·64 + tx·4 ..+4` in the named registers
+/// `c{gi}_{i}_{h}`, declared here), K staged 8 at a time in `As` / `Bs` (`qa` / `qb` vec4s per
+/// K row). `load` fetches the slab at `k0n` into registers; `store` writes them to workgroup
+/// memory; the next slab is fetched while the current one is multiplied. Fully unrolled:
+/// runtime-indexed register arrays would spill to local memory on NVIDIA.
+pub(crate) fn k_loop(
+    s: &mut String,
+    (gm, gn): (usize, usize),
+    (qa, qb): (u32, u32),
+    load: &str,
+    store: &str,
+) {
+    for gi in 0..gm {
+        for i in 0..4 {
+            for h in 0..gn {
+                let _ = writeln!(s, "  var c{gi}_{i}_{h} = vec4<f32>(0.0);");
+            }
+        }
+    }
+    let _ = write!(s, "  {{ let k0n = 0u;\n{load}  }}\n");
+    s.push_str("  for (var k0 = 0u; k0 < K; k0 = k0 + 8u) {\n");
+    s.push_str(store);
+    s.push_str("    workgroupBarrier();\n");
+    let _ = write!(s, "    if (k0 + 8u < K) {{ let k0n = k0 + 8u;\n{load}    }}\n");
+    for kk in 0..8u32 {
+        for gi in 0..gm {
+            let _ = writeln!(s, "    let a{gi}_{kk} = As[{}u + ty];", kk * qa + gi as u32 * 16);
+        }
+        for h in 0..gn {
+            let _ = writeln!(s, "    let b{h}_{kk} = Bs[{}u + tx];", kk * qb + h as u32 * 16);
+        }
+        for gi in 0..gm {
+            for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                for h in 0..gn {
+                    let _ = writeln!(
+                        s,
+                        "    c{gi}_{i}_{h} = fma(vec4<f32>(a{gi}_{kk}.{comp}), b{h}_{kk}, c{gi}_{i}_{h});"
+                    );
+                }
+            }
+        }
+    }
+    s.push_str("    workgroupBarrier();\n  }\n");
+}
+
 impl MatmulSpec {
     /// Render the WGSL source; fails for combinations the launcher never asks for.
     pub fn render(&self) -> Result<String, String> {
@@ -218,42 +265,17 @@ impl MatmulSpec {
         s.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
         let _ = writeln!(s, "  let m0 = wid.y * {t}u; let n0 = wid.x * {t}u;");
         s.push_str("  let tx = tid % 16u; let ty = tid / 16u;\n");
-        for gi in 0..g {
-            for i in 0..4 {
-                for h in 0..g {
-                    let _ = writeln!(s, "  var c{gi}_{i}_{h} = vec4<f32>(0.0);");
-                }
-            }
-        }
         let (a_decl, a_load, a_store) = self.operand_code('a', self.a);
         let (b_decl, b_load, b_store) = self.operand_code('b', self.b);
         s.push_str(&a_decl);
         s.push_str(&b_decl);
-        let _ = write!(s, "  {{ let k0n = 0u;\n{a_load}{b_load}  }}\n");
-        s.push_str("  for (var k0 = 0u; k0 < K; k0 = k0 + 8u) {\n");
-        s.push_str(&a_store);
-        s.push_str(&b_store);
-        s.push_str("    workgroupBarrier();\n");
-        let _ = write!(s, "    if (k0 + 8u < K) {{ let k0n = k0 + 8u;\n{a_load}{b_load}    }}\n");
-        for kk in 0..8 {
-            for gi in 0..g {
-                let _ = writeln!(s, "    let a{gi}_{kk} = As[{}u + ty];", kk * q + gi as u32 * 16);
-            }
-            for h in 0..g {
-                let _ = writeln!(s, "    let b{h}_{kk} = Bs[{}u + tx];", kk * q + h as u32 * 16);
-            }
-            for gi in 0..g {
-                for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
-                    for h in 0..g {
-                        let _ = writeln!(
-                            s,
-                            "    c{gi}_{i}_{h} = fma(vec4<f32>(a{gi}_{kk}.{comp}), b{h}_{kk}, c{gi}_{i}_{h});"
-                        );
-                    }
-                }
-            }
-        }
-        s.push_str("    workgroupBarrier();\n  }\n");
+        k_loop(
+            &mut s,
+            (g, g),
+            (q, q),
+            &format!("{a_load}{b_load}"),
+            &format!("{a_store}{b_store}"),
+        );
         // Epilogue.
         s.push_str("  let alpha = bitcast<f32>(mw(10u)); let beta = bitcast<f32>(mw(11u));\n");
         s.push_str("  let obase = wid.z * M * N;\n");
