@@ -12,8 +12,8 @@
 //! clears the cache whenever the allocator releases buffers to the driver (`empty_cache`, pool
 //! trimming). The cache is bounded: at `MAX_ENTRIES` it is cleared and refilled.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use rustc_hash::{FxHashMap, FxHasher};
+use std::hash::{Hash, Hasher};
 
 /// Most bind groups kept; a model whose plan binds more distinct buffer sets per run than this
 /// cycles through the cache (cleared when full) instead of growing it.
@@ -44,35 +44,6 @@ struct Entry {
     id: u64,
 }
 
-/// FxHash-style mixing: the keys are already ids, so SipHash's resistance buys nothing here.
-#[derive(Default)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
-    fn write_u8(&mut self, x: u8) {
-        self.write_u64(x as u64);
-    }
-}
-
 /// A cached bind group found for (or inserted at) a key.
 pub(crate) struct Found<'a> {
     pub group: &'a wgpu::BindGroup,
@@ -83,7 +54,7 @@ pub(crate) struct Found<'a> {
 
 #[derive(Default)]
 pub(crate) struct BindCache {
-    map: HashMap<u64, Vec<Entry>, BuildHasherDefault<FxHasher>>,
+    map: FxHashMap<u64, Vec<Entry>>,
     len: usize,
     next_id: u64,
     stats: BindCacheStats,

@@ -7,49 +7,17 @@ use mpsrt_core::{numel, DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, ElementwiseSpec, Expr, Mode, Tuning, VType};
 use mpsrt_runtime::{Binding, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, OnceLock};
 
-/// Keyed with an Fx-style hasher: hashing the spec tree with SipHash cost ~1k instructions per
-/// eager op, a fifth of a tiny op's host time.
-type SpecCache =
-    Mutex<HashMap<(usize, ElementwiseSpec), Arc<Pipeline>, BuildHasherDefault<FxHasher>>>;
+/// Keyed with FxHash (the keys are small trusted specs): hashing the spec tree with SipHash cost
+/// ~1k instructions per eager op, a fifth of a tiny op's host time.
+type SpecCache = Mutex<FxHashMap<(usize, ElementwiseSpec), Arc<Pipeline>>>;
 
 /// Spec → pipeline, so the hot path skips rendering and hashing WGSL text.
 fn spec_cache() -> &'static SpecCache {
     static CACHE: OnceLock<SpecCache> = OnceLock::new();
     CACHE.get_or_init(Mutex::default)
-}
-
-/// Multiply-rotate hashing (as rustc's FxHasher): the keys are small trusted specs, so
-/// SipHash's flooding resistance buys nothing on this hot path.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u8(&mut self, x: u8) {
-        self.write_u64(x as u64);
-    }
-    fn write_u32(&mut self, x: u32) {
-        self.write_u64(x as u64);
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, x: usize) {
-        self.write_u64(x as u64);
-    }
 }
 
 /// Launch tuning for generated elementwise kernels, read once: `MPSRT_EW_WORKGROUP` (power of two,
