@@ -1,8 +1,11 @@
 //! The CPU backend's fast f32 path for the two ops that dominate real models. Matrix products
-//! run as packed SGEMM (the `matrixmultiply` crate: cache blocking, AVX2/FMA micro-kernels;
-//! row or column blocks split over scoped threads) straight over the operands' own strides, so
-//! transposed and broadcast operands are never copied; convolutions lower to one SGEMM per (image, group) over an im2col matrix —
-//! skipped for 1×1 stride-1 unpadded kernels, whose input plane already is that matrix.
+//! run as packed SGEMM (the `gemm` crate, or `matrixmultiply` with `MPSRT_CPU_GEMM`: cache
+//! blocking, AVX2/FMA micro-kernels; row or column blocks split over the worker pool) straight
+//! over the operands' own strides, so transposed and broadcast operands are never copied.
+//! Convolutions lower to SGEMMs per (image, group) over im2col column blocks of ~1 MiB, each
+//! filled and multiplied on one worker (`im2col.rs`) — 1×1 stride-1 unpadded kernels skip
+//! im2col, their input plane already is the column matrix — and a fused conv step's residual
+//! add and activation ([`Epi`]) are applied to each block right after its product.
 //!
 //! These accumulate in f32 (like the GPU kernels and onnxruntime). The f64 loops in `matmul.rs`
 //! and `conv.rs` stay: they serve every other dtype and are the reference the fast path is
@@ -114,7 +117,7 @@ unsafe impl Send for CPtr {}
 unsafe impl Sync for CPtr {}
 
 /// `C[:, c0..c0 + n] = alpha · A·B + beta · C[:, c0..c0 + n]` for C row-major with row stride
-/// `ldc`, through matrixmultiply's packed SGEMM.
+/// `ldc`, through the packed SGEMM, then the epilogue `epi` on that window.
 ///
 /// # Safety
 /// `c` must point at `C[0, c0]` with `m` rows of `ldc` elements valid for writes, and no other
@@ -218,7 +221,7 @@ unsafe fn sgemm_raw(
 }
 
 /// `C (m×n, row-major, contiguous) = alpha · A·B + beta · C` with the work split over scoped
-/// threads (matrixmultiply itself runs single-threaded): by row blocks when A is the larger
+/// threads (each SGEMM call runs single-threaded): by row blocks when A is the larger
 /// operand to pack (late, channel-heavy layers), by column blocks when B is (early layers with
 /// large maps), so no thread repacks the big operand. Small products stay on this thread.
 fn sgemm_par(
@@ -272,7 +275,7 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
     let nb = p.batch.len();
     let zc: usize = p.batch.iter().product();
     // Every element is written: beta·C first when there is a C, else by the product (with
-    // beta = 0 matrixmultiply writes C without reading it, k = 0 included).
+    // beta = 0 the SGEMM writes C without reading it, k = 0 included).
     let mut buf = CpuBuffer::for_overwrite(zc * m * n * 4);
     let out = buf.as_mut_slice::<f32>();
     let beta = match &p.c {
