@@ -7,14 +7,14 @@
 //! `MPSRT_CONV_GEMM_TILE=BMxBN` (64 or 128 each) overrides the tile choice.
 
 use super::conv::{as_f32, buffer};
+use super::matmul::{cached, SpecCache};
 use super::{alloc_out, env_knob};
 use crate::activation::Activation;
 use crate::conv::ConvGeom;
 use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
 use mpsrt_kernels::{conv_gemm_meta, ConvGemmSpec, MatmulAct};
-use mpsrt_runtime::{Binding, GpuDevice, Kernel, Pipeline, Storage};
-use std::collections::HashMap;
+use mpsrt_runtime::{Binding, GpuDevice, Storage};
 use std::sync::{Arc, OnceLock};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,12 @@ fn route() -> Route {
         Ok("0") | Ok("off") => Route::Never,
         _ => Route::Auto,
     })
+}
+
+/// Smallest product (in 64×64 tiles) the automatic route takes (`MPSRT_CONV_GEMM_MIN_TILES`).
+fn min_tiles() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| env_knob("MPSRT_CONV_GEMM_MIN_TILES", 256))
 }
 
 /// `(bm, bn)` from `MPSRT_CONV_GEMM_TILE=BMxBN`, if set and valid. Read per call (a few
@@ -74,7 +80,7 @@ pub(crate) fn conv(
     let k = g.c * g.kh * g.kw;
     let total = g.oc * cols;
     let tiles64 = g.oc.div_ceil(64) * cols.div_ceil(64);
-    if total == 0 || (r == Route::Auto && tiles64 < env_knob("MPSRT_CONV_GEMM_MIN_TILES", 256)) {
+    if total == 0 || (r == Route::Auto && tiles64 < min_tiles()) {
         return Ok(None);
     }
     let props = dev.properties();
@@ -116,7 +122,9 @@ pub(crate) fn conv(
         has_res: res.is_some(),
         act: kind,
     };
-    let pipeline = pipeline(dev, &spec)?;
+    // Rendered and compiled once per geometry and tile shape.
+    static PIPELINES: SpecCache<ConvGemmSpec> = OnceLock::new();
+    let pipeline = cached(&PIPELINES, dev, op, spec, ConvGemmSpec::render)?;
     let out = alloc_out(dev, op, total, 4)?;
     let meta = conv_gemm_meta(
         u(cols),
@@ -144,19 +152,4 @@ pub(crate) fn conv(
         Layout::contiguous(&shape),
         DType::F32,
     )))
-}
-
-/// The compiled kernel for `spec` on `dev` (rendered and compiled once per geometry).
-fn pipeline(dev: &GpuDevice, spec: &ConvGemmSpec) -> Result<Arc<Pipeline>> {
-    type Cache = parking_lot::Mutex<HashMap<(usize, ConvGemmSpec), Arc<Pipeline>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let key = (dev.index(), *spec);
-    if let Some(p) = cache.lock().get(&key) {
-        return Ok(p.clone());
-    }
-    let src = spec.render().map_err(|e| mpsrt_core::Error::invalid("conv2d", e))?;
-    let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
-    cache.lock().insert(key, p.clone());
-    Ok(p)
 }

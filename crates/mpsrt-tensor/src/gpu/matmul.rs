@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 /// Rendered pipelines per (device, spec): rendering a tiled GEMM's WGSL (~16 KB of generated
 /// text) and hashing it for the device's cache cost tens of µs per call, paid on every conv of
 /// a batch-1 network otherwise.
-fn cached<S: Copy + Eq + std::hash::Hash>(
+pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
     cache: &'static SpecCache<S>,
     dev: &GpuDevice,
     op: &str,
@@ -40,7 +40,7 @@ fn cached<S: Copy + Eq + std::hash::Hash>(
     Ok(p)
 }
 
-type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
+pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 
