@@ -227,3 +227,94 @@ fn wb_c(g: &mut Graph) -> mpsrt_graph::ValueId {
     let w: Vec<f32> = (0..24).map(|i| (i as f32 * 0.29).cos()).collect();
     g.add_initializer("wc", HostTensor::from_f32(vec![3, 8, 1, 1], &w)).unwrap()
 }
+
+/// Caffe-style `Conv -> Mul -> Add -> Relu` (folded into the conv: one epilogue step) and a
+/// pre-activation `Mul -> Add -> Mul -> Sub -> Div -> Relu` by per-channel and scalar
+/// constants (merged into one `relu(x * s + t)` kernel), against the same arithmetic done op by
+/// op with the tensor library on the CPU (no graph passes involved).
+#[test]
+fn affine_chains_fold_into_convs_and_merge() {
+    use mpsrt_graph::ConvAttrs;
+    let mut g = Graph::new();
+    let dims = vec![Dim::Known(2), Dim::Known(5), Dim::Known(6), Dim::Known(7)];
+    let x = g.add_input("x", DType::F32, dims).unwrap();
+    let vals = |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * k).sin()).collect() };
+    let consts: Vec<(&str, Vec<usize>, Vec<f32>)> = vec![
+        ("w", vec![8, 5, 3, 3], vals(360, 0.37)),
+        ("k1", vec![8, 1, 1], vals(8, 0.9)),
+        ("k2", vec![1, 8, 1, 1], vals(8, 1.7)),
+        ("s1", vec![5, 1, 1], vals(5, 0.6)),
+        ("t1", vec![5, 1, 1], vals(5, 2.3)),
+        ("two", vec![], vec![2.0]),
+        ("u", vec![1, 5, 1, 1], vals(5, 0.4)),
+        ("d", vec![5, 1, 1], vec![0.5, -2.0, 4.0, 1.5, 3.0]),
+    ];
+    let mut ids = HashMap::new();
+    for (name, shape, v) in &consts {
+        let id = g.add_initializer(*name, HostTensor::from_f32(shape.clone(), v)).unwrap();
+        ids.insert(*name, id);
+    }
+    let names = ["c", "m", "a", "y1", "p", "q", "r", "s", "t", "y2"];
+    let v: HashMap<&str, _> =
+        names.iter().map(|&n| (n, g.add_value(n, DType::F32, None).unwrap())).collect();
+    let pad1 = ConvAttrs { group: 1, pads: vec![1, 1, 1, 1], ..Default::default() };
+    g.add_node("conv", Op::Conv(pad1), vec![x, ids["w"]], vec![v["c"]]);
+    let bin = |g: &mut Graph, op, a, b, out| g.add_node("n", Op::Binary(op), vec![a, b], vec![out]);
+    bin(&mut g, BinaryOp::Mul, v["c"], ids["k1"], v["m"]);
+    bin(&mut g, BinaryOp::Add, ids["k2"], v["m"], v["a"]);
+    g.add_node("relu1", Op::Unary(UnaryOp::Relu), vec![v["a"]], vec![v["y1"]]);
+    bin(&mut g, BinaryOp::Mul, x, ids["s1"], v["p"]);
+    bin(&mut g, BinaryOp::Add, v["p"], ids["t1"], v["q"]);
+    bin(&mut g, BinaryOp::Mul, ids["two"], v["q"], v["r"]);
+    bin(&mut g, BinaryOp::Sub, ids["u"], v["r"], v["s"]);
+    bin(&mut g, BinaryOp::Div, v["s"], ids["d"], v["t"]);
+    g.add_node("relu2", Op::Unary(UnaryOp::Relu), vec![v["t"]], vec![v["y2"]]);
+    g.outputs = vec![v["y1"], v["y2"]];
+
+    let sess = Session::from_graph(g.clone(), Place::Cpu, SessionOptions::default()).unwrap();
+    let plan = sess.plan_for(&[vec![2, 5, 6, 7]]).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name().to_string()).collect();
+    assert_eq!(ops, ["Conv", "Relu", "Mul", "Add", "Relu"], "{ops:?}");
+    assert!(
+        matches!(plan.steps[..], [mpsrt_graph::Step::Epilogue { .. }, mpsrt_graph::Step::Fused(_)]),
+        "{:?}",
+        plan.steps
+    );
+
+    // Reference: the original ops one by one, CPU tensor library.
+    let t = |name: &str| {
+        let (_, shape, v) = consts.iter().find(|c| c.0 == name).unwrap();
+        Tensor::from_slice(v, shape, Place::Cpu).unwrap()
+    };
+    let xv = vals(2 * 5 * 6 * 7, 0.13);
+    let xt = Tensor::from_slice(&xv, &[2, 5, 6, 7], Place::Cpu).unwrap();
+    let opts = mpsrt_tensor::Conv2dOptions {
+        padding: mpsrt_tensor::ConvPadding::Explicit([1; 4]),
+        ..Default::default()
+    };
+    use mpsrt_tensor::{add, divide, multiply, relu, subtract};
+    let c = mpsrt_tensor::conv2d(&xt, &t("w"), None, &opts).unwrap();
+    let y1 = relu(&add(&t("k2"), &multiply(&c, &t("k1")).unwrap()).unwrap()).unwrap();
+    let q = add(&multiply(&xt, &t("s1")).unwrap(), &t("t1")).unwrap();
+    let s = subtract(&t("u"), &multiply(&t("two"), &q).unwrap()).unwrap();
+    let y2 = relu(&divide(&s, &t("d")).unwrap()).unwrap();
+    let want = [y1.to_vec::<f32>().unwrap(), y2.to_vec::<f32>().unwrap()];
+    for w in &want {
+        assert!(w.iter().any(|&v| v > 0.0) && w.contains(&0.0));
+    }
+    for place in places() {
+        let sess = Session::from_graph(g.clone(), place, SessionOptions::default()).unwrap();
+        let xt = Tensor::from_slice(&xv, &[2, 5, 6, 7], place).unwrap();
+        let out = sess.run(&[("x".to_string(), xt)].into_iter().collect()).unwrap();
+        for (k, w) in want.iter().enumerate() {
+            let got = out[k].1.to_vec::<f32>().unwrap();
+            for (i, (g, w)) in got.iter().zip(w).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{place} y{} [{i}]: {g} vs {w}",
+                    k + 1
+                );
+            }
+        }
+    }
+}

@@ -65,8 +65,9 @@ pub struct MemoryStats {
 pub struct PlanOptions {
     pub fuse_elementwise: bool,
     pub reuse_memory: bool,
-    /// Fold BatchNormalization into a preceding Conv with constant weights, and turn the other
-    /// constant-parameter BatchNormalizations into a fusable `x * s + t`.
+    /// Fold BatchNormalization into a preceding Conv with constant weights, turn the other
+    /// constant-parameter BatchNormalizations into a fusable `x * s + t`, merge chains of
+    /// per-channel constant Mul/Add/Sub/Div and fold them into a producing Conv too.
     pub fold_batchnorm: bool,
     /// Run Conv/Gemm + Relu/LeakyRelu/Clip and Conv + residual Add (+ activation) as one step
     /// (`Step::Epilogue`).
@@ -429,6 +430,7 @@ impl CompiledGraph {
         if options.fold_batchnorm {
             crate::passes::fold_bn::fold_batchnorm_into_conv(&mut graph);
             crate::passes::fold_bn::batchnorm_to_affine(&mut graph);
+            crate::passes::affine::fold_affine(&mut graph);
         }
         crate::passes::dce::eliminate_dead_nodes(&mut graph);
         let value_inputs = value_inputs(&graph);

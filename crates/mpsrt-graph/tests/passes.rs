@@ -508,3 +508,125 @@ fn conv_residual_add_and_relu_run_in_the_epilogue_step() {
     assert_eq!((plan.storage[b.0], plan.storage[s.0]), (Storage::None, Storage::None));
     assert!(matches!(plan.storage[a.0], Storage::Slot(_)), "the residual is stored");
 }
+
+#[test]
+fn affine_chains_merge_and_fold_into_the_conv() {
+    // Conv (ConstantOfShape weights) -> BN -> Mul -> Add -> Relu, the Caffe-converted pattern:
+    // BN and the Mul/Add scale layer all end up in the conv, the Relu in its epilogue.
+    let mut g = Graph::new();
+    // A weight too large to fold at load (4·3·80·80 > FOLD_LIMIT elements).
+    let x = value(&mut g, "f32[N,3,80,80]", 0);
+    let shape = value(&mut g, "=4,3,80,80", 1);
+    let w =
+        node(&mut g, "w", Op::ConstantOfShape(HostTensor::from_f32(vec![], &[0.5])), vec![shape]);
+    let c = |g: &mut Graph, name: &str, shape: Vec<usize>, v: &[f32]| {
+        g.add_initializer(name, HostTensor::from_f32(shape, v)).unwrap()
+    };
+    let bn: Vec<_> =
+        ["g", "b", "m", "v"].iter().map(|n| c(&mut g, n, vec![4], &[1.0, 1.0, 0.0, 3.0])).collect();
+    let k1 = c(&mut g, "k1", vec![4, 1, 1], &[2.0, 3.0, 4.0, 5.0]);
+    let k2 = c(&mut g, "k2", vec![1, 4, 1, 1], &[1.0, 0.0, -1.0, 0.5]);
+    let conv =
+        node(&mut g, "conv", Op::Conv(ConvAttrs { group: 1, ..Default::default() }), vec![x, w]);
+    let y = node(
+        &mut g,
+        "bn",
+        Op::BatchNormalization { epsilon: 1.0 },
+        vec![conv, bn[0], bn[1], bn[2], bn[3]],
+    );
+    let m = node(&mut g, "mul", Op::Binary(BinaryOp::Mul), vec![y, k1]);
+    let a = node(&mut g, "add", Op::Binary(BinaryOp::Add), vec![m, k2]);
+    let r = node(&mut g, "relu", Op::Unary(UnaryOp::Relu), vec![a]);
+    g.outputs = vec![r];
+    let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    let g = compiled.graph();
+    let names: Vec<String> = g.nodes.iter().map(|n| n.op.name().to_string()).collect();
+    assert_eq!(names, ["ConstantOfShape", "Mul", "Mul", "Conv", "Relu"]);
+    let conv = &g.nodes[3];
+    assert_eq!(conv.outputs[0], a, "the conv writes the chain's value");
+    // gamma = beta = mean = var = p per channel: BN scale s = p / sqrt(p + 1), bias
+    // p - p * s (stored as f32 by the BN fold), then * k1 + k2.
+    let p = [1.0f64, 1.0, 0.0, 3.0];
+    let want_b: Vec<f64> = (0..4)
+        .map(|i| (p[i] - p[i] * (p[i] / (p[i] + 1.0).sqrt())) as f32 as f64)
+        .enumerate()
+        .map(|(i, b)| (b * [2.0, 3.0, 4.0, 5.0][i] + [1.0, 0.0, -1.0, 0.5][i]) as f32 as f64)
+        .collect();
+    assert_eq!(g.initializers[&conv.inputs[2]].to_f64_vec(), want_b);
+    let scale2 = &g.initializers[&g.nodes[2].inputs[1]];
+    assert_eq!(
+        (scale2.shape.clone(), scale2.to_f64_vec()),
+        (vec![4, 1, 1, 1], vec![2.0, 3.0, 4.0, 5.0])
+    );
+    let plan = compiled.plan(&[vec![1, 3, 80, 80]]).unwrap();
+    assert!(
+        matches!(plan.steps[..], [Step::Epilogue { activation: Some(_), .. }]),
+        "{:?}",
+        plan.steps
+    );
+}
+
+#[test]
+fn affine_chains_merge_only_per_channel_private_constants() {
+    // Each case: x (f32[N,3,4,5]) -> op1(k1) -> op2(k2) -> output; whether it becomes one
+    // Mul + Add (`merged`) or stays as built.
+    let k3 = (vec![3, 1, 1], vec![2.0f32, 3.0, 4.0]);
+    let scalar = (vec![], vec![0.5f32]);
+    let spatial = (vec![4, 5], vec![1.5f32; 20]);
+    let zero = (vec![3, 1, 1], vec![1.0f32, 0.0, 2.0]);
+    type K = (Vec<usize>, Vec<f32>);
+    let cases: Vec<(&str, BinaryOp, K, BinaryOp, K, bool, bool)> = vec![
+        (
+            "mul then add, per channel",
+            BinaryOp::Mul,
+            k3.clone(),
+            BinaryOp::Add,
+            k3.clone(),
+            false,
+            true,
+        ),
+        (
+            "scalar then per channel",
+            BinaryOp::Sub,
+            scalar.clone(),
+            BinaryOp::Div,
+            k3.clone(),
+            false,
+            true,
+        ),
+        ("spatial constant", BinaryOp::Mul, spatial, BinaryOp::Add, k3.clone(), false, false),
+        ("division by zero", BinaryOp::Add, k3.clone(), BinaryOp::Div, zero, false, false),
+        (
+            "intermediate also an output",
+            BinaryOp::Mul,
+            k3.clone(),
+            BinaryOp::Add,
+            scalar,
+            true,
+            false,
+        ),
+    ];
+    for (what, op1, (s1, v1), op2, (s2, v2), share, merged) in cases {
+        let mut g = Graph::new();
+        let x = value(&mut g, "f32[N,3,4,5]", 0);
+        let k1 = g.add_initializer("k1", HostTensor::from_f32(s1, &v1)).unwrap();
+        let k2 = g.add_initializer("k2", HostTensor::from_f32(s2, &v2)).unwrap();
+        let a = node(&mut g, "a", Op::Binary(op1), vec![x, k1]);
+        let b = node(&mut g, "b", Op::Binary(op2), vec![a, k2]);
+        g.outputs = if share { vec![b, a] } else { vec![b] };
+        let compiled = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+        let g = compiled.graph();
+        let ops: Vec<String> = g.nodes.iter().map(|n| n.op.name().to_string()).collect();
+        let want: Vec<String> = if merged {
+            vec!["Mul".into(), "Add".into()]
+        } else {
+            vec![format!("{op1:?}"), format!("{op2:?}")]
+        };
+        assert_eq!(ops, want, "{what}");
+        assert_eq!(g.nodes.last().unwrap().outputs[0], b, "{what}: the output value is kept");
+        if merged {
+            assert_eq!(g.nodes[0].inputs[0], x, "{what}");
+            assert_eq!(g.initializers[&g.nodes[0].inputs[1]].shape, vec![3, 1, 1], "{what}");
+        }
+    }
+}

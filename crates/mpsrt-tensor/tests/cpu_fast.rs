@@ -63,6 +63,11 @@ const CONV: &[ConvCase] = &[
     (2, 33, 61, 59, 3, [3, 3], [2, 2], [1, 0, 2, 1], [1, 1], 1, false), // strided, batched
     (1, 34, 50, 45, 6, [3, 3], [1, 1], [2, 2, 2, 2], [2, 2], 2, true),  // dilated, grouped
     (1, 64, 56, 56, 32, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // a DenseNet 3×3
+    // stride 1, output as wide as the input: im2col rows are shifted copies of the plane
+    (1, 5, 8, 11, 7, [3, 2], [1, 1], [1, 1, 1, 0], [1, 1], 1, true), // asymmetric kernel
+    (1, 4, 6, 7, 3, [3, 3], [1, 1], [2, 1, 0, 1], [1, 1], 1, false), // more padding on top
+    (2, 2, 1, 5, 2, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true),  // rows outside the image
+    (1, 128, 14, 14, 32, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, true), // threaded, one block
 ];
 
 #[test]
@@ -171,5 +176,91 @@ fn gemm_fast_path_matches_the_f64_reference() {
         let cf = c.as_ref().map(f64_of);
         let reference = gemm(&f64_of(&a), &f64_of(&b), cf.as_ref(), alpha, beta, ta, tb).unwrap();
         check(&format!("gemm case {i}"), &fast, &reference);
+    }
+}
+
+/// The f32 elementwise evaluator's `f(x * s + t)` path (per-channel constants read run by run)
+/// and its fallbacks, against the same expression on f64 copies (the general column path).
+#[test]
+fn affine_elementwise_fast_path_matches_the_f64_reference() {
+    use mpsrt_tensor::{fused_elementwise, BinaryFn, Expr, Scalar, UnaryFn};
+    let (x, k0, k1, two) = (
+        Expr::input(0),
+        Expr::input(1),
+        Expr::input(2),
+        Expr::Scalar(0, mpsrt_tensor::VType::Float),
+    );
+    let mul = |a: &Expr, b: &Expr| Expr::binary(BinaryFn::Mul, a.clone(), b.clone());
+    let addx = |a: Expr, b: &Expr| Expr::binary(BinaryFn::Add, a, b.clone());
+    let relu = |e: Expr| Expr::unary(UnaryFn::Relu, e);
+    // (what, x shape, constant shapes, expression)
+    type Case = (&'static str, Vec<usize>, Vec<Vec<usize>>, Expr);
+    let cases: Vec<Case> = vec![
+        (
+            "relu(x*s+t), 63-element planes",
+            vec![2, 5, 7, 9],
+            vec![vec![5, 1, 1], vec![5, 1, 1]],
+            relu(addx(mul(&x, &k0), &k1)),
+        ),
+        (
+            "t + s*x, commuted",
+            vec![1, 3, 4, 50],
+            vec![vec![3, 1, 1], vec![1, 3, 1, 1]],
+            addx(mul(&k0, &x), &k1),
+        ),
+        (
+            "sigmoid(x*s), 3-element runs",
+            vec![2, 6, 3],
+            vec![vec![6, 1]],
+            Expr::unary(UnaryFn::Sigmoid, mul(&x, &k0)),
+        ),
+        (
+            "relu(x*2+t), scalar scale",
+            vec![1, 4, 5, 5],
+            vec![vec![4, 1, 1]],
+            relu(addx(mul(&x, &two), &k0)),
+        ),
+        (
+            "chunks start mid-plane",
+            vec![1, 3, 100, 97],
+            vec![vec![3, 1, 1], vec![3, 1, 1]],
+            relu(addx(mul(&x, &k0), &k1)),
+        ),
+        (
+            "spatial scale: general path",
+            vec![2, 3, 4, 5],
+            vec![vec![4, 5], vec![3, 1, 1]],
+            addx(mul(&x, &k0), &k1),
+        ),
+        (
+            "row bias: general path",
+            vec![6, 40],
+            vec![vec![40], vec![6, 1]],
+            Expr::unary(UnaryFn::Tanh, addx(mul(&x, &k0), &k1)),
+        ),
+    ];
+    for (i, (what, xs, ks, e)) in cases.into_iter().enumerate() {
+        let mut inputs = vec![rnd(&xs, 50 + i as u64)];
+        inputs.extend(ks.iter().enumerate().map(|(j, s)| rnd(s, 60 + (i * 4 + j) as u64)));
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let f64s: Vec<Tensor> = inputs.iter().map(f64_of).collect();
+        let f64_refs: Vec<&Tensor> = f64s.iter().collect();
+        let s = [Scalar::F(2.0)];
+        let fast = fused_elementwise("affine", &refs, DType::F32, e.clone(), &s).unwrap();
+        let want = fused_elementwise("affine", &f64_refs, DType::F64, e, &s).unwrap();
+        check_tol(what, &fast, &want, 1e-6);
+        // A permuted (non-contiguous) x takes the general path and must agree too.
+        if xs.len() == 4 && ks.len() == 2 && ks.iter().all(|k| k.ends_with(&[1, 1])) {
+            let xp = inputs[0].permute(&[0, 1, 3, 2]).unwrap();
+            let mut p = refs.clone();
+            p[0] = &xp;
+            let xp64 = f64_of(&xp);
+            let mut p64 = f64_refs.clone();
+            p64[0] = &xp64;
+            let e = relu(addx(mul(&x, &k0), &k1));
+            let fast = fused_elementwise("affine", &p, DType::F32, e.clone(), &s).unwrap();
+            let want = fused_elementwise("affine", &p64, DType::F64, e, &s).unwrap();
+            check_tol(&format!("{what}, permuted x"), &fast, &want, 1e-6);
+        }
     }
 }

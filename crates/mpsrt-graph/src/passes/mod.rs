@@ -1,7 +1,9 @@
-//! Graph-to-graph passes (dead-node elimination, identity removal, BatchNorm-into-Conv folding)
+//! Graph-to-graph passes (dead-node elimination, identity removal, BatchNorm-into-Conv folding,
+//! per-channel affine chains merged and folded into convs)
 //! and analyses (elementwise
 //! fusion groups, conv/matmul epilogue candidates). Each pass keeps nodes topologically ordered.
 
+pub mod affine;
 pub mod dce;
 pub mod fold_bn;
 pub mod fusion;

@@ -56,6 +56,39 @@ impl Strided {
         out
     }
 
+    /// The length of the runs over which this input is constant (its innermost coalesced dim,
+    /// when that is broadcast: `HW` for a per-channel `[C, 1, 1]` parameter of an NCHW map),
+    /// `None` when consecutive elements differ. Always a product of trailing output dims, so
+    /// the runs of several inputs nest (the shortest divides the others).
+    pub(super) fn run(&self) -> Option<usize> {
+        match (self.shape.last(), self.strides.last()) {
+            (Some(&n), Some(0)) => Some(n),
+            (None, _) => Some(usize::MAX),
+            _ => None,
+        }
+    }
+
+    /// The dims above the innermost one, and their strides (what selects a run).
+    pub(super) fn outer(&self) -> (&[usize], &[isize]) {
+        let n = self.shape.len().saturating_sub(1);
+        (&self.shape[..n], &self.strides[..n])
+    }
+
+    /// The element offset of element 0.
+    pub(super) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The value of element `i` (row-major over `shape`).
+    pub(super) fn at(&self, data: &[f32], i: usize) -> f32 {
+        let (mut r, mut off) = (i, self.offset as isize);
+        for d in (0..self.shape.len()).rev() {
+            off += (r % self.shape[d]) as isize * self.strides[d];
+            r /= self.shape[d];
+        }
+        data[off as usize]
+    }
+
     /// [`Self::gather`] appended to `out` (empty on entry), reusing its allocation.
     pub(super) fn gather_into(&self, data: &[f32], lo: usize, hi: usize, out: &mut Vec<f32>) {
         let nd = self.shape.len();

@@ -3,10 +3,12 @@
 //! selects) each chunk is evaluated with contiguous inputs borrowed in place, scalars kept as
 //! constants instead of filled columns, and each node's result written over an operand's buffer
 //! from a small per-chunk pool, so a BatchNorm + ReLU chain touches a few L2-resident buffers
-//! instead of allocating and filling a column per node. The arithmetic is the same
+//! instead of allocating and filling a column per node. Broadcast inputs that are constant over
+//! runs of the output (per-channel BatchNorm parameters over each `H·W` plane) are read as
+//! scalars run by run instead of being expanded (`const_runs`). The arithmetic is the same
 //! `math::{unary,binary}_f32` the general path runs, so results are identical.
 
-use super::elementwise::Src;
+use super::elementwise::{Src, Strided};
 use super::math;
 use crate::Scalar;
 use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
@@ -58,6 +60,188 @@ thread_local! {
     static FREE: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Shortest run (in elements) worth evaluating with broadcast inputs as constants: below it the
+/// per-run tree walk costs more than expanding the inputs.
+const MIN_RUN: usize = 256;
+
+/// The run length over which every broadcast input of `srcs` is constant, when all of them are
+/// (per-channel parameters over `H·W` planes) and the runs are long enough: the chunk is then
+/// evaluated run by run with those inputs as scalars, never expanded.
+fn const_runs(srcs: &[Src<'_>]) -> Option<usize> {
+    let mut run = usize::MAX;
+    for s in srcs {
+        if let Src::F32Strided(_, l) = s {
+            run = run.min(l.run()?);
+        }
+    }
+    (run != usize::MAX && run >= MIN_RUN).then_some(run)
+}
+
+/// A coefficient of [`Affine`]: constant over runs of a broadcast input, or one value.
+#[derive(Clone, Copy)]
+enum Coef<'s, 'a> {
+    Run(&'a [f32], &'s Strided),
+    Const(f32),
+}
+
+/// Walks a [`Coef`] run by run from some element on: the current value, how many elements of
+/// its run are left, and (for a broadcast input) an odometer over the outer dims so moving to
+/// the next run costs no divisions (they cost more than a 49-element run of a 7×7 plane).
+struct Cursor<'a> {
+    data: &'a [f32],
+    shape: &'a [usize],
+    strides: &'a [isize],
+    idx: Vec<usize>,
+    off: isize,
+    run: usize,
+    left: usize,
+    value: f32,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(c: Coef<'a, 'a>, i: usize) -> Cursor<'a> {
+        match c {
+            Coef::Const(v) => Cursor {
+                data: &[],
+                shape: &[],
+                strides: &[],
+                idx: Vec::new(),
+                off: 0,
+                run: usize::MAX,
+                left: usize::MAX,
+                value: v,
+            },
+            Coef::Run(data, l) => {
+                let (shape, strides) = l.outer();
+                let run = l.run().unwrap_or(1).max(1);
+                let (mut r, mut off, mut idx) =
+                    (i / run, l.offset() as isize, vec![0; shape.len()]);
+                for d in (0..shape.len()).rev() {
+                    idx[d] = r % shape[d];
+                    off += idx[d] as isize * strides[d];
+                    r /= shape[d];
+                }
+                let value = data[off as usize];
+                Cursor { data, shape, strides, idx, off, run, left: run - i % run, value }
+            }
+        }
+    }
+
+    /// Moves `n` elements on (`n <= self.left`).
+    fn advance(&mut self, n: usize) {
+        self.left -= n;
+        if self.left > 0 || self.run == usize::MAX {
+            return;
+        }
+        self.left = self.run;
+        for d in (0..self.shape.len()).rev() {
+            self.idx[d] += 1;
+            self.off += self.strides[d];
+            if self.idx[d] < self.shape[d] {
+                break;
+            }
+            self.off -= self.shape[d] as isize * self.strides[d];
+            self.idx[d] = 0;
+        }
+        // Past the last run the odometer wraps to the first: never read out of bounds.
+        self.value = self.data[self.off as usize];
+    }
+}
+
+/// `f(x * s + t)` with `x` a contiguous input and `s`, `t` constant over runs: inference
+/// BatchNorm (+ activation) over an NCHW map, DenseNet's pre-activation. Evaluated in one
+/// vectorized loop per run, so even the 49-element planes of a 7×7 map cost no tree walk.
+struct Affine<'s, 'a> {
+    x: &'a [f32],
+    s: Coef<'s, 'a>,
+    t: Coef<'s, 'a>,
+    f: Option<UnaryFn>,
+}
+
+impl<'s, 'a> Affine<'s, 'a> {
+    fn parse(e: &Expr, srcs: &'s [Src<'a>], scalars: &[Scalar]) -> Option<Self> {
+        let coef = |e: &Expr| -> Option<Coef<'s, 'a>> {
+            match e {
+                Expr::Input(i) => match srcs.get(*i)? {
+                    Src::F32Strided(data, l) => l.run().map(|_| Coef::Run(data, l)),
+                    _ => None,
+                },
+                Expr::Scalar(k, VType::Float) => {
+                    Some(Coef::Const(scalars.get(*k)?.as_f64() as f32))
+                }
+                _ => None,
+            }
+        };
+        let input = |e: &Expr| match e {
+            Expr::Input(i) => match srcs.get(*i)? {
+                Src::F32(v) => Some(*v),
+                _ => None,
+            },
+            _ => None,
+        };
+        // `x * s` (either order), or plain `x` with s = 1.
+        let scaled = |e: &Expr| -> Option<(&'a [f32], Coef<'s, 'a>)> {
+            if let Some(x) = input(e) {
+                return Some((x, Coef::Const(1.0)));
+            }
+            match e {
+                Expr::Binary(BinaryFn::Mul, a, b) => match (input(a), input(b)) {
+                    (Some(x), _) => Some((x, coef(b)?)),
+                    (_, Some(x)) => Some((x, coef(a)?)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        };
+        let (f, body) = match e {
+            Expr::Unary(f, inner) if UN.contains(f) => (Some(*f), &**inner),
+            e => (None, e),
+        };
+        let ((x, s), t) = match body {
+            Expr::Binary(BinaryFn::Add, a, b) => match (scaled(a), scaled(b)) {
+                (Some(xs), _) if coef(b).is_some() => (xs, coef(b)?),
+                (_, Some(xs)) => (xs, coef(a)?),
+                _ => return None,
+            },
+            e => (scaled(e)?, Coef::Const(0.0)),
+        };
+        Some(Affine { x, s, t, f })
+    }
+
+    fn eval(&self, lo: usize, dst: &mut [f32]) {
+        match self.f.and_then(|f| UN.iter().position(|&u| u == f)) {
+            Some(0) => self.eval_k::<0>(lo, dst),
+            Some(1) => self.eval_k::<1>(lo, dst),
+            Some(2) => self.eval_k::<2>(lo, dst),
+            Some(3) => self.eval_k::<3>(lo, dst),
+            Some(4) => self.eval_k::<4>(lo, dst),
+            Some(5) => self.eval_k::<5>(lo, dst),
+            Some(6) => self.eval_k::<6>(lo, dst),
+            _ => self.eval_k::<{ UN.len() }>(lo, dst),
+        }
+    }
+
+    /// [`Self::eval`] with the function `UN[K]` (none for `K == UN.len()`) compiled in.
+    fn eval_k<const K: usize>(&self, lo: usize, dst: &mut [f32]) {
+        let (mut s, mut t) = (Cursor::new(self.s, lo), Cursor::new(self.t, lo));
+        let (end, mut a) = (lo + dst.len(), lo);
+        while a < end {
+            let b = end.min(a.saturating_add(s.left.min(t.left)));
+            let (x, d) = (&self.x[a..b], &mut dst[a - lo..b - lo]);
+            let (sv, tv) = (s.value, t.value);
+            if K < UN.len() {
+                // `un::<K>` applies UN[K] and ignores its first argument.
+                d.iter_mut().zip(x).for_each(|(d, &x)| *d = un::<K>(UN[0], x * sv + tv));
+            } else {
+                d.iter_mut().zip(x).for_each(|(d, &x)| *d = x * sv + tv);
+            }
+            s.advance(b - a);
+            t.advance(b - a);
+            a = b;
+        }
+    }
+}
+
 /// Evaluates `e` (for which [`supported`] holds) over elements `lo..lo + dst.len()` into `dst`.
 /// The root node writes straight into `dst`.
 pub(super) fn eval_chunk(
@@ -67,30 +251,22 @@ pub(super) fn eval_chunk(
     lo: usize,
     dst: &mut [f32],
 ) {
+    if let Some(a) = Affine::parse(e, srcs, scalars) {
+        return a.eval(lo, dst);
+    }
     let mut pool = Pool(FREE.with_borrow_mut(std::mem::take), dst.len());
-    let cx = Cx { srcs, scalars, lo, n: dst.len() };
-    match e {
-        Expr::Unary(f, inner) => {
-            let v = cx.eval(inner, &mut pool);
-            unary_into(*f, &v, dst);
-            pool.give(v);
-        }
-        Expr::Binary(f, a, b) => {
-            let a = cx.eval(a, &mut pool);
-            let b = cx.eval(b, &mut pool);
-            binary_into(*f, &a, &b, dst);
-            pool.give(a);
-            pool.give(b);
-        }
-        _ => {
-            let v = cx.eval(e, &mut pool);
-            match &v {
-                V::S(s) => dst.copy_from_slice(s),
-                V::O(o) => dst.copy_from_slice(o),
-                V::C(c) => dst.fill(*c),
+    match const_runs(srcs) {
+        Some(run) => {
+            pool.1 = run.min(dst.len());
+            let (end, mut a) = (lo + dst.len(), lo);
+            while a < end {
+                let b = end.min((a / run + 1) * run);
+                let cx = Cx { srcs, scalars, lo: a, n: b - a, runs: true };
+                cx.root(e, &mut pool, &mut dst[a - lo..b - lo]);
+                a = b;
             }
-            pool.give(v);
         }
+        None => Cx { srcs, scalars, lo, n: dst.len(), runs: false }.root(e, &mut pool, dst),
     }
     FREE.with_borrow_mut(|f| *f = pool.0);
 }
@@ -108,6 +284,8 @@ struct Cx<'s, 'a> {
     scalars: &'s [Scalar],
     lo: usize,
     n: usize,
+    /// `lo..lo + n` lies inside one run of every broadcast input: read each as a constant.
+    runs: bool,
 }
 
 /// Unary functions whose loops are compiled per function (the op folds to a constant and the
@@ -136,10 +314,38 @@ fn bin<const K: usize>(f: BinaryFn, x: f32, y: f32) -> f32 {
 }
 
 impl<'s, 'a> Cx<'s, 'a> {
+    /// Evaluates `e` into `dst` (`n` elements), the root node writing there directly.
+    fn root(&self, e: &Expr, pool: &mut Pool, dst: &mut [f32]) {
+        match e {
+            Expr::Unary(f, inner) => {
+                let v = self.eval(inner, pool);
+                unary_into(*f, &v, dst);
+                pool.give(v);
+            }
+            Expr::Binary(f, a, b) => {
+                let a = self.eval(a, pool);
+                let b = self.eval(b, pool);
+                binary_into(*f, &a, &b, dst);
+                pool.give(a);
+                pool.give(b);
+            }
+            _ => {
+                let v = self.eval(e, pool);
+                match &v {
+                    V::S(s) => dst.copy_from_slice(s),
+                    V::O(o) => dst.copy_from_slice(o),
+                    V::C(c) => dst.fill(*c),
+                }
+                pool.give(v);
+            }
+        }
+    }
+
     fn eval(&self, e: &Expr, pool: &mut Pool) -> V<'s> {
         match e {
             Expr::Input(i) => match &self.srcs[*i] {
                 Src::F32(v) => V::S(&v[self.lo..self.lo + self.n]),
+                Src::F32Strided(data, l) if self.runs => V::C(l.at(data, self.lo)),
                 Src::F32Strided(data, l) => {
                     let mut out = pool.take();
                     l.gather_into(data, self.lo, self.lo + self.n, &mut out);

@@ -33,6 +33,10 @@ pub(crate) fn im2col_block(
             ((g.w as isize - off) as usize).div_ceil(g.sw).min(g.ow)
         }
         .max(lo);
+        if g.sw == 1 && g.sh == 1 && g.ow == g.w {
+            shifted_row(src, g, [kh as isize, off, lo as isize, hi as isize], [p0, p1], out);
+            continue;
+        }
         // Walk the block one output row (oh) segment at a time.
         let mut p = p0;
         while p < p1 {
@@ -59,6 +63,52 @@ pub(crate) fn im2col_block(
                     *v = srow[(((a + j) * g.sw) as isize + off) as usize];
                 }
             }
+        }
+    }
+}
+
+/// One im2col row (`kh`, column offset `off`, in-image output columns `lo..hi`) of a stride-1
+/// conv whose output is as wide as its input ("same" width): output position `p` then reads
+/// input element `p + shift`, so the row is one contiguous copy of the plane followed by zeroing
+/// the padding — the columns outside `lo..hi` of each output row, and the rows outside the
+/// image. (Copying row segment by row segment cost as much as the product itself on 14×14
+/// maps: DenseNet's 3×3 convs spent 28% of their time here.)
+fn shifted_row(
+    src: &[f32],
+    g: &ConvGeom,
+    [kh, off, lo, hi]: [isize; 4],
+    [p0, p1]: [usize; 2],
+    out: &mut [f32],
+) {
+    let (ow, plane) = (g.ow as isize, (g.h * g.w) as isize);
+    let dy = kh * g.dh as isize - g.pt as isize;
+    let shift = dy * ow + off;
+    // Output rows whose input row is inside the image, as a position range.
+    let rows = ((-dy).max(0), (g.h as isize - dy).clamp(0, g.oh as isize));
+    let (a, b) = (rows.0 * ow, rows.1.max(rows.0) * ow);
+    let (p0i, p1i) = (p0 as isize, p1 as isize);
+    // The part of the block to copy: inside the valid rows and the source plane.
+    let c0 = a.max(p0i).max(-shift);
+    let c1 = b.min(p1i).min(plane - shift).max(c0);
+    if c0 >= c1 {
+        out.fill(0.0);
+        return;
+    }
+    out[..(c0 - p0i) as usize].fill(0.0);
+    out[(c1 - p0i) as usize..].fill(0.0);
+    out[(c0 - p0i) as usize..(c1 - p0i) as usize]
+        .copy_from_slice(&src[(c0 + shift) as usize..(c1 + shift) as usize]);
+    // Padding columns of the copied rows: [0, lo) and [hi, ow) of each, clipped to the copy.
+    if lo > 0 || hi < ow {
+        let mut row = c0 / ow;
+        while row * ow < c1 {
+            for (x0, x1) in [(0, lo), (hi, ow)] {
+                let (z0, z1) = ((row * ow + x0).max(c0), (row * ow + x1).min(c1));
+                if z0 < z1 {
+                    out[(z0 - p0i) as usize..(z1 - p0i) as usize].fill(0.0);
+                }
+            }
+            row += 1;
         }
     }
 }
