@@ -3,7 +3,9 @@
 `onnx` wheel. Usage: python bench/engine_vs_ort.py [--iters N] [--devices cpu,gpu] [--batch B] MODEL...
 (MODEL = light model name, e.g. resnet50). Prints one JSON line per (model, runtime). With --batch B > 1
 the model's inputs and outputs get a symbolic leading dim (a copy under /tmp) and both runtimes are fed
-B images."""
+B images. With --rounds R (default 1) onnxruntime and mpsrt alternate R times per model (each round
+`iters` runs of each, p50 per round) and a summary line gives each round's mpsrt/onnxruntime ratio and
+their median: on a shared 2-core VM single runs swing by 30%, paired rounds show the ratio itself."""
 import json
 import os
 import subprocess
@@ -16,7 +18,9 @@ import onnx.numpy_helper
 import onnxruntime as ort
 
 args = sys.argv[1:]
-iters, devices, batch = 10, ["cpu"], 1
+iters, devices, batch, rounds = 10, ["cpu"], 1, 1
+if "--rounds" in args:
+    i = args.index("--rounds"); rounds = int(args[i + 1]); del args[i:i + 2]
 if "--iters" in args:
     i = args.index("--iters"); iters = int(args[i + 1]); del args[i:i + 2]
 if "--batch" in args:
@@ -47,16 +51,26 @@ for name in args:
     feed = {i.name: np.random.rand(*[d if isinstance(d, int) else batch for d in i.shape]).astype(np.float32)
             for i in sess.get_inputs()}
     sess.run(None, feed)
-    lat = []
-    for _ in range(iters):
-        t0 = time.perf_counter(); sess.run(None, feed); lat.append((time.perf_counter() - t0) * 1e3)
-    lat.sort()
-    print(json.dumps({"model": name, "runtime": f"onnxruntime {ort.__version__} cpu",
-                      "p50_ms": lat[len(lat) // 2], "iterations": iters, "batch": batch}), flush=True)
-    for dev in devices:
-        out = subprocess.run(["./target/release/mpsrt", "bench", path, "--device", dev, "--json",
-                              "--iterations", str(iters), "--warmup", "1", "--batch", str(batch)],
-                             capture_output=True, text=True, check=True).stdout
-        r = json.loads(out)
-        print(json.dumps({"model": name, "runtime": f"mpsrt {r['place']}", "p50_ms": r["p50_ms"],
-                          "iterations": iters, "batch": batch, "plan": r["plan"]}), flush=True)
+    ratios = {dev: [] for dev in devices}
+    for rnd in range(rounds):
+        lat = []
+        for _ in range(iters):
+            t0 = time.perf_counter(); sess.run(None, feed); lat.append((time.perf_counter() - t0) * 1e3)
+        lat.sort()
+        ort_p50 = lat[len(lat) // 2]
+        print(json.dumps({"model": name, "runtime": f"onnxruntime {ort.__version__} cpu",
+                          "p50_ms": ort_p50, "iterations": iters, "batch": batch, "round": rnd}), flush=True)
+        for dev in devices:
+            out = subprocess.run(["./target/release/mpsrt", "bench", path, "--device", dev, "--json",
+                                  "--iterations", str(iters), "--warmup", "1", "--batch", str(batch)],
+                                 capture_output=True, text=True, check=True).stdout
+            r = json.loads(out)
+            ratios[dev].append(r["p50_ms"] / ort_p50)
+            print(json.dumps({"model": name, "runtime": f"mpsrt {r['place']}", "p50_ms": r["p50_ms"],
+                              "iterations": iters, "batch": batch, "round": rnd, "plan": r["plan"]}),
+                  flush=True)
+    if rounds > 1:
+        for dev, rs in ratios.items():
+            print(json.dumps({"model": name, "batch": batch, "device": dev,
+                              "ratio_mpsrt_over_ort": [round(x, 3) for x in rs],
+                              "median_ratio": round(sorted(rs)[len(rs) // 2], 3)}), flush=True)

@@ -225,3 +225,26 @@ fn shape_errors() {
         assert!(pad(&a, &[(-2, -1), (0, 0)], PadMode::Edge).is_err());
     }
 }
+
+/// A concat large enough to be copied on the worker pool (runs split into pieces), with a
+/// permuted part (element-strided copy) and batch 2 (one run per part and image), against the
+/// interleaving written out here.
+#[test]
+fn large_cpu_concat_matches_hand_interleaving() {
+    let (n, hw) = (2, 40 * 40);
+    let a = tensor(&values(n * 64 * hw, 11, false), &[n, 64, 40, 40], DType::F32);
+    let b = tensor(&values(n * 40 * 40 * 32, 12, false), &[n, 40, 40, 32], DType::F32)
+        .permute(&[0, 3, 1, 2])
+        .unwrap();
+    let c = tensor(&values(n * 3 * hw, 13, false), &[n, 3, 40, 40], DType::F32);
+    let got = concat(&[&a, &b, &c], 1).unwrap();
+    assert_eq!(got.shape(), [n, 99, 40, 40]);
+    let (av, bv, cv) = (f(&a), f(&b.contiguous().unwrap()), f(&c));
+    let mut want = Vec::with_capacity(n * 99 * hw);
+    for img in 0..n {
+        want.extend_from_slice(&av[img * 64 * hw..(img + 1) * 64 * hw]);
+        want.extend_from_slice(&bv[img * 32 * hw..(img + 1) * 32 * hw]);
+        want.extend_from_slice(&cv[img * 3 * hw..(img + 1) * 3 * hw]);
+    }
+    assert_eq!(f(&got), want);
+}

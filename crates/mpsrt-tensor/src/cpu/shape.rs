@@ -3,6 +3,7 @@
 
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
+use mpsrt_kernels::coalesce;
 use mpsrt_runtime::{CpuBuffer, Storage};
 use std::sync::Arc;
 
@@ -33,24 +34,82 @@ pub(crate) fn assemble(
     if let Some(f) = fill.filter(|f| f.iter().any(|&b| b != 0)) {
         out.chunks_exact_mut(size).for_each(|e| e.copy_from_slice(f));
     }
+    // Contiguous runs (output byte offset, source bytes) of every part: a concat of NCHW maps
+    // along channels is one run per part and image, however small its rows.
+    let mut runs: Vec<(usize, &[u8])> = Vec::new();
     for (dst, src) in parts {
-        copy_runs(out, dst, host_bytes(op, src)?, src.layout(), size);
+        copy_runs(out, dst, host_bytes(op, src)?, src.layout(), size, &mut runs);
     }
+    copy_parallel(out, &runs);
     Ok(Tensor::from_parts(Storage::Cpu(Arc::new(buf)), Layout::contiguous(shape), dtype))
 }
 
-/// Copies the elements of `src` (a layout over `src_bytes`) into the same-shaped window `dst` of
-/// `out`, a whole innermost run per `copy_from_slice` when both are unit-stride there (concat,
-/// pad and slice-assign are), element by element otherwise.
-fn copy_runs(out: &mut [u8], dst: &Layout, src_bytes: &[u8], src: &Layout, size: usize) {
+/// Bytes below which a copy stays on this thread (waking the workers costs more).
+const PAR_COPY: usize = 1 << 19;
+
+/// Output pointer the copy workers share; each writes only its own byte ranges.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut u8);
+// SAFETY: the tasks of `copy_parallel` write disjoint ranges of the output, which outlives them
+// (`par_for` returns after every task).
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// Copies each `(offset, bytes)` run into `out`, split into pieces over the worker pool when
+/// there is enough to copy (DenseNet's concats move ~70 MB per inference).
+fn copy_parallel(out: &mut [u8], runs: &[(usize, &[u8])]) {
+    let total: usize = runs.iter().map(|r| r.1.len()).sum();
+    let t = super::threads();
+    if t == 1 || total < PAR_COPY {
+        for (d, src) in runs {
+            out[*d..*d + src.len()].copy_from_slice(src);
+        }
+        return;
+    }
+    for (d, src) in runs {
+        assert!(*d + src.len() <= out.len(), "assemble: run out of bounds");
+    }
+    // Pieces of about total / t bytes (runs split where needed), one task each.
+    let piece = total.div_ceil(t);
+    let mut pieces: Vec<(usize, &[u8])> = Vec::new();
+    for &(d, src) in runs {
+        for (k, chunk) in src.chunks(piece).enumerate() {
+            pieces.push((d + k * piece, chunk));
+        }
+    }
+    let ptr = OutPtr(out.as_mut_ptr());
+    super::par_for(pieces.len(), |i| {
+        let ptr = ptr; // the whole `Send + Sync` wrapper, not its field
+        let (d, src) = pieces[i];
+        // SAFETY: runs are disjoint windows of `out` (the parts of an assemble never overlap)
+        // and checked in bounds above; `out` stays borrowed until `par_for` returns.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), ptr.0.add(d), src.len()) };
+    });
+}
+
+/// Adds the runs that copy the elements of `src` (a layout over `src_bytes`) into the
+/// same-shaped window `dst` of `out` to `runs` (dims that are contiguous in both merged first,
+/// so a whole contiguous block is one run); element-strided windows are copied here directly.
+fn copy_runs<'a>(
+    out: &mut [u8],
+    dst: &Layout,
+    src_bytes: &'a [u8],
+    src: &Layout,
+    size: usize,
+    runs: &mut Vec<(usize, &'a [u8])>,
+) {
     let n: usize = dst.shape.iter().product();
     if n == 0 {
         return;
     }
+    let (shape, strides) = coalesce(&dst.shape, &[dst.strides.clone(), src.strides.clone()]);
+    let dst = Layout { shape: shape.clone(), strides: strides[0].clone(), offset: dst.offset };
+    let src = Layout { shape, strides: strides[1].clone(), offset: src.offset };
     let nd = dst.shape.len();
     if nd == 0 {
         let (d, s) = (dst.offset * size, src.offset * size);
-        out[d..d + size].copy_from_slice(&src_bytes[s..s + size]);
+        runs.push((d, &src_bytes[s..s + size]));
         return;
     }
     let last = dst.shape[nd - 1];
@@ -58,7 +117,7 @@ fn copy_runs(out: &mut [u8], dst: &Layout, src_bytes: &[u8], src: &Layout, size:
     for (db, sb) in dst.row_starts().offsets().zip(src.row_starts().offsets()) {
         if dl == 1 && sl == 1 {
             let (d, s) = (db * size, sb * size);
-            out[d..d + last * size].copy_from_slice(&src_bytes[s..s + last * size]);
+            runs.push((d, &src_bytes[s..s + last * size]));
         } else {
             for j in 0..last as isize {
                 let d = (db as isize + j * dl) as usize * size;
