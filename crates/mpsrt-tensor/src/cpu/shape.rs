@@ -79,7 +79,7 @@ fn copy_parallel(out: &mut [u8], runs: &[(usize, &[u8])]) {
         }
     }
     let ptr = OutPtr(out.as_mut_ptr());
-    super::par_for(pieces.len(), |i| {
+    super::par_for(pieces.len(), move |i| {
         let ptr = ptr; // the whole `Send + Sync` wrapper, not its field
         let (d, src) = pieces[i];
         // SAFETY: runs are disjoint windows of `out` (the parts of an assemble never overlap)
