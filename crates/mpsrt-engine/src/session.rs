@@ -404,6 +404,9 @@ impl Session {
     /// Runs the model. Outputs come back in graph order with the dtypes the graph declares
     /// (int64/float64 outputs of a GPU session are returned on the CPU).
     pub fn run(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
+        if self.place == Place::Cpu {
+            return mpsrt_tensor::on_cpu_workers(|| self.execute(feeds, None));
+        }
         self.execute(feeds, None)
     }
 

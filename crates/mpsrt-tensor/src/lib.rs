@@ -27,6 +27,7 @@ pub use conv::{
     conv1d, conv2d, conv2d_act, conv2d_fused, conv_transpose2d, Conv1dPadding, Conv2dOptions,
     ConvPadding, ConvTranspose2dOptions,
 };
+pub use cpu::on_cpu_workers;
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::fused_elementwise;
 pub use matmul::{gemm, gemm_act, linear, matmul};

@@ -62,6 +62,17 @@ pub(crate) fn par_chunks<T: Send, R: Send>(
     }
 }
 
+/// Runs `f` on one of the CPU worker threads (inline when already on one, or when there is no
+/// pool), so the ops it calls split their work with that thread taking a share right away
+/// instead of the caller sleeping until workers finish: a model run of hundreds of small CPU
+/// steps otherwise pays two thread wake-ups per step (DenseNet-121: 246 steps).
+pub fn on_cpu_workers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match pool() {
+        Some(p) if threads() > 1 => p.install(f),
+        _ => f(),
+    }
+}
+
 /// `f(j)` for `j in 0..n` on the worker pool (the calling thread when `n <= 1`).
 pub(crate) fn par_for(n: usize, f: impl Fn(usize) + Sync + Send) {
     use rayon::prelude::*;
