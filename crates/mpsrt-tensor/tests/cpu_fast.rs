@@ -239,6 +239,21 @@ fn affine_elementwise_fast_path_matches_the_f64_reference() {
             Expr::unary(UnaryFn::Tanh, addx(mul(&x, &k0), &k1)),
         ),
     ];
+    // `x * s` keeps the sign of a zero product (no `+ 0.0` sneaks in): bit-exact against the
+    // general path's Mul node.
+    let x0 = mpsrt_tensor::Tensor::from_slice(
+        &[-0.0f32, 0.0, -1.5, 2.0],
+        &[1, 2, 2, 1],
+        mpsrt_tensor::Place::Cpu,
+    )
+    .unwrap();
+    let s0 =
+        mpsrt_tensor::Tensor::from_slice(&[1.0f32, -1.0], &[2, 1, 1], mpsrt_tensor::Place::Cpu)
+            .unwrap();
+    let y0 = fused_elementwise("affine", &[&x0, &s0], DType::F32, mul(&x, &k0), &[]).unwrap();
+    let bits: Vec<u32> = y0.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
+    let want: Vec<u32> = [-0.0f32, 0.0, 1.5, -2.0].iter().map(|v| v.to_bits()).collect();
+    assert_eq!(bits, want, "x * s keeps signed zeros");
     for (i, (what, xs, ks, e)) in cases.into_iter().enumerate() {
         let mut inputs = vec![rnd(&xs, 50 + i as u64)];
         inputs.extend(ks.iter().enumerate().map(|(j, s)| rnd(s, 60 + (i * 4 + j) as u64)));

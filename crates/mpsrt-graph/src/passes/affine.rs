@@ -119,8 +119,10 @@ pub fn fold_affine(g: &mut Graph) -> usize {
                 Some(Some(Dim::Known(m))) => *m,
                 _ => 0,
             };
-            let (s, t) = (zip(&a.s, &vec![1.0; m], |v, _| v), zip(&a.t, &vec![0.0; m], |v, _| v));
-            if m > 0 && s.len() == m && t.len() == m {
+            // Length-1 (uniform) coefficients repeat over the conv's m output channels.
+            let per_oc = |v: &[f64]| (0..m).map(|i| v[i.min(v.len() - 1)]).collect::<Vec<f64>>();
+            let (s, t) = (per_oc(&a.s), per_oc(&a.t));
+            if m > 0 && [a.s.len(), a.t.len()].iter().all(|&n| n == 1 || n == m) {
                 if let Some(mul) = scale_conv(g, conv_idx, &s, &t, &constant) {
                     inserted.extend(mul.map(|n| (conv_idx, n)));
                     g.nodes[conv_idx].outputs[0] = out;

@@ -203,7 +203,9 @@ impl<'s, 'a> Affine<'s, 'a> {
                 (_, Some(xs)) => (xs, coef(a)?),
                 _ => return None,
             },
-            e => (scaled(e)?, Coef::Const(0.0)),
+            // No Add: t = -0.0, the exact identity of `+` (x + 0.0 would turn -0.0 into +0.0);
+            // likewise s = 1 for no Mul: every form computes what its nodes would.
+            e => (scaled(e)?, Coef::Const(-0.0)),
         };
         Some(Affine { x, s, t, f })
     }
