@@ -138,3 +138,76 @@ fn pool_errors() {
         assert!(max_pool2d(&x.astype(DType::I32).unwrap(), &Pool2dOptions::new(2, 2)).is_err());
     }
 }
+
+/// The CPU max pool (rows reduced first, then columns) against a window-by-window scan written
+/// here, over kernel / stride / padding / dilation / ceil_mode cases, with a NaN and infinities
+/// in the input, in f32 and f64.
+#[test]
+fn cpu_max_pool_matches_a_brute_force_scan() {
+    // (h, w, kernel, stride, padding, dilation, ceil_mode)
+    let cases = [
+        (112, 112, [3, 3], [2, 2], [1, 1], [1, 1], false), // the ResNet/DenseNet stem
+        (9, 11, [3, 2], [2, 3], [1, 1], [1, 1], true),
+        (7, 8, [2, 3], [1, 1], [0, 1], [2, 1], false),
+        (5, 5, [5, 5], [1, 1], [2, 2], [1, 1], false),
+        (6, 4, [1, 1], [2, 1], [0, 0], [1, 1], true),
+    ];
+    for (i, &(h, w, kernel, stride, padding, dilation, ceil_mode)) in cases.iter().enumerate() {
+        let (n, c) = (2, 3);
+        let mut v = values(n * c * h * w, 300 + i as u64, false);
+        v[7] = f64::NAN;
+        v[h * w + 1] = f64::INFINITY;
+        v[2 * h * w + 2] = f64::NEG_INFINITY;
+        let o = Pool2dOptions {
+            kernel,
+            stride: Some(stride),
+            padding,
+            dilation,
+            ceil_mode,
+            count_include_pad: true,
+        };
+        let out_len = |len: usize, a: usize| {
+            let span = len + 2 * padding[a] - dilation[a] * (kernel[a] - 1) - 1;
+            let mut o = if ceil_mode { span.div_ceil(stride[a]) } else { span / stride[a] } + 1;
+            // PyTorch: the last window must start inside the input or the left padding.
+            if ceil_mode && (o - 1) * stride[a] >= len + padding[a] {
+                o -= 1;
+            }
+            o
+        };
+        let (oh, ow) = (out_len(h, 0), out_len(w, 1));
+        let mut want = Vec::new();
+        for p in 0..n * c {
+            for y in 0..oh {
+                for x in 0..ow {
+                    let mut m = f64::NEG_INFINITY;
+                    for ky in 0..kernel[0] {
+                        for kx in 0..kernel[1] {
+                            let r =
+                                (y * stride[0] + ky * dilation[0]) as isize - padding[0] as isize;
+                            let q =
+                                (x * stride[1] + kx * dilation[1]) as isize - padding[1] as isize;
+                            if r >= 0 && q >= 0 && (r as usize) < h && (q as usize) < w {
+                                let e = v[p * h * w + r as usize * w + q as usize];
+                                m = if e.is_nan() || m.is_nan() { f64::NAN } else { m.max(e) };
+                            }
+                        }
+                    }
+                    want.push(m);
+                }
+            }
+        }
+        for dtype in [DType::F32, DType::F64] {
+            let x = tensor(&v, &[n, c, h, w], dtype);
+            let got = max_pool2d(&x, &o).unwrap();
+            assert_eq!(got.shape(), [n, c, oh, ow], "case {i} {dtype}");
+            let got = got.to_f64_vec().unwrap();
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let same = (g.is_nan() && w.is_nan())
+                    || g == w
+                    || (*g as f32 as f64) == (*w as f32 as f64);
+                assert!(same, "case {i} {dtype} [{k}]: {g} vs {w}");
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! CPU reference for 2-D pooling: every window scanned in f64 with PyTorch's index and divisor
-//! rules (see `pool.rs`), NaN-propagating max.
+//! CPU reference for 2-D pooling with PyTorch's index and divisor rules (see `pool.rs`):
+//! average windows scanned and summed in f64; NaN-propagating max reduced separably (window rows
+//! into one row, then window columns), which compares the same elements.
 
 use crate::pool::PoolGeom;
 use crate::Tensor;
@@ -82,6 +83,9 @@ fn pool_planes<T: Elem>(
 ) {
     let w = g.w as isize;
     let mut k = 0;
+    if g.max && !g.adaptive {
+        return max_planes(xv, g, rows, cols, nc0, out);
+    }
     for nc in nc0..nc0 + out.len() / (g.oh * g.ow).max(1) {
         let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
         for (rs, ph) in rows {
@@ -117,6 +121,47 @@ fn pool_planes<T: Elem>(
                     };
                     T::from_f64(sum / divisor)
                 };
+                k += 1;
+            }
+        }
+    }
+}
+
+/// NaN-propagating `max(m, v)`: once `m` is NaN it stays NaN (`v > NaN` is false).
+#[inline(always)]
+fn max_nan<T: Elem>(m: T, v: T) -> T {
+    if v > m || v.is_nan() {
+        v
+    } else {
+        m
+    }
+}
+
+/// [`pool_planes`] for max pooling, separably: per output row the window's input rows are
+/// reduced to one row first (whole contiguous rows, a loop that vectorizes), then each output
+/// column takes the max of its window's columns of that row. Per element the same comparisons
+/// as the window scan, without its per-window bookkeeping (ResNet's and DenseNet's stem max
+/// pool on the 2-core VM: 0.92 → 0.54 ms in `mpsrt bench --profile`).
+fn max_planes<T: Elem>(
+    xv: &[T],
+    g: &PoolGeom,
+    rows: &[(Vec<isize>, usize)],
+    cols: &[(Vec<isize>, usize)],
+    nc0: usize,
+    out: &mut [T],
+) {
+    let mut line = vec![T::NEG_INF; g.w];
+    let mut k = 0;
+    for nc in nc0..nc0 + out.len() / (g.oh * g.ow).max(1) {
+        let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
+        for (rs, _) in rows {
+            line.fill(T::NEG_INF);
+            for &r in rs {
+                let src = &plane[r as usize * g.w..][..g.w];
+                line.iter_mut().zip(src).for_each(|(m, &v)| *m = max_nan(*m, v));
+            }
+            for (cs, _) in cols {
+                out[k] = cs.iter().fold(T::NEG_INF, |m, &c| max_nan(m, line[c as usize]));
                 k += 1;
             }
         }
