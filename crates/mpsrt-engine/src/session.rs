@@ -404,9 +404,6 @@ impl Session {
     /// Runs the model. Outputs come back in graph order with the dtypes the graph declares
     /// (int64/float64 outputs of a GPU session are returned on the CPU).
     pub fn run(&self, feeds: &HashMap<String, Tensor>) -> Result<Vec<(String, Tensor)>> {
-        if self.place == Place::Cpu {
-            return mpsrt_tensor::on_cpu_workers(|| self.execute(feeds, None));
-        }
         self.execute(feeds, None)
     }
 
@@ -426,7 +423,21 @@ impl Session {
         Ok(prof)
     }
 
+    /// [`Self::execute_steps`]; on the CPU from one of its worker threads, so each step's
+    /// parallel part starts on this thread instead of waking the pool and waiting (two thread
+    /// wake-ups per step otherwise).
     fn execute(
+        &self,
+        feeds: &HashMap<String, Tensor>,
+        prof: Option<(&mut Vec<StepProfile>, usize)>,
+    ) -> Result<Vec<(String, Tensor)>> {
+        if self.place == Place::Cpu {
+            return mpsrt_tensor::on_cpu_workers(|| self.execute_steps(feeds, prof));
+        }
+        self.execute_steps(feeds, prof)
+    }
+
+    fn execute_steps(
         &self,
         feeds: &HashMap<String, Tensor>,
         mut prof: Option<(&mut Vec<StepProfile>, usize)>,

@@ -77,6 +77,31 @@ fn const_runs(srcs: &[Src<'_>]) -> Option<usize> {
     (run != usize::MAX && run >= MIN_RUN).then_some(run)
 }
 
+/// Evaluates `$call` with the const `$k` set to `$pos` when it is one of the listed indices,
+/// else to `$len`: one monomorphized loop per listed function, the generic loop for the rest.
+macro_rules! with_k {
+    ($pos:expr, $len:expr, [$($i:literal),*], $k:ident => $call:expr) => {
+        match $pos {
+            $(Some($i) => { const $k: usize = $i; $call })*
+            _ => { const $k: usize = $len; $call }
+        }
+    };
+}
+
+/// [`with_k!`] over the entries of [`UN`].
+macro_rules! with_un {
+    ($pos:expr, $k:ident => $call:expr) => {
+        with_k!($pos, UN.len(), [0, 1, 2, 3, 4, 5, 6], $k => $call)
+    };
+}
+
+/// [`with_k!`] over the entries of [`BIN`].
+macro_rules! with_bin {
+    ($pos:expr, $k:ident => $call:expr) => {
+        with_k!($pos, BIN.len(), [0, 1, 2, 3, 4, 5], $k => $call)
+    };
+}
+
 /// A coefficient of [`Affine`]: constant over runs of a broadcast input, or one value.
 #[derive(Clone, Copy)]
 enum Coef<'s, 'a> {
@@ -211,16 +236,8 @@ impl<'s, 'a> Affine<'s, 'a> {
     }
 
     fn eval(&self, lo: usize, dst: &mut [f32]) {
-        match self.f.and_then(|f| UN.iter().position(|&u| u == f)) {
-            Some(0) => self.eval_k::<0>(lo, dst),
-            Some(1) => self.eval_k::<1>(lo, dst),
-            Some(2) => self.eval_k::<2>(lo, dst),
-            Some(3) => self.eval_k::<3>(lo, dst),
-            Some(4) => self.eval_k::<4>(lo, dst),
-            Some(5) => self.eval_k::<5>(lo, dst),
-            Some(6) => self.eval_k::<6>(lo, dst),
-            _ => self.eval_k::<{ UN.len() }>(lo, dst),
-        }
+        let pos = self.f.and_then(|f| UN.iter().position(|&u| u == f));
+        with_un!(pos, K => self.eval_k::<K>(lo, dst))
     }
 
     /// [`Self::eval`] with the function `UN[K]` (none for `K == UN.len()`) compiled in.
@@ -378,16 +395,7 @@ fn unary_into(f: UnaryFn, v: &V<'_>, dst: &mut [f32]) {
         V::S(s) => s,
         V::O(o) => o,
     };
-    match UN.iter().position(|&u| u == f) {
-        Some(0) => unary_into_k::<0>(f, x, dst),
-        Some(1) => unary_into_k::<1>(f, x, dst),
-        Some(2) => unary_into_k::<2>(f, x, dst),
-        Some(3) => unary_into_k::<3>(f, x, dst),
-        Some(4) => unary_into_k::<4>(f, x, dst),
-        Some(5) => unary_into_k::<5>(f, x, dst),
-        Some(6) => unary_into_k::<6>(f, x, dst),
-        _ => unary_into_k::<{ UN.len() }>(f, x, dst),
-    }
+    with_un!(UN.iter().position(|&u| u == f), K => unary_into_k::<K>(f, x, dst))
 }
 
 fn unary_into_k<const K: usize>(f: UnaryFn, x: &[f32], dst: &mut [f32]) {
@@ -396,15 +404,7 @@ fn unary_into_k<const K: usize>(f: UnaryFn, x: &[f32], dst: &mut [f32]) {
 
 /// `dst = f(a, b)`.
 fn binary_into(f: BinaryFn, a: &V<'_>, b: &V<'_>, dst: &mut [f32]) {
-    match BIN.iter().position(|&u| u == f) {
-        Some(0) => binary_into_k::<0>(f, a, b, dst),
-        Some(1) => binary_into_k::<1>(f, a, b, dst),
-        Some(2) => binary_into_k::<2>(f, a, b, dst),
-        Some(3) => binary_into_k::<3>(f, a, b, dst),
-        Some(4) => binary_into_k::<4>(f, a, b, dst),
-        Some(5) => binary_into_k::<5>(f, a, b, dst),
-        _ => binary_into_k::<{ BIN.len() }>(f, a, b, dst),
-    }
+    with_bin!(BIN.iter().position(|&u| u == f), K => binary_into_k::<K>(f, a, b, dst))
 }
 
 fn binary_into_k<const K: usize>(f: BinaryFn, a: &V<'_>, b: &V<'_>, dst: &mut [f32]) {
@@ -436,16 +436,7 @@ fn binary_into_k<const K: usize>(f: BinaryFn, a: &V<'_>, b: &V<'_>, dst: &mut [f
 }
 
 fn unary<'s>(f: UnaryFn, v: V<'s>, pool: &mut Pool) -> V<'s> {
-    match UN.iter().position(|&u| u == f) {
-        Some(0) => unary_k::<0>(f, v, pool),
-        Some(1) => unary_k::<1>(f, v, pool),
-        Some(2) => unary_k::<2>(f, v, pool),
-        Some(3) => unary_k::<3>(f, v, pool),
-        Some(4) => unary_k::<4>(f, v, pool),
-        Some(5) => unary_k::<5>(f, v, pool),
-        Some(6) => unary_k::<6>(f, v, pool),
-        _ => unary_k::<{ UN.len() }>(f, v, pool),
-    }
+    with_un!(UN.iter().position(|&u| u == f), K => unary_k::<K>(f, v, pool))
 }
 
 fn unary_k<'s, const K: usize>(f: UnaryFn, v: V<'s>, pool: &mut Pool) -> V<'s> {
@@ -464,15 +455,7 @@ fn unary_k<'s, const K: usize>(f: UnaryFn, v: V<'s>, pool: &mut Pool) -> V<'s> {
 }
 
 fn binary<'s>(f: BinaryFn, a: V<'s>, b: V<'s>, pool: &mut Pool) -> V<'s> {
-    match BIN.iter().position(|&u| u == f) {
-        Some(0) => binary_k::<0>(f, a, b, pool),
-        Some(1) => binary_k::<1>(f, a, b, pool),
-        Some(2) => binary_k::<2>(f, a, b, pool),
-        Some(3) => binary_k::<3>(f, a, b, pool),
-        Some(4) => binary_k::<4>(f, a, b, pool),
-        Some(5) => binary_k::<5>(f, a, b, pool),
-        _ => binary_k::<{ BIN.len() }>(f, a, b, pool),
-    }
+    with_bin!(BIN.iter().position(|&u| u == f), K => binary_k::<K>(f, a, b, pool))
 }
 
 fn binary_k<'s, const K: usize>(f: BinaryFn, a: V<'s>, b: V<'s>, pool: &mut Pool) -> V<'s> {

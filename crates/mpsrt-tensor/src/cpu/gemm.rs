@@ -13,6 +13,7 @@
 
 use super::im2col::im2col_block;
 use super::matmul::batch_offset;
+use super::SendPtr;
 use crate::conv::ConvGeom;
 use crate::matmul::Problem;
 use crate::Activation;
@@ -107,15 +108,6 @@ fn check_bounds((buf, o, r, c): Operand<'_>, rows: usize, cols: usize) {
     assert!(first >= 0 && (last as usize) < buf.len(), "sgemm operand out of bounds");
 }
 
-/// C pointer that scoped worker threads share; each writes only its own columns.
-#[derive(Clone, Copy)]
-struct CPtr(*mut f32);
-// SAFETY: the tasks of `sgemm_par` write disjoint row or column ranges of C and nothing reads C
-// concurrently; the pointer outlives them (`par_for` waits for every task).
-unsafe impl Send for CPtr {}
-// SAFETY: as above: shared only to hand each task its own disjoint range.
-unsafe impl Sync for CPtr {}
-
 /// `C[:, c0..c0 + n] = alpha · A·B + beta · C[:, c0..c0 + n]` for C row-major with row stride
 /// `ldc`, through the packed SGEMM, then the epilogue `epi` on that window.
 ///
@@ -129,7 +121,7 @@ unsafe fn sgemm_cols(
     a: Operand<'_>,
     b: Operand<'_>,
     beta: f32,
-    c: CPtr,
+    c: SendPtr<f32>,
     ldc: usize,
     epi: Epi<'_>,
 ) {
@@ -166,7 +158,7 @@ unsafe fn sgemm_raw(
     a: Operand<'_>,
     b: Operand<'_>,
     beta: f32,
-    c: CPtr,
+    c: SendPtr<f32>,
     ldc: usize,
 ) {
     check_bounds(a, m, k);
@@ -236,7 +228,7 @@ fn sgemm_par(
     assert!(c.len() >= m * n, "sgemm output too small");
     let by_cols = n > m;
     let t = super::threads().min(if by_cols { n } else { m }).max(1);
-    let ptr = CPtr(c.as_mut_ptr());
+    let ptr = SendPtr(c.as_mut_ptr());
     if t == 1 || m * n * k < (1 << 20) {
         // SAFETY: `c` holds m × n elements and is exclusively borrowed.
         return unsafe { sgemm_cols([m, n, k], alpha, a, b, beta, ptr, n, epi) };
@@ -254,10 +246,10 @@ fn sgemm_par(
         unsafe {
             if by_cols {
                 let b = (b.0, b.1 + lo as isize * b.3, b.2, b.3);
-                sgemm_cols([m, len, k], alpha, a, b, beta, CPtr(ptr.0.add(lo)), n, epi.at(lo));
+                sgemm_cols([m, len, k], alpha, a, b, beta, SendPtr(ptr.0.add(lo)), n, epi.at(lo));
             } else {
                 let a = (a.0, a.1 + lo as isize * a.2, a.2, a.3);
-                let c = CPtr(ptr.0.add(lo * n));
+                let c = SendPtr(ptr.0.add(lo * n));
                 sgemm_cols([len, n, k], alpha, a, b, beta, c, n, epi.at(lo * n));
             }
         }
@@ -393,7 +385,7 @@ pub(crate) fn conv2d(
                 let bmat = (&col[..], 0, plane as isize, 1);
                 sgemm_par([ocg, plane, kdim], 1.0, a, bmat, beta, dst, epi);
             } else {
-                let ptr = CPtr(dst.as_mut_ptr());
+                let ptr = SendPtr(dst.as_mut_ptr());
                 super::par_for(blocks, move |j| {
                     let ptr = ptr; // the whole `Send + Sync` wrapper, not its field
                     let (p0, p1) = (j * width, ((j + 1) * width).min(plane));
@@ -409,7 +401,7 @@ pub(crate) fn conv2d(
                         // SAFETY: block j owns columns p0..p1 of the ocg × plane output `dst`,
                         // which stays borrowed until `par_for` returns, after every block.
                         unsafe {
-                            let c = CPtr(ptr.0.add(p0));
+                            let c = SendPtr(ptr.0.add(p0));
                             let (mnk, e) = ([ocg, p1 - p0, kdim], epi.at(p0));
                             sgemm_cols(mnk, 1.0, a, bmat, beta, c, plane, e);
                         }

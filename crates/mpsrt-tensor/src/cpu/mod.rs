@@ -62,6 +62,24 @@ pub(crate) fn par_chunks<T: Send, R: Send>(
     }
 }
 
+/// A pointer into an output buffer that the tasks of one [`par_for`] share, each writing only
+/// its own disjoint range (SGEMM row or column blocks, conv column blocks, concat pieces).
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SendPtr<T> {}
+
+// SAFETY: handed only to `par_for` tasks that write disjoint ranges of the buffer and read
+// nothing another task writes; the buffer outlives them (`par_for` returns after every task).
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above: shared only so that each task can reach its own disjoint range.
+unsafe impl<T> Sync for SendPtr<T> {}
+
 /// Runs `f` on one of the CPU worker threads (inline when already on one, or when there is no
 /// pool), so the ops it calls split their work with that thread taking a share right away
 /// instead of the caller sleeping until workers finish: a model run of hundreds of small CPU

@@ -16,7 +16,7 @@ pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor
         let xc = x.contiguous()?;
         if let Storage::Cpu(b) = xc.storage() {
             let xv = &b.as_slice::<f32>()[xc.layout().offset..][..g.nc * g.h * g.w];
-            // Every output element is written by `pool_planes`.
+            // Every output element is written by `max_planes` or `avg_planes`.
             let mut buf = CpuBuffer::for_overwrite(g.nc * g.oh * g.ow * 4);
             pool_values(xv, g, buf.as_mut_slice::<f32>());
             let storage = Storage::Cpu(Arc::new(buf));
@@ -68,12 +68,16 @@ fn pool_values<T: Elem>(xv: &[T], g: &PoolGeom, out: &mut [T]) {
     let planes_per = g.nc.div_ceil(t.max(1)).max(1);
     let (rows, cols) = (&rows, &cols);
     super::par_chunks(out, planes_per * per_plane.max(1), |i, chunk| {
-        pool_planes(xv, g, rows, cols, i * planes_per, chunk)
+        if g.max {
+            max_planes(xv, g, rows, cols, i * planes_per, chunk)
+        } else {
+            avg_planes(xv, g, rows, cols, i * planes_per, chunk)
+        }
     });
 }
 
-/// Pools planes `nc0..` into `out` (whole output planes).
-fn pool_planes<T: Elem>(
+/// Average-pools planes `nc0..` into `out` (whole output planes): each window summed in f64.
+fn avg_planes<T: Elem>(
     xv: &[T],
     g: &PoolGeom,
     rows: &[(Vec<isize>, usize)],
@@ -83,44 +87,22 @@ fn pool_planes<T: Elem>(
 ) {
     let w = g.w as isize;
     let mut k = 0;
-    if g.max && !g.adaptive {
-        return max_planes(xv, g, rows, cols, nc0, out);
-    }
     for nc in nc0..nc0 + out.len() / (g.oh * g.ow).max(1) {
         let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
         for (rs, ph) in rows {
             for (cs, pw) in cols {
-                out[k] = if g.max {
-                    // NaN-propagating max (a NaN anywhere in the window wins).
-                    let mut best = T::NEG_INF;
-                    let mut nan = false;
-                    for &r in rs {
-                        let line = &plane[(r * w) as usize..][..g.w];
-                        for &c in cs {
-                            let v = line[c as usize];
-                            nan |= v.is_nan();
-                            best = if v > best { v } else { best };
-                        }
+                let mut sum = 0.0;
+                for &r in rs {
+                    for &c in cs {
+                        sum += plane[(r * w + c) as usize].into();
                     }
-                    if nan {
-                        T::from_f64(f64::NAN)
-                    } else {
-                        best
-                    }
+                }
+                let divisor = if g.adaptive || !g.count_include_pad {
+                    (rs.len() * cs.len()) as f64
                 } else {
-                    let mut sum = 0.0;
-                    for &r in rs {
-                        for &c in cs {
-                            sum += plane[(r * w + c) as usize].into();
-                        }
-                    }
-                    let divisor = if g.adaptive || !g.count_include_pad {
-                        (rs.len() * cs.len()) as f64
-                    } else {
-                        (ph * pw) as f64
-                    };
-                    T::from_f64(sum / divisor)
+                    (ph * pw) as f64
                 };
+                out[k] = T::from_f64(sum / divisor);
                 k += 1;
             }
         }
@@ -137,10 +119,11 @@ fn max_nan<T: Elem>(m: T, v: T) -> T {
     }
 }
 
-/// [`pool_planes`] for max pooling, separably: per output row the window's input rows are
+/// Max-pools planes `nc0..` into `out` (whole output planes, plain or adaptive windows),
+/// separably: per output row the window's input rows are
 /// reduced to one row first (whole contiguous rows, a loop that vectorizes), then each output
 /// column takes the max of its window's columns of that row. Per element the same comparisons
-/// as the window scan, without its per-window bookkeeping (ResNet's and DenseNet's stem max
+/// as scanning each window, without the per-window bookkeeping (ResNet's and DenseNet's stem max
 /// pool on the 2-core VM: 0.92 → 0.54 ms in `mpsrt bench --profile`).
 fn max_planes<T: Elem>(
     xv: &[T],

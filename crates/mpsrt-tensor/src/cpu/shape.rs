@@ -47,15 +47,6 @@ pub(crate) fn assemble(
 /// Bytes below which a copy stays on this thread (waking the workers costs more).
 const PAR_COPY: usize = 1 << 19;
 
-/// Output pointer the copy workers share; each writes only its own byte ranges.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut u8);
-// SAFETY: the tasks of `copy_parallel` write disjoint ranges of the output, which outlives them
-// (`par_for` returns after every task).
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
-
 /// Copies each `(offset, bytes)` run into `out`, split into pieces over the worker pool when
 /// there is enough to copy (DenseNet's concats move ~70 MB per inference).
 fn copy_parallel(out: &mut [u8], runs: &[(usize, &[u8])]) {
@@ -78,7 +69,7 @@ fn copy_parallel(out: &mut [u8], runs: &[(usize, &[u8])]) {
             pieces.push((d + k * piece, chunk));
         }
     }
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = super::SendPtr(out.as_mut_ptr());
     super::par_for(pieces.len(), move |i| {
         let ptr = ptr; // the whole `Send + Sync` wrapper, not its field
         let (d, src) = pieces[i];
