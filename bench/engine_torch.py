@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""ONNX models for `mpsrt bench` and the same networks in PyTorch (eager, CUDA, TF32 off).
+"""ONNX models for `mpsrt bench` and the same networks in PyTorch (CUDA, TF32 off): eager and
+replayed as CUDA graphs (the graph-mode peer of mpsrt's planned engine).
 
-  python3 bench/engine_torch.py export DIR      # torchvision resnet50 / densenet121 -> DIR/*.onnx
-  python3 bench/engine_torch.py torch [--iters N]  # torch latency, one JSON line per case
+  python3 bench/engine_torch.py export DIR      # the models below -> DIR/<name>.onnx (batch dim symbolic)
+  python3 bench/engine_torch.py torch [--iters N]  # torch latency, eager and CUDA graphs, one JSON line per case
   python3 bench/engine_torch.py ort DIR [--iters N] # onnxruntime CPU on DIR/*.onnx, batch 1 and 32
 
-Weights are random (no download): latency does not depend on them.
+Models: torchvision resnet50 / densenet121 / mobilenet_v3_small / efficientnet_b0 (batch 1 and
+32) and BERT-base from `transformers` (sequence 128, batch 1 and 8; inputs input_ids and
+attention_mask, int64). Weights are random (no download): latency does not depend on them.
 """
 import json
 import os
@@ -15,50 +18,114 @@ import time
 import torch
 import torchvision
 
-MODELS = {"resnet50": torchvision.models.resnet50, "densenet121": torchvision.models.densenet121}
+MODELS = {
+    "resnet50": torchvision.models.resnet50,
+    "densenet121": torchvision.models.densenet121,
+    "mobilenet_v3_small": torchvision.models.mobilenet_v3_small,
+    "efficientnet_b0": torchvision.models.efficientnet_b0,
+}
+BATCHES = {"bert_base": (1, 8)}  # every other model: (1, 32)
+SEQ = 128
+
+
+def bert():
+    """BERT-base (12 layers, hidden 768) with random weights, returning the last hidden state."""
+    from transformers import BertConfig, BertModel
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = BertModel(BertConfig(), add_pooling_layer=False)
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    return Bert().eval()
+
+
+def inputs(name, batch, dev="cpu"):
+    if name == "bert_base":
+        return (torch.randint(0, 30522, (batch, SEQ), device=dev),
+                torch.ones(batch, SEQ, dtype=torch.int64, device=dev))
+    return (torch.randn(batch, 3, 224, 224, device=dev),)
+
+
+def all_models():
+    out = {name: ctor for name, ctor in MODELS.items()}
+    try:
+        import transformers  # noqa: F401
+        out["bert_base"] = bert
+    except ImportError:
+        print(json.dumps({"skipped": "bert_base", "reason": "transformers is not installed"}))
+    return out
 
 
 def export(out):
     os.makedirs(out, exist_ok=True)
-    for name, ctor in MODELS.items():
-        m = ctor(weights=None).eval()
-        x = torch.randn(1, 3, 224, 224)
+    for name, ctor in all_models().items():
+        m = ctor() if name == "bert_base" else ctor(weights=None).eval()
+        x = inputs(name, 1)
+        names = ["input_ids", "attention_mask"] if name == "bert_base" else ["x"]
         path = os.path.join(out, f"{name}.onnx")
         try:  # the TorchScript exporter: plain opset-17 graphs
-            torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"],
-                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
-                              opset_version=17, dynamo=False)
+            axes = {n: {0: "batch"} for n in names + ["y"]}
+            torch.onnx.export(m, x, path, input_names=names, output_names=["y"],
+                              dynamic_axes=axes, opset_version=17, dynamo=False)
         except Exception as e:  # newer torch: only the dynamo exporter
             print(json.dumps({"torchscript_export_failed": str(e)[:200]}))
-            torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"],
-                              dynamic_shapes={"x": {0: torch.export.Dim("batch", max=64)}},
+            batch = torch.export.Dim("batch", max=64)
+            torch.onnx.export(m, x, path, input_names=names, output_names=["y"],
+                              dynamic_shapes={n: {0: batch} for n in names},
                               dynamo=True, external_data=False)
         print(json.dumps({"exported": path, "bytes": os.path.getsize(path)}))
+
+
+def timed(fn, iters):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    lat = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        lat.append((time.perf_counter() - t0) * 1e3)
+    lat.sort()
+    return lat
+
+
+def cuda_graph(m, x):
+    """Captures one forward pass as a CUDA graph (warm-up on a side stream, as PyTorch's docs
+    prescribe); returns the replay function."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            m(*x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        m(*x)
+    return g.replay
 
 
 def bench_torch(iters):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
-    for name, ctor in MODELS.items():
-        m = ctor(weights=None).eval().to(dev)
-        for batch in (1, 8, 32):
-            x = torch.randn(batch, 3, 224, 224, device=dev)
+    for name, ctor in all_models().items():
+        m = (ctor() if name == "bert_base" else ctor(weights=None)).eval().to(dev)
+        for batch in BATCHES.get(name, (1, 32)):
+            x = inputs(name, batch, dev)
             with torch.inference_mode():
-                for _ in range(5):
-                    m(x)
-                torch.cuda.synchronize()
-                lat = []
-                for _ in range(iters):
-                    t0 = time.perf_counter()
-                    m(x)
-                    torch.cuda.synchronize()
-                    lat.append((time.perf_counter() - t0) * 1e3)
-            lat.sort()
-            print(json.dumps({"torch": name, "batch": batch, "p50_ms": lat[len(lat) // 2],
-                              "p90_ms": lat[int(len(lat) * 0.9)], "mean_ms": sum(lat) / len(lat),
-                              "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                              "model": name}))
+                for mode in ("eager", "cuda_graph"):
+                    fn = (lambda: m(*x)) if mode == "eager" else cuda_graph(m, x)
+                    lat = timed(fn, iters)
+                    print(json.dumps({"torch": name, "mode": mode, "batch": batch,
+                                      "p50_ms": lat[len(lat) // 2], "p90_ms": lat[int(len(lat) * 0.9)],
+                                      "mean_ms": sum(lat) / len(lat),
+                                      "device": torch.cuda.get_device_name(0),
+                                      "torch_version": torch.__version__, "model": name}), flush=True)
 
 
 def bench_ort(models, iters):
