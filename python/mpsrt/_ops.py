@@ -300,3 +300,94 @@ _REDUCTIONS.update({"var": var, "std": std, "amax": _REDUCTIONS["max"],
 for _n, _f in _REDUCTIONS.items():
     setattr(Tensor, _n, _f)
 _funcs.update(_REDUCTIONS)
+
+
+# ---- joining, splitting, indexing (Paddle names and arguments) ----
+def _tensors(xs, op) -> list:
+    if isinstance(xs, Tensor) or not isinstance(xs, (list, tuple)):
+        raise TypeError(f"[{op}] expects a list or tuple of tensors, got {type(xs).__name__}")
+    ts = [_t(v) for v in xs]
+    return [t._t for t in ts]
+
+
+def concat(x, axis=0, name=None) -> Tensor:
+    """Joins a list of tensors along an existing `axis` (dtypes promote).
+
+    >>> mpsrt.concat([mpsrt.ones([2, 3]), mpsrt.zeros([1, 3])], axis=0).shape
+    [3, 3]"""
+    return Tensor._wrap(_C.concat(_tensors(x, "concat"), int(axis)))
+
+
+cat = concat  # PyTorch's name
+
+
+def stack(x, axis=0, name=None) -> Tensor:
+    """Joins equal-shaped tensors along a new `axis`."""
+    return Tensor._wrap(_C.stack(_tensors(x, "stack"), int(axis)))
+
+
+def split(x, num_or_sections, axis=0, name=None) -> list:
+    """Splits `x` along `axis` into views: `num_or_sections` is a count of equal parts (which
+    must divide the dim, as in Paddle) or a list of sizes, one of which may be -1 (the rest)."""
+    x = _t(x)
+    axis = int(axis)
+    n = x.shape[axis] if -x.ndim <= axis < x.ndim else None
+    if isinstance(num_or_sections, (int, np.integer)):
+        k = int(num_or_sections)
+        if n is not None and k > 0 and n % k != 0:
+            raise ValueError(f"[split] dim {axis} of {x.shape} ({n}) is not divisible into "
+                             f"{k} equal sections; pass a list of sizes instead")
+        return [Tensor._wrap(t) for t in _C.split_into(x._t, max(k, 0), axis)]
+    sizes = [int(s) for s in num_or_sections]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"[split] at most one section may be -1, got {sizes}")
+    if -1 in sizes and n is not None:
+        sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"[split] section sizes must be non-negative, got {num_or_sections} "
+                         f"for dim {axis} of {x.shape}")
+    return [Tensor._wrap(t) for t in _C.split(x._t, sizes, axis)]
+
+
+def chunk(x, chunks, axis=0, name=None) -> list:
+    """`chunks` equal parts along `axis` (Paddle's `chunk`: the dim must divide evenly)."""
+    return split(x, chunks, axis)
+
+
+def _index(index) -> Tensor:
+    """Index tensors as given; lists and arrays become int64 on the CPU (the library reads
+    indices on the host wherever they live)."""
+    if isinstance(index, Tensor):
+        return index
+    return to_tensor(np.asarray(index, dtype=np.int64), place="cpu")
+
+
+def gather(x, index, axis=None, name=None) -> Tensor:
+    """Entries of `x` at `index` (int32/int64, any rank; negative counts from the end) along
+    `axis` (default 0): `out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:]`."""
+    x = _t(x)
+    return Tensor._wrap(_C.gather(x._t, _index(index)._t, 0 if axis is None else int(axis)))
+
+
+def index_select(x, index, axis=0, name=None) -> Tensor:
+    """Entries of `x` at the 1-D `index` along `axis`."""
+    x = _t(x)
+    return Tensor._wrap(_C.index_select(x._t, int(axis), _index(index)._t))
+
+
+def tile(x, repeat_times, name=None) -> Tensor:
+    """Repeats `x` `repeat_times[d]` times along each dim (leading dims added as needed)."""
+    reps = [int(repeat_times)] if isinstance(repeat_times, (int, np.integer)) \
+        else [int(r) for r in repeat_times]
+    return Tensor._wrap(_C.tile(_t(x)._t, reps))
+
+
+def addmm(input, x, y, beta=1.0, alpha=1.0, name=None) -> Tensor:
+    """`beta * input + alpha * (x @ y)` for 2-D `x`, `y`; `input` broadcasts to the product."""
+    x, y = _t(x), _t(y)
+    return Tensor._wrap(_C.addmm(_t(input, x)._t, x._t, y._t, float(beta), float(alpha)))
+
+
+for _n, _f in {"split": split, "chunk": chunk, "tile": tile, "gather": gather,
+               "index_select": index_select}.items():
+    setattr(Tensor, _n, _f)

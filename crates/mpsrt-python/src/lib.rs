@@ -6,12 +6,15 @@
 //! operator overloading and the Paddle/PyTorch naming live in the pure-Python package. Every wait
 //! on the GPU releases the GIL.
 
+mod compose;
 mod device;
 mod jit;
+mod layers;
 mod nn;
 mod onnx;
 mod ops;
 mod reduce;
+mod shape_ops;
 mod tensor;
 
 use mpsrt_core::{DType, Error, ErrorKind, Place};
@@ -71,6 +74,9 @@ fn mpsrt_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ops::register(m)?;
     reduce::register(m)?;
     nn::register(m)?;
+    shape_ops::register(m)?;
+    layers::register(m)?;
+    compose::register(m)?;
     device::register(m)?;
     jit::register(m)?;
     onnx::register(m)?;

@@ -1,4 +1,6 @@
-"""`mpsrt.nn.functional`: activations (and, as they land in Rust, softmax/conv/pool/norm).
+"""`mpsrt.nn.functional`: activations, softmax, conv/pool (here) and the normalizations,
+linear, conv1d, conv_transpose2d, pad, embedding, dropout and interpolate (`_layers.py`), under
+Paddle's names and arguments.
 
 >>> y = mpsrt.nn.functional.relu(mpsrt.to_tensor([-1.0, 2.0], place='mps'))
 """
@@ -88,7 +90,7 @@ def _pair(v):
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None) -> Tensor:
     """2-D convolution, NCHW input and (out, in/groups, kh, kw) weight.
-    `padding`: int, (ph, pw), (top, left, bottom, right) or `'same'`."""
+    `padding`: int, (ph, pw), Paddle's (top, bottom, left, right) or `'same'`/`'valid'`."""
     same = isinstance(padding, str)
     if same and padding.lower() != "same":
         if padding.lower() == "valid":
@@ -97,8 +99,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name
             raise ValueError(f"[conv2d] padding must be 'same', 'valid' or ints, got {padding!r}")
     pads = [0, 0, 0, 0]
     if not same:
-        p = [int(padding)] * 2 if isinstance(padding, int) else [int(v) for v in padding]
-        pads = p + p if len(p) == 2 else p
+        pads = _pads2d(padding, "conv2d")
     b = None if bias is None else _t(bias)._t
     return Tensor._wrap(_C.conv2d(_t(x)._t, _t(weight)._t, b, _pair(stride), pads, same,
                                   _pair(dilation), int(groups)))
@@ -121,8 +122,31 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 
 def adaptive_avg_pool2d(x, output_size, name=None) -> Tensor:
+    """Average over adaptive windows; output size 1 runs the global pooling kernel."""
+    if _pair(output_size) == [1, 1]:
+        return Tensor._wrap(_C.global_pool2d("avg", _t(x)._t))
     return Tensor._wrap(_C.adaptive_pool2d("avg", _t(x)._t, _pair(output_size)))
 
 
-def adaptive_max_pool2d(x, output_size, name=None) -> Tensor:
+def adaptive_max_pool2d(x, output_size, return_mask=False, name=None) -> Tensor:
+    """Max over adaptive windows; output size 1 runs the global pooling kernel."""
+    if return_mask:
+        raise NotImplementedError("[adaptive_max_pool2d] return_mask=True is not supported")
+    if _pair(output_size) == [1, 1]:
+        return Tensor._wrap(_C.global_pool2d("max", _t(x)._t))
     return Tensor._wrap(_C.adaptive_pool2d("max", _t(x)._t, _pair(output_size)))
+
+
+def _pads2d(padding, op) -> list:
+    """Paddle's 2-D padding (int, [ph, pw] or [top, bottom, left, right]) as the library's
+    (top, left, bottom, right)."""
+    p = [int(padding)] * 2 if isinstance(padding, int) else [int(v) for v in padding]
+    if len(p) == 2:
+        return p + p
+    if len(p) == 4:
+        return [p[0], p[2], p[1], p[3]]
+    raise ValueError(f"[{op}] padding must be an int, [ph, pw] or [top, bottom, left, right], "
+                     f"got {padding!r}")
+
+
+from ._layers import *  # noqa: E402,F401,F403 - norms, linear, conv1d/transpose, pad, ...

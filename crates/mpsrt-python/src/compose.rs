@@ -1,0 +1,235 @@
+//! `nn.functional` ops the library has no single kernel for, composed here from its tensor ops
+//! (so both places run them, the GPU without a host round trip of the data):
+//! `_C.embedding` (gather + a padding mask), `_C.dropout` (rand + compare + multiply) and
+//! `_C.interpolate` (per spatial axis: index_select for nearest, two index_selects and a lerp for
+//! linear). Only small per-axis index/weight tables are built on the host.
+
+use crate::tensor::{wrap, PyTensor};
+use crate::{IntoPy, PyRes};
+use mpsrt_core::{DType, Error, Place, Result};
+use mpsrt_tensor::{self as mt, Tensor};
+use pyo3::prelude::*;
+
+fn run(py: Python<'_>, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
+    Ok(wrap(py.detach(f).py_err()?))
+}
+
+/// Rows of `weight` `[num, dim]` at `ids` (any shape, int32/int64); rows whose id equals
+/// `padding_idx` (already made non-negative) come out as zeros, as Paddle's forward does.
+fn embedding_impl(ids: &Tensor, weight: &Tensor, padding_idx: Option<i64>) -> Result<Tensor> {
+    let op = "embedding";
+    if weight.ndim() != 2 {
+        return Err(Error::shape(
+            op,
+            format!("weight must be [num_embeddings, embedding_dim], got {:?}", weight.shape()),
+        ));
+    }
+    let out = mt::gather(weight, ids, 0).map_err(|e| Error::new(e.kind, op, e.message))?;
+    let Some(p) = padding_idx else { return Ok(out) };
+    let keep = mt::not_equal_scalar(&ids.to(weight.place())?, p)?;
+    mt::multiply(&out, &keep.unsqueeze(-1)?.astype(weight.dtype())?)
+}
+
+#[pyfunction]
+#[pyo3(signature = (ids, weight, padding_idx))]
+fn embedding(
+    py: Python<'_>,
+    ids: &PyTensor,
+    weight: &PyTensor,
+    padding_idx: Option<i64>,
+) -> PyRes<PyTensor> {
+    let (i, w) = (ids.inner.clone(), weight.inner.clone());
+    run(py, move || embedding_impl(&i, &w, padding_idx))
+}
+
+/// Training-mode dropout: zero each element with probability `p` (one mask value per position
+/// of `mask_shape`, which broadcasts to `x` — Paddle's `axis`), scaling the kept ones by
+/// `1 / (1 - p)` when `upscale`.
+fn dropout_impl(x: &Tensor, p: f64, mask_shape: &[usize], upscale: bool) -> Result<Tensor> {
+    let op = "dropout";
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::invalid(op, format!("p must be in [0, 1], got {p}")));
+    }
+    let dt = x.dtype().to_float();
+    let x = x.astype(dt)?;
+    if p == 1.0 {
+        return mt::multiply_scalar(&x, 0.0);
+    }
+    let u = mt::rand(mask_shape, DType::F32, x.place())?;
+    let keep = mt::greater_equal_scalar(&u, p)?.astype(dt)?;
+    let y = mt::multiply(&x, &keep).map_err(|e| Error::new(e.kind, op, e.message))?;
+    if upscale {
+        mt::multiply_scalar(&y, 1.0 / (1.0 - p))?.astype(dt)
+    } else {
+        Ok(y)
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, p, mask_shape, upscale))]
+fn dropout(
+    py: Python<'_>,
+    x: &PyTensor,
+    p: f64,
+    mask_shape: Vec<usize>,
+    upscale: bool,
+) -> PyRes<PyTensor> {
+    let x = x.inner.clone();
+    run(py, move || dropout_impl(&x, p, &mask_shape, upscale))
+}
+
+/// How one spatial axis is resampled.
+#[derive(Clone, Copy)]
+struct AxisMap {
+    len: usize,
+    out: usize,
+    /// `1 / scale_factor` when the caller gave one (Paddle uses it instead of in/out).
+    inv_scale: Option<f64>,
+    align_corners: bool,
+    align_mode: u32,
+}
+
+impl AxisMap {
+    fn ratio(self) -> f64 {
+        if self.align_corners {
+            if self.out > 1 {
+                (self.len as f64 - 1.0) / (self.out as f64 - 1.0)
+            } else {
+                0.0
+            }
+        } else {
+            self.inv_scale.unwrap_or(self.len as f64 / self.out as f64)
+        }
+    }
+
+    /// Nearest source index per output index (Paddle: floor, or round with align_corners).
+    fn nearest(self) -> Vec<i64> {
+        let r = self.ratio();
+        let last = self.len as i64 - 1;
+        (0..self.out)
+            .map(|i| {
+                let s = r * i as f64;
+                let s = if self.align_corners { (s + 0.5).floor() } else { s.floor() };
+                (s as i64).clamp(0, last)
+            })
+            .collect()
+    }
+
+    /// `(i0, i1, lambda)` per output index: the value is `x[i0] + (x[i1] - x[i0]) * lambda`.
+    fn linear(self) -> (Vec<i64>, Vec<i64>, Vec<f32>) {
+        let r = self.ratio();
+        let last = self.len as i64 - 1;
+        let half_pixel = !self.align_corners && self.align_mode == 0;
+        let mut i0 = Vec::with_capacity(self.out);
+        let mut i1 = Vec::with_capacity(self.out);
+        let mut w = Vec::with_capacity(self.out);
+        for i in 0..self.out {
+            let src = if half_pixel { (r * (i as f64 + 0.5) - 0.5).max(0.0) } else { r * i as f64 };
+            let a = (src.floor() as i64).clamp(0, last);
+            i0.push(a);
+            i1.push((a + 1).min(last));
+            w.push((src - a as f64).clamp(0.0, 1.0) as f32);
+        }
+        (i0, i1, w)
+    }
+}
+
+fn index_tensor(v: &[i64]) -> Result<Tensor> {
+    Tensor::from_slice(v, &[v.len()], Place::Cpu)
+}
+
+/// Resample the spatial dims (2..) of `x` to `size` with `"nearest"` or `"linear"` (linear,
+/// bilinear and trilinear are this one mode over 1, 2 or 3 axes).
+fn interpolate_impl(
+    x: &Tensor,
+    size: &[usize],
+    scales: Option<&[f64]>,
+    mode: &str,
+    align_corners: bool,
+    align_mode: u32,
+) -> Result<Tensor> {
+    let op = "interpolate";
+    if x.ndim() < 3 || size.len() != x.ndim() - 2 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "expected input [N, C, spatial...] and one output size per spatial dim, got \
+                 input {:?} and size {size:?}",
+                x.shape()
+            ),
+        ));
+    }
+    if let Some(s) = scales {
+        if s.len() != size.len() || s.iter().any(|&v| v.is_nan() || v <= 0.0) {
+            return Err(Error::invalid(
+                op,
+                format!("scale_factor {s:?} must be positive, one per spatial dim"),
+            ));
+        }
+    }
+    if size.contains(&0) || x.shape()[2..].contains(&0) {
+        return Err(Error::shape(
+            op,
+            format!("input {:?} and output size {size:?} must be non-empty", x.shape()),
+        ));
+    }
+    let linear = match mode {
+        "nearest" => false,
+        "linear" | "bilinear" | "trilinear" => true,
+        other => {
+            return Err(Error::unsupported(
+                op,
+                format!("mode {other:?} (supported: nearest, linear, bilinear, trilinear, area)"),
+            ))
+        }
+    };
+    let dt = x.dtype();
+    let mut t = if linear { x.astype(dt.to_float())? } else { x.clone() };
+    for (k, &out) in size.iter().enumerate() {
+        let ax = 2 + k;
+        let len = t.shape()[ax];
+        let inv_scale = scales.map(|s| 1.0 / s[k]);
+        let m = AxisMap { len, out, inv_scale, align_corners, align_mode };
+        if len == out && inv_scale.is_none_or(|r| r == 1.0) {
+            continue;
+        }
+        let axis = ax as isize;
+        if !linear {
+            t = mt::index_select(&t, axis, &index_tensor(&m.nearest())?)?;
+            continue;
+        }
+        let (i0, i1, w) = m.linear();
+        let a = mt::index_select(&t, axis, &index_tensor(&i0)?)?;
+        let b = mt::index_select(&t, axis, &index_tensor(&i1)?)?;
+        let mut wshape = vec![1usize; t.ndim()];
+        wshape[ax] = out;
+        let w = Tensor::from_slice(&w, &wshape, t.place())?;
+        let d = mt::multiply(&mt::subtract(&b, &a)?, &w)?;
+        t = mt::add(&a, &d)?.astype(dt.to_float())?;
+    }
+    Ok(t)
+}
+
+#[pyfunction]
+#[pyo3(signature = (x, size, scales, mode, align_corners, align_mode))]
+fn interpolate(
+    py: Python<'_>,
+    x: &PyTensor,
+    size: Vec<usize>,
+    scales: Option<Vec<f64>>,
+    mode: &str,
+    align_corners: bool,
+    align_mode: u32,
+) -> PyRes<PyTensor> {
+    let (x, mode) = (x.inner.clone(), mode.to_string());
+    run(py, move || {
+        interpolate_impl(&x, &size, scales.as_deref(), &mode, align_corners, align_mode)
+    })
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(embedding, m)?)?;
+    m.add_function(wrap_pyfunction!(dropout, m)?)?;
+    m.add_function(wrap_pyfunction!(interpolate, m)?)?;
+    Ok(())
+}
