@@ -111,25 +111,26 @@ def _t(x, like=None) -> Tensor:
     return to_tensor(x, place=None if like is None else like.place)
 
 
-def _unary(name):
-    def f(x, name_=None):
-        return Tensor._wrap(_C.unary(name, _t(x)._t))
-    f.__name__ = name
-    f.__doc__ = f"Elementwise `{name}` (see the Rust `mpsrt_tensor::{name}`)."
+# The generated functions take Paddle's trailing `name=None` (unused), so the op is `op`.
+def _unary(op):
+    def f(x, name=None):
+        return Tensor._wrap(_C.unary(op, _t(x)._t))
+    f.__name__ = op
+    f.__doc__ = f"Elementwise `{op}` (see the Rust `mpsrt_tensor::{op}`)."
     return f
 
 
-def _bin(name):
-    def f(x, y, name_=None):
+def _bin(op):
+    def f(x, y, name=None):
         if isinstance(x, Tensor):
-            return _binary(name, x, y)
+            return _binary(op, x, y)
         if isinstance(y, Tensor):
-            if _is_number(x) and name not in _NO_REFLECT:
-                return _binary(name, y, x, True)
-            return _binary(name, _t(x, y), y)
-        return _binary(name, _t(x), y)
-    f.__name__ = name
-    f.__doc__ = f"Elementwise `{name}` with NumPy broadcasting; either side may be a Python number."
+            if _is_number(x) and op not in _NO_REFLECT:
+                return _binary(op, y, x, True)
+            return _binary(op, _t(x, y), y)
+        return _binary(op, _t(x), y)
+    f.__name__ = op
+    f.__doc__ = f"Elementwise `{op}` with NumPy broadcasting; either side may be a Python number."
     return f
 
 
@@ -248,24 +249,57 @@ def _axes(axis, dim):
     return [int(v) for v in a] if isinstance(a, (list, tuple)) else [int(a)]
 
 
-def _reducer(name):
-    def f(x, axis=None, keepdim=False, dtype=None, name_=None, dim=None):
-        out = Tensor._wrap(_C.reduce(name, _t(x)._t, _axes(axis, dim), bool(keepdim)))
+def _reducer(op):
+    def f(x, axis=None, keepdim=False, dtype=None, name=None, dim=None):
+        out = Tensor._wrap(_C.reduce(op, _t(x)._t, _axes(axis, dim), bool(keepdim)))
         return out if dtype is None else out.astype(dtype)
-    f.__name__ = name
-    f.__doc__ = (f"`{name}` over `axis` (an int, a list, or None for all) keeping reduced dims "
-                 f"when `keepdim`.\n\n>>> mpsrt.{name}(mpsrt.ones([2, 3]), axis=1)")
+    f.__name__ = op
+    f.__doc__ = (f"`{op}` over `axis` (an int, a list, or None for all) keeping reduced dims "
+                 f"when `keepdim`.\n\n>>> mpsrt.{op}(mpsrt.ones([2, 3]), axis=1)")
     return f
 
 
-def _arg(name):
-    def f(x, axis=None, keepdim=False, dtype=None, name_=None, dim=None):
+def _arg(op):
+    def f(x, axis=None, keepdim=False, dtype=None, name=None, dim=None):
         a = axis if axis is not None else dim
-        return Tensor._wrap(_C.reduce_arg(name, _t(x)._t, None if a is None else int(a),
-                                          bool(keepdim)))
-    f.__name__ = name
-    f.__doc__ = f"Index (int32) of the `{name[3:]}` along `axis` (flattened when None)."
+        out = Tensor._wrap(_C.reduce_arg(op, _t(x)._t, None if a is None else int(a),
+                                         bool(keepdim)))
+        return out if dtype is None else out.astype(dtype)
+    f.__name__ = op
+    f.__doc__ = (f"Index of the `{op[3:]}` along `axis` (flattened when None); int32 unless "
+                 f"`dtype` asks otherwise (Paddle's default is int64, which the GPU lacks).")
     return f
+
+
+def _sum(x, axis=None, dtype=None, keepdim=False, name=None, dim=None):
+    """Sum over `axis` (an int, a list, or None for all); Paddle's argument order
+    (`dtype` before `keepdim`)."""
+    out = Tensor._wrap(_C.reduce("sum", _t(x)._t, _axes(axis, dim), bool(keepdim)))
+    return out if dtype is None else out.astype(dtype)
+
+
+def _norm(x, p=None, axis=None, keepdim=False, name=None, dim=None):
+    """Vector p-norm over `axis` (all elements when None): `p` None, 2 or 'fro' is the
+    library's L2 reduction; 1, inf, -inf, 0 and other numbers compose abs/pow/sum/max/min."""
+    x = _t(x)
+    axes = _axes(axis, dim)
+    if p is None or p == "fro" or p == 2:
+        return Tensor._wrap(_C.reduce("norm", x._t, axes, bool(keepdim)))
+    if isinstance(p, str):
+        raise NotImplementedError(f"[norm] p={p!r}: only vector norms (numbers, 'fro') are "
+                                  f"supported")
+    a = _funcs["abs"](x)
+    red = lambda op, t: Tensor._wrap(_C.reduce(op, t._t, axes, bool(keepdim)))  # noqa: E731
+    p = float(p)
+    if p == float("inf"):
+        return red("max", a)
+    if p == float("-inf"):
+        return red("min", a)
+    if p == 0:
+        return red("sum", (x != 0).astype(x.dtype if x.dtype != "bool" else "float32"))
+    if p == 1:
+        return red("sum", a)
+    return red("sum", a ** p) ** (1.0 / p)
 
 
 def var(x, axis=None, unbiased=True, keepdim=False, name=None, dim=None, correction=None):
@@ -293,7 +327,9 @@ def log_softmax(x, axis=-1, dtype=None, name=None, dim=None):
     return out if dtype is None else out.astype(dtype)
 
 
-_REDUCTIONS = {n: _reducer(n) for n in ["sum", "mean", "prod", "max", "min", "logsumexp", "norm"]}
+_REDUCTIONS = {n: _reducer(n) for n in ["mean", "prod", "max", "min", "logsumexp"]}
+_sum.__name__, _norm.__name__ = "sum", "norm"  # module-level `sum` would shadow the builtin
+_REDUCTIONS.update({"sum": _sum, "norm": _norm})
 _REDUCTIONS.update({n: _arg(n) for n in ["argmax", "argmin"]})
 _REDUCTIONS.update({"var": var, "std": std, "amax": _REDUCTIONS["max"],
                     "amin": _REDUCTIONS["min"], "softmax": softmax, "log_softmax": log_softmax})

@@ -366,6 +366,70 @@ LW = np.arange(12, dtype=np.float32).reshape(4, 3)
 BIAS3 = np.array([1, 2, 3], np.float32)
 
 
+def _views_and_dtypes(t):
+    """Non-contiguous operands, zero-size parts, and the non-f32 dtypes each op keeps."""
+    h = rng.standard_normal((2, 3, 4, 6)).astype(np.float16)
+    i = rng.integers(-9, 9, (3, 5)).astype(np.int32)
+    xt = t(A).transpose([0, 2, 1])  # [2, 4, 3], a strided view
+    return [
+        (mpsrt.concat([xt, t(np.zeros((2, 0, 3), np.float32)), xt], axis=1),
+         np.concatenate([A.transpose(0, 2, 1)] * 2, 1)),
+        (mpsrt.stack([xt, xt], axis=1), np.stack([A.transpose(0, 2, 1)] * 2, 1)),
+        (mpsrt.tile(xt, [1, 2, 1]), np.tile(A.transpose(0, 2, 1), (1, 2, 1))),
+        (mpsrt.index_select(t(i).T, [4, 0], axis=0), i.T[[4, 0]]),
+        (F.pad(t(i), [1, 1, 0, 2], value=7), np.pad(i, ((1, 1), (0, 2)), constant_values=7)),
+        (F.pad(t(h), [1, 1, 1, 1], mode="circular"),
+         np.pad(h, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="wrap")),
+        (F.interpolate(t(h), scale_factor=2, mode="nearest"), h.repeat(2, 2).repeat(2, 3)),
+        (F.interpolate(t(h), size=[3, 5], mode="bilinear").astype("float32"),
+         lerp_axis_ref(lerp_axis_ref(h.astype(np.float64), 2, 3, False, 0), 3, 5, False, 0),
+         dict(rtol=1e-2, atol=1e-2)),
+        (F.layer_norm(t(h), 6).astype("float32"), norm_ref(h.astype(np.float64), (3,)),
+         dict(rtol=1e-2, atol=1e-2)),
+        (F.embedding(t(np.array([2, 0], np.int32)), t(i)), i[[2, 0]]),
+    ]
+
+
+CASES["views_and_dtypes"] = _views_and_dtypes
+
+
+def _paddle_signatures(t):
+    """Paddle's positional orders and defaults where they differ from PyTorch's."""
+    x = _f32(2, 3, 5, 5)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=np.nan)
+    win = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    ceil = np.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=-np.inf)
+    nhwc = x.transpose(0, 2, 3, 1)
+    return [
+        (mpsrt.sum(t(A), 1, None, True), A.sum(1, keepdims=True), TOL),  # (axis, dtype, keepdim)
+        (mpsrt.norm(t(A), 1, axis=2), np.abs(A).sum(2), TOL),
+        (mpsrt.norm(t(A), float("inf")), np.abs(A).max(), TOL),
+        (mpsrt.norm(t(A), 3, axis=[0, 1]), (np.abs(A) ** 3).sum((0, 1)) ** (1 / 3), TOL),
+        (mpsrt.norm(t(A), 2), np.sqrt((A.astype(np.float64) ** 2).sum()), TOL),
+        # exclusive=True by default: the padding is not counted.
+        (F.avg_pool2d(t(x), 3, 1, 1), np.nanmean(win, axis=(-2, -1)), TOL),
+        (F.avg_pool2d(t(x), 3, 1, 1, exclusive=False), np.nansum(win, axis=(-2, -1)) / 9, TOL),
+        (F.max_pool2d(t(x), 2, 2, 0, True),  # ceil_mode is the 5th positional argument
+         ceil.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5))),
+        (F.conv2d(t(nhwc), t(_W2[:, :3]), padding=1, data_format="NHWC"),
+         _conv2d_pad_ref(x, _W2[:, :3], (1, 1, 1, 1)).transpose(0, 2, 3, 1), TOL),
+    ]
+
+
+CASES["paddle_signatures"] = _paddle_signatures
+
+
+def test_result_dtypes(place):
+    h = mpsrt.to_tensor(np.ones((2, 3, 4, 4), np.float16), place=place)
+    i = mpsrt.to_tensor(np.ones((2, 3), np.int32), place=place)
+    assert F.interpolate(h, size=[2, 2], mode="bilinear").dtype == "float16"
+    assert F.layer_norm(h, 4).dtype == "float16"
+    assert F.pad(i, [1, 1]).dtype == "int32"
+    assert mpsrt.concat([i, i]).dtype == "int32"
+    assert all(p.dtype == "int32" for p in mpsrt.split(i, 3, axis=1))
+    assert mpsrt.split(mpsrt.zeros([0, 4], place=place), 2, axis=1)[0].shape == [0, 2]
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_vs_numpy(place, name):
     def t(a):

@@ -88,7 +88,8 @@ def _pair(v):
     return [int(v), int(v)] if isinstance(v, (int,)) else [int(e) for e in v]
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name=None) -> Tensor:
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data_format="NCHW",
+           name=None) -> Tensor:
     """2-D convolution, NCHW input and (out, in/groups, kh, kw) weight.
     `padding`: int, (ph, pw), Paddle's (top, bottom, left, right) or `'same'`/`'valid'`."""
     same = isinstance(padding, str)
@@ -101,24 +102,46 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, name
     if not same:
         pads = _pads2d(padding, "conv2d")
     b = None if bias is None else _t(bias)._t
-    return Tensor._wrap(_C.conv2d(_t(x)._t, _t(weight)._t, b, _pair(stride), pads, same,
-                                  _pair(dilation), int(groups)))
+    x = _t(x)
+    nhwc = str(data_format).upper() == "NHWC"
+    if not nhwc:
+        _nchw(data_format, "conv2d")
+    xc = x.permute([0, 3, 1, 2]) if nhwc else x
+    y = Tensor._wrap(_C.conv2d(xc._t, _t(weight)._t, b, _pair(stride), pads, same,
+                               _pair(dilation), int(groups)))
+    return y.permute([0, 2, 3, 1]) if nhwc else y
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               name=None) -> Tensor:
-    """Max pooling over NCHW windows (stride defaults to the kernel size)."""
+def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, return_mask=False,
+               data_format="NCHW", name=None, dilation=1) -> Tensor:
+    """Max pooling over NCHW windows (stride defaults to the kernel size); Paddle's argument
+    order, plus PyTorch's `dilation` as a keyword."""
+    if return_mask:
+        raise NotImplementedError("[max_pool2d] return_mask=True is not supported")
+    _nchw(data_format, "max_pool2d")
     return Tensor._wrap(_C.pool2d("max", _t(x)._t, _pair(kernel_size),
                                   None if stride is None else _pair(stride), _pair(padding),
                                   _pair(dilation), bool(ceil_mode), True))
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               name=None) -> Tensor:
-    """Average pooling over NCHW windows (PyTorch's `count_include_pad`)."""
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True,
+               divisor_override=None, data_format="NCHW", name=None,
+               count_include_pad=None) -> Tensor:
+    """Average pooling over NCHW windows. Paddle's `exclusive=True` (the default) leaves the
+    padding out of the divisor; PyTorch's `count_include_pad` keyword overrides it."""
+    if divisor_override is not None:
+        raise NotImplementedError("[avg_pool2d] divisor_override is not supported")
+    _nchw(data_format, "avg_pool2d")
+    include = (not exclusive) if count_include_pad is None else bool(count_include_pad)
     return Tensor._wrap(_C.pool2d("avg", _t(x)._t, _pair(kernel_size),
                                   None if stride is None else _pair(stride), _pair(padding),
-                                  [1, 1], bool(ceil_mode), bool(count_include_pad)))
+                                  [1, 1], bool(ceil_mode), include))
+
+
+def _nchw(data_format, op):
+    if str(data_format).upper() != "NCHW":
+        raise NotImplementedError(f"[{op}] data_format={data_format!r}: only 'NCHW' is "
+                                  f"supported (permute channels-last input first)")
 
 
 def adaptive_avg_pool2d(x, output_size, name=None) -> Tensor:
