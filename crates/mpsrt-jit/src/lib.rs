@@ -43,7 +43,10 @@ mod lower;
 mod memory;
 mod module;
 mod source;
+mod ttir;
 mod value;
+
+pub use ttir::compile_ttir;
 
 use mpsrt_core::{DType, Error, Result};
 
@@ -150,6 +153,8 @@ pub struct UniformField {
 /// A kernel specialized for one signature, ready to launch (see the crate docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompiledKernel {
+    /// The kernel's name (the Python function / TTIR `tt.func`).
+    pub name: String,
     pub wgsl: String,
     pub entry_point: String,
     pub workgroup_size: u32,
@@ -159,8 +164,34 @@ pub struct CompiledKernel {
     pub uniform_layout: Vec<UniformField>,
     /// Byte size of the uniform buffer (multiple of 16).
     pub uniform_size: u32,
+    /// Bytes of `var<workgroup>` memory the kernel uses (reductions, re-layouts, `tl.dot` tiles).
+    pub workgroup_bytes: u32,
     /// Stable key of (compiler version, source, kernel, signature, options): equal keys, equal WGSL.
     pub cache_key: String,
+}
+
+/// The WGSL entry point of every compiled kernel.
+pub const ENTRY_POINT: &str = module::ENTRY;
+
+/// Identifies this build of the compiler (an FNV-1a hash of the crate version and the sources
+/// that decide the WGSL), for caches outside this crate such as Triton's on-disk cache.
+pub fn ttir_compiler_id() -> String {
+    let sources = [
+        env!("CARGO_PKG_VERSION"),
+        include_str!("emit.rs"),
+        include_str!("memory.rs"),
+        include_str!("module.rs"),
+        include_str!("value.rs"),
+        include_str!("ttir/parse.rs"),
+        include_str!("ttir/lower.rs"),
+        include_str!("ttir/elementwise.rs"),
+    ];
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in sources.iter().flat_map(|s| s.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}-{h:016x}", env!("CARGO_PKG_VERSION"))
 }
 
 /// Compiles the `@jit` function `kernel_name` (default: the first `@jit` function in `source`

@@ -2,6 +2,7 @@
 //! (generated in `module`, once the final access mode of the buffer is known) that add the
 //! view offset and handle packed f16 / 8-bit storage.
 
+use crate::emit::Emitter;
 use crate::lower::Lowerer;
 use crate::value::{cast_expr, Tensor, Ty, Val};
 use mpsrt_core::{DType, Result};
@@ -74,46 +75,7 @@ impl<'a> Lowerer<'a> {
                 Some(if t.is_block() { self.broadcast_to(&t, &shape) } else { t })
             }
         };
-        let zero = crate::value::literal(0.0, elem);
-        let other_at = |i: &str| other.as_ref().map_or(zero.clone(), |o| o.at(i));
-        if !p.is_block() {
-            // One invocation loads and the value is shared with workgroupUniformLoad: a value
-            // read from storage is non-uniform in WGSL, and scalars may steer loops or `if`s
-            // that contain barriers.
-            let (v, w, name) = (self.em.fresh("l"), self.em.fresh("w"), self.em.fresh("t"));
-            self.em.use_scratch(0, 1);
-            self.em.open("if (lid == 0u)");
-            match &mask {
-                None => self.em.line(format!("let {v}: {} = ld{arg}({});", ty.wgsl(), p.expr)),
-                Some(m) => {
-                    self.em.line(format!("var {v}: {} = {};", ty.wgsl(), other_at("0u")));
-                    self.em.open(format!("if ({})", m.expr));
-                    self.em.line(format!("{v} = ld{arg}({});", p.expr));
-                    self.em.close();
-                }
-            }
-            self.em.line(format!("wg0[0] = {};", crate::emit::bits(&v, ty)));
-            self.em.close();
-            self.em.line(format!("let {w} = workgroupUniformLoad(&wg0[0]);"));
-            self.em.line(format!("let {name}: {} = {};", ty.wgsl(), crate::emit::unbits(&w, ty)));
-            self.em.barrier();
-            return Ok(Val::T(Tensor::scalar(name, ty)));
-        }
-        let out = self.em.decl_block(ty, &shape);
-        let (lhs, pi, oi) = (out.at("i"), p.at("i"), other_at("i"));
-        let mi = mask.as_ref().map(|m| m.at("i"));
-        self.em.for_each(out.numel(), |em| match &mi {
-            None => em.line(format!("{lhs} = ld{arg}({pi});")),
-            // Masked-off lanes never touch memory: their addresses may be out of bounds.
-            Some(m) => {
-                em.open(format!("if ({m})"));
-                em.line(format!("{lhs} = ld{arg}({pi});"));
-                em.else_();
-                em.line(format!("{lhs} = {oi};"));
-                em.close();
-            }
-        });
-        Ok(Val::T(out))
+        Ok(Val::T(emit_load(&mut self.em, &p, arg, elem, mask.as_ref(), other.as_ref())))
     }
 
     pub fn store(&mut self, args: Vec<Val>, kwargs: Kwargs) -> Result<Val> {
@@ -141,24 +103,7 @@ impl<'a> Lowerer<'a> {
         };
         let v = if v.is_block() { self.broadcast_to(&v, &shape) } else { v };
         let mask = self.mask(a[2].clone(), &shape)?;
-        let (pi, vi) = (p.at("i"), cast_expr(&v.at("i"), vd, elem));
-        let mi = mask.as_ref().map(|m| m.at("i"));
-        let body = |em: &mut crate::emit::Emitter| match &mi {
-            None => em.line(format!("st{arg}({pi}, {vi});")),
-            Some(m) => {
-                em.open(format!("if ({m})"));
-                em.line(format!("st{arg}({pi}, {vi});"));
-                em.close();
-            }
-        };
-        if p.is_block() {
-            self.em.for_each(p.numel(), body);
-        } else {
-            // A scalar store is done by one invocation.
-            self.em.open("if (lid == 0u)");
-            body(&mut self.em);
-            self.em.close();
-        }
+        emit_store(&mut self.em, &p, arg, elem, &v, vd, mask.as_ref());
         Ok(Val::None)
     }
 
@@ -185,5 +130,90 @@ impl<'a> Lowerer<'a> {
             out[p] = Some(v);
         }
         Ok(out)
+    }
+}
+
+/// Emits a load through pointer `p` into parameter `arg`'s buffer (elements of `elem`), with an
+/// optional bool `mask` and `other` (both scalars or already of `p`'s shape). Shared by the
+/// Python and TTIR frontends.
+pub(crate) fn emit_load(
+    em: &mut Emitter,
+    p: &Tensor,
+    arg: usize,
+    elem: DType,
+    mask: Option<&Tensor>,
+    other: Option<&Tensor>,
+) -> Tensor {
+    let ty = Ty::D(elem);
+    let shape = p.shape.clone();
+    let zero = crate::value::literal(0.0, elem);
+    let other_at = |i: &str| other.as_ref().map_or(zero.clone(), |o| o.at(i));
+    if !p.is_block() {
+        // One invocation loads and the value is shared with workgroupUniformLoad: a value
+        // read from storage is non-uniform in WGSL, and scalars may steer loops or `if`s
+        // that contain barriers.
+        let (v, w, name) = (em.fresh("l"), em.fresh("w"), em.fresh("t"));
+        em.use_scratch(0, 1);
+        em.open("if (lid == 0u)");
+        match mask {
+            None => em.line(format!("let {v}: {} = ld{arg}({});", ty.wgsl(), p.expr)),
+            Some(m) => {
+                em.line(format!("var {v}: {} = {};", ty.wgsl(), other_at("0u")));
+                em.open(format!("if ({})", m.expr));
+                em.line(format!("{v} = ld{arg}({});", p.expr));
+                em.close();
+            }
+        }
+        em.line(format!("wg0[0] = {};", crate::emit::bits(&v, ty)));
+        em.close();
+        em.line(format!("let {w} = workgroupUniformLoad(&wg0[0]);"));
+        em.line(format!("let {name}: {} = {};", ty.wgsl(), crate::emit::unbits(&w, ty)));
+        em.barrier();
+        return Tensor::scalar(name, ty);
+    }
+    let out = em.decl_block(ty, &shape);
+    let (lhs, pi, oi) = (out.at("i"), p.at("i"), other_at("i"));
+    let mi = mask.as_ref().map(|m| m.at("i"));
+    em.for_each(out.numel(), |em| match &mi {
+        None => em.line(format!("{lhs} = ld{arg}({pi});")),
+        // Masked-off lanes never touch memory: their addresses may be out of bounds.
+        Some(m) => {
+            em.open(format!("if ({m})"));
+            em.line(format!("{lhs} = ld{arg}({pi});"));
+            em.else_();
+            em.line(format!("{lhs} = {oi};"));
+            em.close();
+        }
+    });
+    out
+}
+
+/// Emits a store of `v` (element type `vd`, converted to `elem`) through pointer `p`.
+pub(crate) fn emit_store(
+    em: &mut Emitter,
+    p: &Tensor,
+    arg: usize,
+    elem: DType,
+    v: &Tensor,
+    vd: DType,
+    mask: Option<&Tensor>,
+) {
+    let (pi, vi) = (p.at("i"), cast_expr(&v.at("i"), vd, elem));
+    let mi = mask.as_ref().map(|m| m.at("i"));
+    let body = |em: &mut crate::emit::Emitter| match &mi {
+        None => em.line(format!("st{arg}({pi}, {vi});")),
+        Some(m) => {
+            em.open(format!("if ({m})"));
+            em.line(format!("st{arg}({pi}, {vi});"));
+            em.close();
+        }
+    };
+    if p.is_block() {
+        em.for_each(p.numel(), body);
+    } else {
+        // A scalar store is done by one invocation.
+        em.open("if (lid == 0u)");
+        body(em);
+        em.close();
     }
 }

@@ -1,6 +1,7 @@
 //! Assembles the WGSL module around the traced body: bindings, the uniform block, per-buffer
 //! load/store helpers, workgroup scratch, and the entry point that derives program ids.
 
+use crate::emit::Emitter;
 use crate::lower::{ArgInfo, Lowerer};
 use crate::source::Source;
 use crate::{
@@ -30,20 +31,39 @@ pub(crate) fn build(
         low = Lowerer::new(src, wg);
         low.run(kernel, sig)?;
     }
-    let bytes = (low.em.scratch[0] + low.em.scratch[1]) * 4;
+    finish(&low.args, &low.em, kernel.name.as_str(), wg, cache_key, opts)
+}
+
+/// Checks the workgroup-memory footprint and assembles the module around a lowered body. Both
+/// frontends (Python `@jit` source and Triton's TTIR) end here, so they share one WGSL shape.
+pub(crate) fn finish(
+    args: &[ArgInfo],
+    em: &Emitter,
+    name: &str,
+    wg: usize,
+    cache_key: String,
+    opts: &CompileOptions,
+) -> Result<CompiledKernel> {
+    let bytes = (em.scratch[0] + em.scratch[1]) * 4;
     if bytes > opts.max_workgroup_storage as usize {
         return Err(Error::unsupported(
             "jit",
             format!(
-                "kernel `{}` needs {bytes} bytes of workgroup memory for its reductions/broadcasts/tl.dot tiles but the device allows {}; use smaller BLOCK sizes",
-                kernel.name, opts.max_workgroup_storage
+                "kernel `{name}` needs {bytes} bytes of workgroup memory for its reductions/broadcasts/tl.dot tiles but the device allows {}; use smaller BLOCK sizes",
+                opts.max_workgroup_storage
             ),
         ));
     }
-    Ok(assemble(&low, kernel.name.as_str(), wg, cache_key))
+    Ok(assemble(args, em, name, wg, cache_key))
 }
 
-fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> CompiledKernel {
+fn assemble(
+    args: &[ArgInfo],
+    em: &Emitter,
+    name: &str,
+    wg: usize,
+    cache_key: String,
+) -> CompiledKernel {
     let mut fields = vec![
         field("num_programs_0", UniformKind::NumPrograms(0), "np0", "u32"),
         field("num_programs_1", UniformKind::NumPrograms(1), "np1", "u32"),
@@ -52,7 +72,7 @@ fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> Compiled
         field("dispatch_y", UniformKind::DispatchY, "disp_y", "u32"),
     ];
     let mut bindings = Vec::new();
-    for (k, a) in low.args.iter().enumerate() {
+    for (k, a) in args.iter().enumerate() {
         if let ArgSpec::Pointer { dtype } = a.spec {
             fields.push(field(
                 &format!("{}.offset", a.name),
@@ -70,7 +90,7 @@ fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> Compiled
             });
         }
     }
-    for (k, a) in low.args.iter().enumerate() {
+    for (k, a) in args.iter().enumerate() {
         if let ArgSpec::Scalar { dtype } = a.spec {
             let t = match dtype {
                 DType::F32 | DType::F16 => "f32",
@@ -100,15 +120,15 @@ fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> Compiled
         );
     }
     let _ = writeln!(w, "@group(0) @binding({}) var<uniform> P: Params;\n", bindings.len());
-    for (i, &n) in low.em.scratch.iter().enumerate() {
+    for (i, &n) in em.scratch.iter().enumerate() {
         if n > 0 {
             let _ = writeln!(w, "var<workgroup> wg{i}: array<u32, {n}>;");
         }
     }
-    if low.em.lines.iter().any(|l| l.contains("f16r(")) {
+    if em.lines.iter().any(|l| l.contains("f16r(")) {
         w.push_str(F16_HELPER);
     }
-    for (k, a) in low.args.iter().enumerate() {
+    for (k, a) in args.iter().enumerate() {
         if let ArgSpec::Pointer { dtype } = a.spec {
             accessors(&mut w, k, dtype, a);
         }
@@ -117,18 +137,19 @@ fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> Compiled
     let _ = writeln!(w, "fn {ENTRY}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{");
     w.push_str(PROLOGUE);
     for b in &bindings {
-        if !(low.args[b.arg_index].loaded || low.args[b.arg_index].stored) {
+        if !(args[b.arg_index].loaded || args[b.arg_index].stored) {
             // Keeps unused buffers in the pipeline's derived layout, so the launcher can always
             // bind one buffer per pointer argument.
             let _ = writeln!(w, "    _ = arrayLength(&buf{});", b.arg_index);
         }
     }
-    for l in &low.em.lines {
+    for l in &em.lines {
         w.push_str(l);
         w.push('\n');
     }
     w.push_str("}\n");
     CompiledKernel {
+        name: name.to_string(),
         wgsl: w,
         entry_point: ENTRY.to_string(),
         workgroup_size: wg as u32,
@@ -136,6 +157,7 @@ fn assemble(low: &Lowerer, name: &str, wg: usize, cache_key: String) -> Compiled
         bindings,
         uniform_layout: fields.into_iter().map(|(f, _)| f).collect(),
         uniform_size,
+        workgroup_bytes: ((em.scratch[0] + em.scratch[1]) * 4) as u32,
         cache_key,
     }
 }

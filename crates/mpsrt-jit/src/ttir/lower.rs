@@ -1,0 +1,653 @@
+//! Lowers parsed TTIR onto the shared [`Emitter`]: SSA values become [`Tensor`]s (WGSL lets and
+//! per-invocation arrays, distributed as the crate docs describe), `tt.splat` stays lazy until a
+//! block is really needed, `scf.for` / `scf.if` become WGSL loops / `if`s with `var`s for their
+//! carried values, and loads, stores, reductions, broadcasts and `tt.dot` use the same emission
+//! code as the Python frontend.
+
+use super::parse::{self, err, operands, types_text, Elem, Loc, Op, Type};
+use crate::emit::{bits, unbits, Emitter, RedOp};
+use crate::lower::ArgInfo;
+use crate::value::{Tensor, Ty};
+use crate::{ArgSpec, KernelSignature};
+use mpsrt_core::{DType, Error, Result};
+use std::collections::HashMap;
+
+/// A TTIR value: a materialized tensor, or a scalar splatted to `shape` (not yet in memory).
+#[derive(Debug, Clone)]
+pub(super) enum V {
+    T(Tensor),
+    Splat(Tensor, Vec<usize>),
+}
+
+impl V {
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            V::T(t) => &t.shape,
+            V::Splat(_, s) => s,
+        }
+    }
+    pub fn ty(&self) -> Ty {
+        match self {
+            V::T(t) | V::Splat(t, _) => t.ty,
+        }
+    }
+    /// What elementwise code reads: the tensor itself, or the splatted scalar.
+    pub fn view(&self) -> &Tensor {
+        match self {
+            V::T(t) | V::Splat(t, _) => t,
+        }
+    }
+    pub fn is_uniform(&self) -> bool {
+        matches!(self, V::Splat(..)) || !self.view().is_block()
+    }
+}
+
+/// Traces one TTIR function into WGSL.
+pub(crate) struct TtirLowerer {
+    pub em: Emitter,
+    pub args: Vec<ArgInfo>,
+    vals: HashMap<String, V>,
+    /// Op being lowered (errors name it and its location).
+    op_name: String,
+    loc: Option<Loc>,
+    line: usize,
+    nesting: usize,
+}
+
+impl TtirLowerer {
+    pub fn new(wg: usize) -> TtirLowerer {
+        TtirLowerer {
+            em: Emitter::new(wg),
+            args: Vec::new(),
+            vals: HashMap::new(),
+            op_name: String::new(),
+            loc: None,
+            line: 0,
+            nesting: 0,
+        }
+    }
+
+    /// An error naming the current op and the kernel source line it came from.
+    pub fn err(&self, msg: impl AsRef<str>) -> Error {
+        let at = match &self.loc {
+            Some(l) => format!("{l} (TTIR line {})", self.line),
+            None => format!("TTIR line {}", self.line),
+        };
+        err(format!("{at}: `{}`: {}", self.op_name, msg.as_ref()))
+    }
+
+    pub fn run(&mut self, f: &parse::Func, sig: &KernelSignature) -> Result<()> {
+        for (k, ((name, _), spec)) in f.params.iter().zip(&sig.args).enumerate() {
+            let v = match spec {
+                ArgSpec::Pointer { dtype } => {
+                    Tensor::scalar("0i", Ty::Ptr { arg: k, elem: *dtype })
+                }
+                ArgSpec::Scalar { dtype: DType::Bool } => {
+                    Tensor::scalar(format!("(P.s{k} != 0u)"), Ty::D(DType::Bool))
+                }
+                ArgSpec::Scalar { dtype } => Tensor::scalar(format!("P.s{k}"), Ty::D(*dtype)),
+                ArgSpec::Constexpr { .. } => {
+                    return Err(err("TTIR parameters are never constexpr"))
+                }
+            };
+            self.args.push(ArgInfo {
+                name: name.trim_start_matches('%').to_string(),
+                spec: spec.clone(),
+                loaded: false,
+                stored: false,
+            });
+            self.vals.insert(name.clone(), V::T(v));
+        }
+        self.block(&f.body)?;
+        Ok(())
+    }
+
+    fn block(&mut self, ops: &[Op]) -> Result<Vec<V>> {
+        for op in ops {
+            self.op_name.clone_from(&op.name);
+            self.loc.clone_from(&op.loc);
+            self.line = op.line;
+            match op.name.as_str() {
+                "scf.yield" | "tt.reduce.return" => return self.get_all(&operands(&op.body)),
+                "tt.return" => {
+                    if self.nesting > 0 {
+                        self.em.line("return;");
+                    }
+                    return Ok(Vec::new());
+                }
+                _ => {}
+            }
+            let outs = self.op(op)?;
+            if outs.len() != op.results.len() {
+                return Err(self.err(format!(
+                    "produced {} values for {} results",
+                    outs.len(),
+                    op.results.len()
+                )));
+            }
+            for (n, v) in op.results.iter().zip(outs) {
+                self.vals.insert(n.clone(), v);
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    pub fn get(&self, name: &str) -> Result<V> {
+        self.vals.get(name).cloned().ok_or_else(|| self.err(format!("unknown value {name}")))
+    }
+
+    fn get_all(&self, names: &[String]) -> Result<Vec<V>> {
+        names.iter().map(|n| self.get(n)).collect()
+    }
+
+    /// A materialized tensor (splats are written out).
+    pub fn tensor(&mut self, v: &V) -> Tensor {
+        match v {
+            V::T(t) => t.clone(),
+            V::Splat(t, shape) => self.em.splat(t, shape),
+        }
+    }
+
+    /// The register type of a TTIR type; pointer types take their buffer from `like`.
+    pub fn ty_of(&self, t: &Type, like: Option<&V>) -> Result<Ty> {
+        match t.elem {
+            Elem::D(d) => Ok(Ty::D(d)),
+            Elem::Ptr(_) => match like.map(V::ty) {
+                Some(ty @ Ty::Ptr { .. }) => Ok(ty),
+                _ => Err(self.err("cannot tell which buffer this pointer points into")),
+            },
+        }
+    }
+
+    pub fn check_rank(&self, shape: &[usize]) -> Result<()> {
+        if shape.len() > 2 {
+            return Err(self.err(format!("blocks of rank > 2 are not supported (shape {shape:?})")));
+        }
+        if shape.iter().product::<usize>() > crate::builtins::MAX_NUMEL {
+            return Err(self.err(format!(
+                "block {shape:?} is over the {} element limit",
+                crate::builtins::MAX_NUMEL
+            )));
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: &Op) -> Result<Vec<V>> {
+        let ops = operands(&op.body);
+        let tys = types_text(&op.body);
+        let one = |v: V| Ok(vec![v]);
+        match op.name.as_str() {
+            "llvm.intr.assume" => Ok(Vec::new()),
+            "tt.get_program_id" | "tt.get_num_programs" => {
+                let axis = match op.body.split_whitespace().next() {
+                    Some("x") => 0,
+                    Some("y") => 1,
+                    Some("z") => 2,
+                    other => return Err(self.err(format!("unknown axis {other:?}"))),
+                };
+                let e = if op.name == "tt.get_program_id" {
+                    format!("pid{axis}")
+                } else {
+                    format!("i32(P.np{axis})")
+                };
+                one(V::T(Tensor::scalar(e, Ty::D(DType::I32))))
+            }
+            "tt.make_range" => {
+                let start = parse::int_attr(&op.body, "start").unwrap_or(0);
+                let t = parse::parse_type(tys)?;
+                self.check_rank(&t.shape)?;
+                let lit = crate::value::i32_lit(start);
+                one(V::T(
+                    self.em.map(Ty::D(DType::I32), &t.shape, &[], |_| format!("i32(e) + {lit}")),
+                ))
+            }
+            "arith.constant" | "ub.poison" => self.constant(op, tys).map(|v| vec![v]),
+            "tt.splat" => {
+                let v = self.get(&ops[0])?;
+                let t = self.out_type(tys)?;
+                self.check_rank(&t.shape)?;
+                one(V::Splat(v.view().clone(), t.shape))
+            }
+            "tt.expand_dims" | "tt.reshape" => {
+                let v = self.get(&ops[0])?;
+                let t = self.out_type(tys)?;
+                self.check_rank(&t.shape)?;
+                if t.shape.iter().product::<usize>() != v.shape().iter().product::<usize>() {
+                    return Err(self.err("reshape changes the element count"));
+                }
+                // Row-major order is unchanged: only the shape changes.
+                one(match v {
+                    V::T(x) => V::T(Tensor { shape: t.shape, ..x }),
+                    V::Splat(x, _) => V::Splat(x, t.shape),
+                })
+            }
+            "tt.broadcast" => {
+                let v = self.get(&ops[0])?;
+                let t = self.out_type(tys)?;
+                self.check_rank(&t.shape)?;
+                one(self.broadcast(v, &t.shape))
+            }
+            "tt.trans" => {
+                let v = self.get(&ops[0])?;
+                let t = self.out_type(tys)?;
+                one(self.transpose(v, &t.shape)?)
+            }
+            "tt.addptr" => {
+                let (p, off) = (self.get(&ops[0])?, self.get(&ops[1])?);
+                let shape = p.shape().to_vec();
+                let ty = p.ty();
+                if !matches!(ty, Ty::Ptr { .. }) {
+                    return Err(self.err("the first operand is not a pointer"));
+                }
+                if p.view().expr == "0i" && off.ty() == Ty::D(DType::I32) {
+                    // `base + offsets`: the offsets are the pointer, no new variable.
+                    return one(match off {
+                        V::T(t) => V::T(Tensor { ty, ..t }),
+                        V::Splat(t, s) => V::Splat(Tensor { ty, ..t }, s),
+                    });
+                }
+                one(self.map(ty, &shape, &[&p, &off], |a| format!("{} + {}", a[0], a[1])))
+            }
+            "tt.load" => self.load(op, &ops).map(|v| vec![v]),
+            "tt.store" => {
+                self.store(&ops)?;
+                Ok(Vec::new())
+            }
+            "tt.reduce" => self.reduce(op, &ops).map(|v| vec![v]),
+            "tt.dot" => self.dot(&ops, tys).map(|v| vec![v]),
+            "scf.for" => self.for_op(op),
+            "scf.if" => self.if_op(op, &ops),
+            name => match self.elementwise(op, &ops, tys)? {
+                Some(v) => one(v),
+                None => Err(self
+                    .err(format!("the op `{name}` is not supported by the mpsrt Triton backend"))),
+            },
+        }
+    }
+
+    /// The result type of ops printed as `: A -> B`, `: A to B` or `: T`.
+    pub fn out_type(&self, tys: &str) -> Result<Type> {
+        let t = match tys.rfind("->") {
+            Some(i) => &tys[i + 2..],
+            None => match tys.find(" to ") {
+                Some(i) => &tys[i + 4..],
+                None => parse::split_top(tys, ',').last().copied().unwrap_or(tys),
+            },
+        };
+        parse::parse_type(t.trim().trim_start_matches('(').trim_end_matches(')'))
+            .map_err(|e| self.err(e.to_string()))
+    }
+
+    fn constant(&mut self, op: &Op, tys: &str) -> Result<V> {
+        let t = match op.body.as_str() {
+            // `arith.constant true` prints without a type.
+            "true" | "false" => Type { shape: Vec::new(), elem: Elem::D(DType::Bool) },
+            _ => self.out_type(tys)?,
+        };
+        let Elem::D(d) = t.elem else {
+            return Err(self.err("pointer constants are not supported"));
+        };
+        let text = op.body.split(" : ").next().unwrap_or("").trim();
+        let text = text.strip_prefix("dense<").map_or(text, |x| x.trim_end_matches('>'));
+        let v = if op.name == "ub.poison" || text.is_empty() {
+            0.0
+        } else if text.starts_with('[') {
+            return Err(self.err("non-splat dense constants are not supported"));
+        } else {
+            self.number(text, d)?
+        };
+        if !d.is_float() && d != DType::Bool && (v < f64::from(i32::MIN) || v > f64::from(u32::MAX))
+        {
+            return Err(self.err(format!("constant {text} does not fit in 32 bits")));
+        }
+        let s = Tensor::scalar(crate::value::literal(v, d), Ty::D(d));
+        Ok(if t.shape.is_empty() { V::T(s) } else { V::Splat(s, t.shape) })
+    }
+
+    fn number(&self, text: &str, d: DType) -> Result<f64> {
+        let bad = || self.err(format!("cannot read the constant `{text}`"));
+        Ok(match text {
+            "true" => 1.0,
+            "false" => 0.0,
+            _ if text.starts_with("0x") => {
+                let bits = u64::from_str_radix(&text[2..], 16).map_err(|_| bad())?;
+                match d {
+                    DType::F16 => half::f16::from_bits(bits as u16).to_f64(),
+                    DType::F32 => f64::from(f32::from_bits(bits as u32)),
+                    DType::F64 => f64::from_bits(bits),
+                    _ => bits as i64 as f64,
+                }
+            }
+            _ => text.parse::<f64>().map_err(|_| bad())?,
+        })
+    }
+
+    /// Elementwise `f` over values already of `shape` (or scalars / splats); all-uniform
+    /// operands compute once and stay a splat.
+    pub fn map(
+        &mut self,
+        ty: Ty,
+        shape: &[usize],
+        ins: &[&V],
+        f: impl Fn(&[String]) -> String,
+    ) -> V {
+        let views: Vec<&Tensor> = ins.iter().map(|v| v.view()).collect();
+        if ins.iter().all(|v| v.is_uniform()) {
+            let s = self.em.map(ty, &[], &views, f);
+            return if shape.is_empty() { V::T(s) } else { V::Splat(s, shape.to_vec()) };
+        }
+        V::T(self.em.map(ty, shape, &views, f))
+    }
+
+    fn broadcast(&mut self, v: V, shape: &[usize]) -> V {
+        let t = match v {
+            V::Splat(s, _) => return V::Splat(s, shape.to_vec()),
+            V::T(t) if !t.is_block() => return V::Splat(t, shape.to_vec()),
+            V::T(t) => t,
+        };
+        if t.numel() == shape.iter().product::<usize>() {
+            return V::T(Tensor { shape: shape.to_vec(), ..t });
+        }
+        // The emitter's re-layout works on rank-2 shapes; a leading 1 keeps the element order.
+        let pad = |s: &[usize]| if s.len() == 1 { vec![1, s[0]] } else { s.to_vec() };
+        let src = Tensor { shape: pad(&t.shape), ..t };
+        let out = self.em.relayout(&src, &pad(shape));
+        V::T(Tensor { shape: shape.to_vec(), ..out })
+    }
+
+    fn transpose(&mut self, v: V, out_shape: &[usize]) -> Result<V> {
+        let t = match v {
+            V::Splat(s, _) => return Ok(V::Splat(s, out_shape.to_vec())),
+            V::T(t) => t,
+        };
+        let [m, n] = t.shape[..] else {
+            return Ok(V::T(Tensor { shape: out_shape.to_vec(), ..t }));
+        };
+        if out_shape != [n, m] {
+            return Err(self.err("only 2-D transposes (order = [1, 0]) are supported"));
+        }
+        if m == 1 || n == 1 {
+            return Ok(V::T(Tensor { shape: out_shape.to_vec(), ..t }));
+        }
+        // Through workgroup memory: the element an invocation needs is owned by another one.
+        self.em.use_scratch(0, m * n);
+        let b = bits(&t.at("i"), t.ty);
+        self.em.for_each(m * n, |em| em.line(format!("wg0[e] = {b};")));
+        self.em.barrier();
+        let out = self.em.decl_block(t.ty, out_shape);
+        let (lhs, rhs) = (out.at("i"), unbits(&format!("wg0[(e % {m}u) * {n}u + e / {m}u]"), t.ty));
+        self.em.for_each(m * n, |em| em.line(format!("{lhs} = {rhs};")));
+        self.em.barrier();
+        Ok(V::T(out))
+    }
+
+    fn pointer(&self, v: &V) -> Result<(usize, DType)> {
+        match v.ty() {
+            Ty::Ptr { arg, elem } => Ok((arg, elem)),
+            other => Err(self.err(format!("expected a pointer, got {}", other.describe()))),
+        }
+    }
+
+    fn load(&mut self, op: &Op, ops: &[String]) -> Result<V> {
+        if op.body.contains("boundaryCheck") || op.body.contains("padding") {
+            return Err(
+                self.err("block-pointer loads (boundary_check) are not supported; use masks")
+            );
+        }
+        let p = self.get(&ops[0])?;
+        let (arg, elem) = self.pointer(&p)?;
+        self.args[arg].loaded = true;
+        let shape = p.shape().to_vec();
+        let p = if shape.is_empty() { p.view().clone() } else { self.tensor(&p) };
+        let mask = match ops.get(1) {
+            Some(m) => Some(self.get(m)?.view().clone()),
+            None => None,
+        };
+        let other = match ops.get(2) {
+            Some(o) => Some(self.get(o)?.view().clone()),
+            None => None,
+        };
+        Ok(V::T(crate::memory::emit_load(
+            &mut self.em,
+            &p,
+            arg,
+            elem,
+            mask.as_ref(),
+            other.as_ref(),
+        )))
+    }
+
+    fn store(&mut self, ops: &[String]) -> Result<()> {
+        if ops.len() < 2 {
+            return Err(self.err("expected a pointer and a value"));
+        }
+        let p = self.get(&ops[0])?;
+        let (arg, elem) = self.pointer(&p)?;
+        self.args[arg].stored = true;
+        let v = self.get(&ops[1])?;
+        let Ty::D(vd) = v.ty() else {
+            return Err(self.err("storing pointers is not supported"));
+        };
+        let p = if p.shape().is_empty() { p.view().clone() } else { self.tensor(&p) };
+        let mask = match ops.get(2) {
+            Some(m) => Some(self.get(m)?.view().clone()),
+            None => None,
+        };
+        crate::memory::emit_store(&mut self.em, &p, arg, elem, v.view(), vd, mask.as_ref());
+        Ok(())
+    }
+
+    fn reduce(&mut self, op: &Op, ops: &[String]) -> Result<V> {
+        if ops.len() != 1 {
+            return Err(self.err(format!(
+                "reductions of {} tensors at once (argmin/argmax-style) are not supported",
+                ops.len()
+            )));
+        }
+        let axis = parse::int_attr(&op.body, "axis").unwrap_or(0) as usize;
+        let red = self.combiner(op)?;
+        let v = self.get(&ops[0])?;
+        let src = self.tensor(&v);
+        self.check_rank(&src.shape)?;
+        if axis >= src.shape.len() {
+            return Err(self.err(format!("axis {axis} of a rank-{} block", src.shape.len())));
+        }
+        let ty = src.ty;
+        Ok(V::T(self.em.reduce(&src, ty, Some(axis), red)))
+    }
+
+    /// The reduction's combiner: a region holding one add/max/min of its two arguments.
+    fn combiner(&self, op: &Op) -> Result<RedOp> {
+        let r =
+            op.regions.first().ok_or_else(|| self.err("tt.reduce without a combiner region"))?;
+        let body: Vec<&Op> = r.ops.iter().filter(|o| o.name != "tt.reduce.return").collect();
+        let args: Vec<&str> = r.args.iter().map(|(n, _)| n.as_str()).collect();
+        if let [c] = body[..] {
+            let ins = operands(&c.body);
+            let uses_args = ins.len() == 2 && ins.iter().all(|i| args.contains(&i.as_str()));
+            let red = match c.name.as_str() {
+                "arith.addf" | "arith.addi" => Some(RedOp::Sum),
+                "arith.maxnumf" | "arith.maximumf" | "arith.maxsi" => Some(RedOp::Max),
+                "arith.minnumf" | "arith.minimumf" | "arith.minsi" => Some(RedOp::Min),
+                _ => None,
+            };
+            if let (true, Some(red)) = (uses_args, red) {
+                return Ok(red);
+            }
+        }
+        let names: Vec<&str> = body.iter().map(|o| o.name.as_str()).collect();
+        Err(self.err(format!(
+            "reduction combiner [{}] is not supported (sum, max and min are)",
+            names.join(", ")
+        )))
+    }
+
+    fn dot(&mut self, ops: &[String], tys: &str) -> Result<V> {
+        let out = self.out_type(tys)?;
+        let Elem::D(od) = out.elem else { return Err(self.err("pointer dot")) };
+        if !od.is_float() {
+            return Err(self.err(format!("tt.dot producing {od} is not supported (f32/f16 are)")));
+        }
+        if ops.len() < 3 {
+            return Err(self.err("expected a, b and an accumulator"));
+        }
+        let a = self.get(&ops[0])?;
+        let b = self.get(&ops[1])?;
+        let c = self.get(&ops[2])?;
+        let (a, b) = (self.tensor(&a), self.tensor(&b));
+        if a.shape.len() != 2 || b.shape.len() != 2 || a.shape[1] != b.shape[0] {
+            return Err(self.err(format!("shapes {:?} x {:?}", a.shape, b.shape)));
+        }
+        let acc = c.view().clone();
+        Ok(V::T(self.em.dot(&a, &b, Some(&acc), Ty::D(od))))
+    }
+
+    /// Declares `var`s holding carried values (loop iter_args or `if` results).
+    fn declare(&mut self, tys: &[Ty], shapes: &[Vec<usize>]) -> Vec<Tensor> {
+        let mut out = Vec::new();
+        for (ty, shape) in tys.iter().zip(shapes) {
+            let name = self.em.fresh("v");
+            let wt = if shape.is_empty() {
+                ty.wgsl().to_string()
+            } else {
+                self.em.max_numel = self.em.max_numel.max(shape.iter().product());
+                format!("array<{}, {}>", ty.wgsl(), self.em.regs(shape.iter().product()))
+            };
+            self.em.line(format!("var {name}: {wt};"));
+            out.push(Tensor { expr: name, ty: *ty, shape: shape.clone() });
+        }
+        out
+    }
+
+    /// `var = value` for every carried var. Values that read a var assigned earlier in the same
+    /// group (a swap of loop-carried values) are copied out first.
+    fn assign(&mut self, vars: &[Tensor], vals: &[V]) -> Result<()> {
+        if vars.len() != vals.len() {
+            return Err(self.err(format!("yields {} values for {}", vals.len(), vars.len())));
+        }
+        let mut srcs: Vec<V> = vals.to_vec();
+        for k in 0..vars.len() {
+            let reads_earlier = vars[..k].iter().any(|w| mentions(&srcs[k].view().expr, &w.expr));
+            if reads_earlier {
+                let c = self.em.fresh("c");
+                self.em.line(format!("let {c} = {};", srcs[k].view().expr));
+                let t = Tensor { expr: c, ..srcs[k].view().clone() };
+                srcs[k] = match &srcs[k] {
+                    V::T(_) => V::T(t),
+                    V::Splat(_, s) => V::Splat(t, s.clone()),
+                };
+            }
+        }
+        for (var, v) in vars.iter().zip(&srcs) {
+            if var.ty != v.ty() {
+                return Err(self.err(format!(
+                    "carried value changes type from {} to {}",
+                    var.ty.describe(),
+                    v.ty().describe()
+                )));
+            }
+            match v {
+                V::T(t) if t.expr == var.expr => {}
+                V::T(t) if t.shape == var.shape || !t.is_block() && !var.is_block() => {
+                    self.em.line(format!("{} = {};", var.expr, t.expr));
+                }
+                _ => {
+                    let (lhs, rhs) = (var.at("i"), v.view().at("i"));
+                    self.em.for_each(var.numel(), |em| em.line(format!("{lhs} = {rhs};")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn for_op(&mut self, op: &Op) -> Result<Vec<V>> {
+        let words: Vec<&str> = op.body.split_whitespace().collect();
+        if words.len() < 7 || words[1] != "=" || words[3] != "to" || words[5] != "step" {
+            return Err(self.err("cannot read the loop header"));
+        }
+        let (iv, lb, ub, st) =
+            (words[0], self.get(words[2])?, self.get(words[4])?, self.get(words[6])?);
+        let mut inits = Vec::new();
+        let mut names = Vec::new();
+        if let Some(i) = op.body.find("iter_args(") {
+            let open = i + "iter_args".len();
+            let close = parse::matching(&op.body, open).ok_or_else(|| self.err("iter_args"))?;
+            for pair in parse::split_top(&op.body[open + 1..close], ',') {
+                let (n, v) = pair.split_once('=').ok_or_else(|| self.err("iter_args"))?;
+                names.push(n.trim().to_string());
+                inits.push(self.get(v.trim())?);
+            }
+        }
+        let tys: Vec<Ty> = inits.iter().map(V::ty).collect();
+        let shapes: Vec<Vec<usize>> = inits.iter().map(|v| v.shape().to_vec()).collect();
+        let vars = self.declare(&tys, &shapes);
+        self.assign(&vars, &inits)?;
+        let lv = self.em.fresh("iv");
+        let (lb, ub, st) = (lb.view().expr.clone(), ub.view().expr.clone(), st.view().expr.clone());
+        self.em.open(format!("for (var {lv}: i32 = {lb}; {lv} < {ub}; {lv} += {st})"));
+        self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv, Ty::D(DType::I32))));
+        for (n, v) in names.iter().zip(&vars) {
+            self.vals.insert(n.clone(), V::T(v.clone()));
+        }
+        let body = op.regions.first().ok_or_else(|| self.err("scf.for without a body"))?;
+        self.nesting += 1;
+        let yielded = self.block(&body.ops)?;
+        self.nesting -= 1;
+        self.set_op(op);
+        self.assign(&vars, &yielded)?;
+        self.em.close();
+        Ok(vars.into_iter().map(V::T).collect())
+    }
+
+    fn if_op(&mut self, op: &Op, ops: &[String]) -> Result<Vec<V>> {
+        let c = self.get(ops.first().ok_or_else(|| self.err("scf.if without a condition"))?)?;
+        if !c.is_uniform() {
+            return Err(self.err("scf.if needs a scalar condition"));
+        }
+        let mut tys = Vec::new();
+        let mut shapes = Vec::new();
+        if let Some(i) = op.body.find("->") {
+            let list = op.body[i + 2..].trim().trim_start_matches('(').trim_end_matches(')');
+            for t in parse::split_top(list, ',') {
+                let t = parse::parse_type(t).map_err(|e| self.err(e.to_string()))?;
+                if matches!(t.elem, Elem::Ptr(_)) {
+                    return Err(self.err("scf.if yielding pointers is not supported"));
+                }
+                tys.push(self.ty_of(&t, None)?);
+                shapes.push(t.shape);
+            }
+        }
+        let vars = self.declare(&tys, &shapes);
+        self.em.open(format!("if ({})", c.view().expr));
+        self.nesting += 1;
+        for (k, r) in op.regions.iter().enumerate() {
+            if k == 1 {
+                self.em.else_();
+            }
+            let y = self.block(&r.ops)?;
+            self.set_op(op);
+            if !vars.is_empty() {
+                self.assign(&vars, &y)?;
+            }
+        }
+        self.nesting -= 1;
+        self.em.close();
+        Ok(vars.into_iter().map(V::T).collect())
+    }
+
+    fn set_op(&mut self, op: &Op) {
+        self.op_name.clone_from(&op.name);
+        self.loc.clone_from(&op.loc);
+        self.line = op.line;
+    }
+}
+
+/// Whether WGSL expression `e` reads the variable `var` (a whole identifier).
+fn mentions(e: &str, var: &str) -> bool {
+    e.match_indices(var).any(|(i, _)| {
+        let before = e[..i].chars().next_back();
+        let after = e[i + var.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}

@@ -1,0 +1,115 @@
+//! The second frontend: Triton's own IR. A real `triton` installation (its `@triton.jit`
+//! frontend and TTIR passes, driven by the `mpsrt.triton_backend` plug-in) hands the TTIR of a
+//! specialized kernel over as MLIR text; [`compile_ttir`] parses it ([`parse`]) and lowers its
+//! ops ([`lower`]) onto the same emitter, values and module assembly that the Python `@jit`
+//! frontend uses, so both produce WGSL with one launch contract (see the crate docs).
+//!
+//! Constexprs are already folded into the TTIR and absent from the function's parameters, so
+//! the signature comes from the TTIR itself: `!tt.ptr<T>` parameters are storage buffers, `i32`
+//! / `i64` / `f32` / `f16` / `i1` parameters are runtime scalars in the uniform block (in
+//! parameter order, the indices in [`crate::UniformKind`] are TTIR parameter indices).
+//! Unsupported ops are errors naming the op and the kernel's source line (from `loc(...)`).
+
+mod elementwise;
+mod lower;
+pub(crate) mod parse;
+
+use crate::{ArgSpec, CompileOptions, CompiledKernel, KernelSignature};
+use mpsrt_core::{DType, Error, Result};
+
+/// Compiles the TTIR text of one kernel (`kernel_name`, default: the public `tt.func`) to WGSL.
+pub fn compile_ttir(
+    ttir: &str,
+    kernel_name: Option<&str>,
+    opts: &CompileOptions,
+) -> Result<CompiledKernel> {
+    if !opts.max_workgroup_size.is_power_of_two() {
+        return Err(Error::invalid("triton", "max_workgroup_size must be a power of two"));
+    }
+    let funcs = parse::parse_module(ttir)?;
+    let func = match kernel_name {
+        Some(n) => funcs.iter().find(|f| f.name == n),
+        None => funcs.iter().find(|f| f.public).or(funcs.first()),
+    }
+    .ok_or_else(|| {
+        Error::invalid(
+            "triton",
+            format!(
+                "no tt.func {} in the TTIR",
+                kernel_name.map_or("".into(), |n| format!("@{n}"))
+            ),
+        )
+    })?;
+    if let Some(call) = first_call(&func.body) {
+        return Err(Error::unsupported(
+            "triton",
+            format!(
+                "{}: tt.call of `{call}` (a noinline function) is not supported; let the inliner inline it",
+                func.loc.as_ref().map_or("kernel".into(), |l| l.to_string())
+            ),
+        ));
+    }
+    let sig = signature(func)?;
+    let key = crate::cache_key(ttir, &func.name, &sig, opts);
+    let max_wg = opts.max_workgroup_size as usize;
+    let mut low = lower::TtirLowerer::new(max_wg);
+    low.run(func, &sig)?;
+    let wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
+    if wg != max_wg {
+        low = lower::TtirLowerer::new(wg);
+        low.run(func, &sig)?;
+    }
+    crate::module::finish(&low.args, &low.em, &func.name, wg, key, opts)
+}
+
+/// The launch signature of a TTIR function: one entry per parameter.
+fn signature(f: &parse::Func) -> Result<KernelSignature> {
+    let mut args = Vec::new();
+    for (name, ty) in &f.params {
+        let t = parse::parse_type(ty).map_err(|_| {
+            Error::unsupported(
+                "triton",
+                format!("parameter {name} of @{} has type `{ty}`, which is not supported", f.name),
+            )
+        })?;
+        if !t.shape.is_empty() {
+            return Err(Error::unsupported("triton", format!("tensor parameter {name} ({ty})")));
+        }
+        args.push(match t.elem {
+            parse::Elem::Ptr(dtype) => {
+                if !dtype.gpu_supported() {
+                    return Err(Error::unsupported(
+                        "triton",
+                        format!("pointer parameter {name} of {dtype} is not supported on the GPU"),
+                    ));
+                }
+                ArgSpec::Pointer { dtype }
+            }
+            parse::Elem::D(d) => ArgSpec::Scalar {
+                dtype: match d {
+                    DType::F32 | DType::F64 => DType::F32,
+                    DType::F16 => DType::F16,
+                    DType::Bool => DType::Bool,
+                    _ => DType::I32,
+                },
+            },
+        });
+    }
+    Ok(KernelSignature { args })
+}
+
+fn first_call(ops: &[parse::Op]) -> Option<String> {
+    for op in ops {
+        if op.name == "tt.call" {
+            return Some(
+                op.body.split(['(', ' ']).next().unwrap_or("").trim_start_matches('@').into(),
+            );
+        }
+        for r in &op.regions {
+            if let Some(c) = first_call(&r.ops) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,253 @@
+"""Triton driver for target `wgpu`: loads WGSL into mpsrt pipelines, launches them with mpsrt
+tensors and Python scalars on the device's command stream, and reports the device.
+
+Not a `GPUDriver` (that one imports torch): mpsrt is the tensor library here."""
+from __future__ import annotations
+
+import os
+import time
+
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+from . import BACKEND_NAME, TARGET_ARCH, WARP_SIZE
+
+_CONFIG: dict = {"num_warps": None, "num_stages": None, "max_threads": None,
+                 "shared_memory": None}
+
+
+def kernel_config() -> dict:
+    """The defaults `WgpuDriver.set_kernel_config` set (None: Triton's own defaults)."""
+    return dict(_CONFIG)
+
+
+def _C():
+    from .. import _C as c
+    return c
+
+
+def _device_index(device=None) -> int:
+    return _C().current_device() if device is None else int(device)
+
+
+class WgpuUtils:
+    """`driver.utils`: binary loading and device properties."""
+
+    @staticmethod
+    def get_device_properties(device=None):
+        p = _C().device_properties(_device_index(device))
+        shared = int(p.get("max_compute_workgroup_storage_size", 16384))
+        if _CONFIG["shared_memory"]:
+            shared = min(shared, int(_CONFIG["shared_memory"]))
+        return {
+            "max_shared_mem": shared,
+            # wgpu does not report SM counts or clocks; these keep Triton's tutorials' host code
+            # (occupancy estimates, roofline helpers) running with neutral values.
+            "multiprocessor_count": int(p.get("multiprocessor_count", 1) or 1),
+            "max_num_regs": 65536,
+            "warpSize": WARP_SIZE,
+            "max_threads_per_block": int(p.get("max_compute_invocations_per_workgroup", 256)),
+            "mem_clock_rate": 0,
+            "mem_bus_width": 0,
+            "name": p.get("name", ""),
+        }
+
+    @staticmethod
+    def load_binary(name, kernel, shared, device):
+        """`kernel` is the WGSL the compiler's last stage produced. Returns
+        (module, function, n_regs, n_spills, n_max_threads)."""
+        wgsl = kernel.decode() if isinstance(kernel, (bytes, bytearray)) else str(kernel)
+        pipeline = _C().triton_load(wgsl, _device_index(device))
+        # num_warps is a hint here (the workgroup size is capped at the device limit when the
+        # kernel is compiled), so any num_warps fits.
+        return pipeline, pipeline, 0, 0, 1 << 30
+
+    @staticmethod
+    def unload_module(module):
+        pass
+
+
+def _arg(a):
+    """A launch argument for Rust: the native tensor of mpsrt tensors (and of
+    `triton.reinterpret` wrappers), Python numbers as they are."""
+    t = getattr(a, "_t", None)
+    if t is not None:
+        return t
+    base = getattr(a, "base", None)
+    if base is not None and getattr(base, "_t", None) is not None:
+        return base._t
+    if hasattr(a, "item") and not hasattr(a, "__len__"):
+        return a.item()
+    return a
+
+
+class WgpuLauncher:
+    """Called by Triton as (gridX, gridY, gridZ, stream, function, packed_metadata,
+    launch_metadata, enter_hook, exit_hook, *args) with the kernel's Python arguments;
+    constexpr arguments (and ints specialized to 1 / None) are dropped, as in the TTIR."""
+
+    def __init__(self, src, metadata):
+        sig = list(src.signature.values()) if hasattr(src, "signature") else []
+        self.keep = [i for i, ty in enumerate(sig) if ty != "constexpr"]
+        for ty in sig:
+            if isinstance(ty, tuple) or (isinstance(ty, str) and ty.startswith("tensordesc")):
+                raise NotImplementedError(
+                    f"[mpsrt triton backend] {metadata.name}: tuple and tensor-descriptor "
+                    "arguments are not supported")
+        self.uniform = [tuple(u) for u in metadata.mpsrt_uniform]
+        self.bindings = list(metadata.mpsrt_bindings)
+        self.uniform_size = int(metadata.mpsrt_uniform_size)
+        self.name = metadata.name
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
+                 launch_enter_hook, launch_exit_hook, *args):
+        if launch_enter_hook is not None:
+            launch_enter_hook(launch_metadata)
+        rt = [_arg(args[i]) for i in self.keep]
+        _C().triton_launch(function, self.uniform, self.bindings, self.uniform_size, rt,
+                           (int(gridX), int(gridY), int(gridZ)))
+        if launch_exit_hook is not None:
+            launch_exit_hook(launch_metadata)
+
+
+class _Event:
+    """`Event(enable_timing=True)` for `triton.testing.do_bench`: `record()` waits for the
+    device and takes the host clock, so `elapsed_time` measures completed GPU work between two
+    records (wgpu timestamp queries are not wired into mpsrt's command stream yet)."""
+
+    def __init__(self, enable_timing=True):
+        self.t = None
+
+    def record(self, stream=None):
+        _C().synchronize(None)
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end) -> float:
+        return (end.t - self.t) * 1e3
+
+    def synchronize(self):
+        _C().synchronize(None)
+
+
+class _DeviceInterface:
+    Event = _Event
+
+    @staticmethod
+    def synchronize(device=None):
+        _C().synchronize(None if device is None else int(device))
+
+    @staticmethod
+    def current_device():
+        return _C().current_device()
+
+    @staticmethod
+    def device_count():
+        return _C().device_count()
+
+
+def benchmark(kernel_call, quantiles=None, warmup=25, rep=100, **kwargs):
+    """The autotuner's benchmarker: runs `kernel_call` in batches between device
+    synchronizations and returns per-call milliseconds (mean, or the requested quantiles over
+    batches). Launches within a batch pipeline on the device as in real use."""
+    sync = _C().synchronize
+    kernel_call()
+    sync(None)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        kernel_call()
+    sync(None)
+    est = max((time.perf_counter() - t0) * 1e3 / 3, 1e-3)
+    n_warm = max(1, int(warmup / est))
+    per_batch = max(1, min(100, int(rep / est / 5)))
+    for _ in range(n_warm):
+        kernel_call()
+    sync(None)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            kernel_call()
+        sync(None)
+        times.append((time.perf_counter() - t0) * 1e3 / per_batch)
+    times.sort()
+    if quantiles:
+        return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]
+    return sum(times) / len(times)
+
+
+class WgpuDriver(DriverBase):
+    """The active Triton driver when an mpsrt GPU adapter exists (see the package docs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.utils = WgpuUtils()
+        self.launcher_cls = WgpuLauncher
+        self.get_current_device = lambda: _C().current_device()
+        self.set_current_device = lambda device: _C().set_current_device(int(device))
+        # One in-order command stream per device: the stream handle is the device index.
+        self.get_current_stream = lambda device=None: _device_index(device)
+
+    @staticmethod
+    def is_active():
+        if os.environ.get("MPSRT_TRITON_DISABLE") == "1":
+            return False
+        try:
+            if _C().device_count() == 0:
+                return False
+        except Exception:
+            return False
+        if os.environ.get("TRITON_DEFAULT_BACKEND") == BACKEND_NAME:
+            return True
+        # Step aside for a native driver (CUDA, HIP) so installing mpsrt never breaks it;
+        # TRITON_DEFAULT_BACKEND=wgpu selects this one next to it.
+        from triton.backends import backends
+        for name, b in backends.items():
+            if name != BACKEND_NAME:
+                try:
+                    if b.driver.is_active():
+                        return False
+                except Exception:
+                    continue
+        return True
+
+    def get_current_target(self):
+        return GPUTarget(BACKEND_NAME, TARGET_ARCH, WARP_SIZE)
+
+    def get_active_torch_device(self):
+        raise RuntimeError("the mpsrt wgpu Triton backend works on mpsrt tensors, not torch")
+
+    def get_device_interface(self):
+        return _DeviceInterface
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        return ty
+
+    def get_benchmarker(self):
+        return benchmark
+
+    def get_empty_cache_for_benchmark(self):
+        # No L2 flush between timed runs (mpsrt has no in-place fill to overwrite a buffer).
+        return None
+
+    def clear_cache(self, cache):
+        pass
+
+    # ---- the seed's MPSDriver API ----
+    def set_kernel_config(self, num_warps=None, num_stages=None, max_threads=None,
+                          shared_memory=None):
+        """Defaults for kernels compiled from now on: `num_warps` / `num_stages` when a launch
+        does not pass them, `max_threads` caps the workgroup size, `shared_memory` caps the
+        workgroup memory a kernel may use (larger kernels fail with OutOfResources, which the
+        autotuner skips)."""
+        for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
+                     ("max_threads", max_threads), ("shared_memory", shared_memory)):
+            if v is not None:
+                if int(v) <= 0:
+                    raise ValueError(f"[mpsrt triton backend] {k} must be positive, got {v}")
+                _CONFIG[k] = int(v)
+
+    def memory_pool(self, device=None):
+        """Bytes held by live GPU tensors now and at peak (mpsrt's caching allocator)."""
+        s = _C().memory_stats(None if device is None else int(device))
+        return {"current_allocated": int(s["allocated"]), "max_allocated": int(s["peak_allocated"]),
+                "reserved": int(s["reserved"])}
