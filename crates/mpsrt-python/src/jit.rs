@@ -3,6 +3,9 @@
 //! every other op, so they are ordered with eager ops without extra synchronization. A kernel
 //! writes into the storage buffer of the output tensors it is given (`mpsrt.empty_like`), which
 //! later reads of those tensors observe.
+//!
+//! The `triton_*` functions serve the Triton backend (`mpsrt.triton_backend`): TTIR text is
+//! compiled by `mpsrt_jit::compile_ttir`, and launches take Triton's non-constexpr arguments.
 
 use crate::tensor::PyTensor;
 use crate::{IntoPy, PyRes};
@@ -283,7 +286,166 @@ fn wgsl_launch(
     .py_err()
 }
 
+/// A Triton kernel's pipeline on one device (`driver.utils.load_binary`'s module/function).
+#[pyclass(frozen, name = "TritonPipeline")]
+struct TritonPipeline {
+    pipeline: Arc<Pipeline>,
+    device: usize,
+}
+
+/// Identifies the TTIR compiler build (part of Triton's cache key, so a changed lowering never
+/// reuses WGSL from Triton's on-disk cache).
+#[pyfunction]
+fn triton_compiler_version() -> String {
+    mpsrt_jit::ttir_compiler_id()
+}
+
+/// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
+/// size; workgroup memory is not capped here (the driver compares `workgroup_bytes` with the
+/// device limit, so Triton raises OutOfResources and the autotuner skips the config).
+#[pyfunction]
+fn triton_compile<'py>(
+    py: Python<'py>,
+    ttir: String,
+    max_threads: u32,
+) -> PyRes<Bound<'py, pyo3::types::PyDict>> {
+    let k = py
+        .detach(move || {
+            let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).ok();
+            let (limit, subgroups) = dev.as_ref().map_or((256, false), |d| {
+                let p = d.properties();
+                (p.max_compute_invocations_per_workgroup.max(1), p.subgroups)
+            });
+            let floor = |x: u32| 1u32 << (31 - x.max(1).leading_zeros());
+            let opts = CompileOptions {
+                subgroups,
+                max_workgroup_size: floor(max_threads).min(floor(limit)),
+                max_workgroup_storage: u32::MAX,
+                f16: false,
+            };
+            mpsrt_jit::compile_ttir(&ttir, None, &opts)
+        })
+        .py_err()?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("name", &k.name)?;
+    d.set_item("wgsl", &k.wgsl)?;
+    d.set_item("workgroup_size", k.workgroup_size)?;
+    d.set_item("workgroup_bytes", k.workgroup_bytes)?;
+    d.set_item("uniform_size", k.uniform_size)?;
+    let uniform: Vec<(&str, usize)> = k
+        .uniform_layout
+        .iter()
+        .map(|f| match &f.kind {
+            UniformKind::NumPrograms(0) => ("np0", 0),
+            UniformKind::NumPrograms(1) => ("np1", 0),
+            UniformKind::NumPrograms(_) => ("np2", 0),
+            UniformKind::DispatchX => ("dx", 0),
+            UniformKind::DispatchY => ("dy", 0),
+            UniformKind::ViewOffset { arg } => ("off", *arg),
+            UniformKind::Scalar { arg, dtype } if dtype.is_float() => ("float", *arg),
+            UniformKind::Scalar { arg, dtype: DType::Bool } => ("bool", *arg),
+            UniformKind::Scalar { arg, .. } => ("int", *arg),
+        })
+        .collect();
+    d.set_item("uniform", uniform)?;
+    let bindings: Vec<usize> = k.bindings.iter().map(|b| b.arg_index).collect();
+    d.set_item("bindings", bindings)?;
+    Ok(d)
+}
+
+/// Builds the pipeline of a compiled Triton kernel (WGSL) on `device`.
+#[pyfunction]
+fn triton_load(py: Python<'_>, wgsl: String, device: usize) -> PyRes<TritonPipeline> {
+    py.detach(move || {
+        let dev = mpsrt_runtime::gpu_device(device)?;
+        let pipeline = dev.pipeline(Kernel { source: &wgsl, entry: mpsrt_jit::ENTRY_POINT })?;
+        Ok(TritonPipeline { pipeline, device })
+    })
+    .py_err()
+}
+
+/// Launches a Triton kernel: `uniform` lists the uniform block's fields as (code, arg) with
+/// codes 0-2 grid, 3/4 dispatched x/y, 5 view offset, 6 int, 7 float, 8 bool scalar (the
+/// layout `triton_compile` returned); `bindings` the argument index of each storage buffer.
+#[pyfunction]
+fn triton_launch(
+    py: Python<'_>,
+    pipe: &TritonPipeline,
+    uniform: Vec<(u8, usize)>,
+    bindings: Vec<usize>,
+    uniform_size: usize,
+    args: Vec<Bound<'_, PyAny>>,
+    grid: (u32, u32, u32),
+) -> PyRes<()> {
+    let kinds: Vec<(String, Bound<'_, PyAny>)> = args
+        .into_iter()
+        .map(|a| (if a.cast::<PyTensor>().is_ok() { "ptr" } else { "scalar" }.to_string(), a))
+        .collect();
+    let args = convert(&kinds)?;
+    let (pipeline, device) = (pipe.pipeline.clone(), pipe.device);
+    py.detach(move || {
+        let op = "triton";
+        let tensors: Vec<&Tensor> =
+            args.iter().filter_map(|a| if let Arg::Ptr(t) = a { Some(t) } else { None }).collect();
+        let dev = launch_device(op, &tensors)?;
+        if dev.index() != device {
+            return Err(Error::invalid(
+                op,
+                format!("kernel loaded on mps:{device} but its tensors are on mps:{}", dev.index()),
+            ));
+        }
+        let grid = [grid.0, grid.1, grid.2];
+        if grid.contains(&0) {
+            return Ok(());
+        }
+        let wg = workgroups(op, grid, dev.properties().max_compute_workgroups_per_dimension)?;
+        let mut meta = vec![0u8; uniform_size.max(4 * uniform.len()).div_ceil(16) * 16];
+        for (i, &(code, a)) in uniform.iter().enumerate() {
+            let word: u32 = match (code, args.get(a)) {
+                (0..=2, _) => grid[code as usize],
+                (3, _) => wg[0],
+                (4, _) => wg[1],
+                (5, Some(Arg::Ptr(t))) => t.layout().offset as u32,
+                (6, Some(Arg::Int(v))) => *v as i32 as u32,
+                (6 | 8, Some(Arg::Bool(b))) => u32::from(*b),
+                (7, Some(Arg::Float(v))) => (*v as f32).to_bits(),
+                (7, Some(Arg::Int(v))) => (*v as f32).to_bits(),
+                (8, Some(Arg::Int(v))) => u32::from(*v != 0),
+                (_, got) => {
+                    let got = match got {
+                        Some(Arg::Ptr(_)) => "a tensor",
+                        Some(Arg::Float(_)) => "a float",
+                        Some(_) => "a scalar",
+                        None => "nothing",
+                    };
+                    return Err(Error::invalid(
+                        op,
+                        format!(
+                            "argument {a}: the kernel expects another kind of value, got {got}"
+                        ),
+                    ));
+                }
+            };
+            meta[4 * i..4 * i + 4].copy_from_slice(&word.to_le_bytes());
+        }
+        let mut binds = Vec::with_capacity(bindings.len());
+        for &a in &bindings {
+            match args.get(a) {
+                Some(Arg::Ptr(t)) => binds.push(Binding::from(gpu_buffer(op, t)?)),
+                _ => return Err(Error::invalid(op, format!("argument {a} must be a tensor"))),
+            }
+        }
+        dev.dispatch(op, &pipeline, &binds, &meta, wg)
+    })
+    .py_err()
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<TritonPipeline>()?;
+    m.add_function(wrap_pyfunction!(triton_compiler_version, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_compile, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_load, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_launch, m)?)?;
     m.add_function(wrap_pyfunction!(jit_launch, m)?)?;
     m.add_function(wrap_pyfunction!(jit_compile, m)?)?;
     m.add_function(wrap_pyfunction!(wgsl_launch, m)?)?;
