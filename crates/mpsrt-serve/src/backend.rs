@@ -37,6 +37,14 @@ pub trait Backend: Send + Sync {
     fn platform(&self) -> &str;
     /// File loaded from a version folder when the config names none, e.g. `"model.onnx"`.
     fn default_model_filename(&self) -> &str;
+    /// Other `backend` names a config may use for this backend (e.g. `metal_mps`).
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+    /// Other file names tried, in order, when the default file is absent (e.g. `model.mps`).
+    fn alternate_model_filenames(&self) -> &[&str] {
+        &[]
+    }
     /// Inspects the model file to auto-complete the config.
     fn model_io(&self, model_path: &Path) -> Result<ModelIo, ServeError>;
     /// Loads one instance on a device.
@@ -102,7 +110,9 @@ impl ServeBackends {
         self.backends
             .iter()
             .find(|b| {
-                (!config.backend.is_empty() && config.backend == b.name())
+                (!config.backend.is_empty()
+                    && (config.backend == b.name()
+                        || b.aliases().contains(&config.backend.as_str())))
                     || (!config.platform.is_empty() && config.platform == b.platform())
             })
             .cloned()

@@ -208,6 +208,82 @@ pub fn validate(config: &ModelConfig) -> Result<(), ServeError> {
     }
 }
 
+/// A written config must describe the model file: the same input names, outputs that exist, the
+/// same data types, and dims that agree (the batch dim is the file's leading `-1` when the model
+/// batches; `-1` on either side matches anything). Checked at load so a mismatch makes the model
+/// UNAVAILABLE with the difference named, instead of READY with every inference failing.
+pub fn check_against_model(config: &ModelConfig, io: &ModelIo) -> Result<(), ServeError> {
+    let name = &config.name;
+    let err = |m: String| ServeError::unavailable(format!("model '{name}': {m}"));
+    let names = |v: &[crate::backend::TensorIo]| {
+        v.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+    };
+    let batching = config.max_batch_size > 0;
+    let check = |what: &str,
+                 tname: &str,
+                 dt: i32,
+                 dims: &[i64],
+                 reshaped: bool,
+                 file: &[crate::backend::TensorIo]|
+     -> Result<(), ServeError> {
+        let Some(t) = file.iter().find(|t| t.name == tname) else {
+            return Err(err(format!(
+                "the config's {what} '{tname}' is not an {what} of the model file (its {what}s: {})",
+                names(file)
+            )));
+        };
+        let want = dtype_of(config, tname, dt)?;
+        if want != t.datatype {
+            return Err(err(format!(
+                "{what} '{tname}' is {} in the config but {} in the model file",
+                want, t.datatype
+            )));
+        }
+        // With a reshape the config dims are what clients see, not what the file declares; an
+        // empty file shape means the file does not say.
+        if reshaped || t.dims.is_empty() {
+            return Ok(());
+        }
+        let file_dims: &[i64] = if batching {
+            match t.dims.split_first() {
+                Some((-1, rest)) => rest,
+                _ => {
+                    return Err(err(format!(
+                        "{what} '{tname}' has dims {:?} in the model file; with max_batch_size > 0 the first dim must be dynamic (-1)",
+                        t.dims
+                    )))
+                }
+            }
+        } else {
+            &t.dims
+        };
+        let agree = file_dims.len() == dims.len()
+            && file_dims.iter().zip(dims).all(|(&f, &c)| f == -1 || c == -1 || f == c);
+        if !agree {
+            return Err(err(format!(
+                "{what} '{tname}' has dims {dims:?} in the config but {file_dims:?} in the model file{}",
+                if batching { " (batch dim excluded)" } else { "" }
+            )));
+        }
+        Ok(())
+    };
+    for i in &config.input {
+        check("input", &i.name, i.data_type, &i.dims, i.reshape.is_some(), &io.inputs)?;
+    }
+    for t in &io.inputs {
+        if !config.input.iter().any(|i| i.name == t.name) {
+            return Err(err(format!(
+                "the model file's input '{}' is missing from the config",
+                t.name
+            )));
+        }
+    }
+    for o in &config.output {
+        check("output", &o.name, o.data_type, &o.dims, o.reshape.is_some(), &io.outputs)?;
+    }
+    Ok(())
+}
+
 /// The wire dtype of a config tensor, or an error naming it.
 pub fn dtype_of(config: &ModelConfig, tensor: &str, dt: i32) -> Result<TritonDType, ServeError> {
     crate::proto::inference::DataType::try_from(dt)

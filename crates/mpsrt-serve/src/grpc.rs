@@ -17,7 +17,6 @@ use crate::types::{HostTensor, ServeError, TensorData, TritonDType};
 use futures_util::StreamExt;
 use std::pin::Pin;
 use std::sync::Arc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 type Res<T> = Result<Response<T>, Status>;
@@ -25,11 +24,20 @@ type BoxStream<T> = Pin<Box<dyn futures_util::Stream<Item = Result<T, Status>> +
 
 /// The gRPC service set, ready to serve on a listener.
 pub fn router(state: Arc<State>) -> tonic::transport::server::Router {
+    // tonic refuses messages over its own bound by ending the whole stream, so its bound is set
+    // above ours (twice `--max-request-bytes`): a message between the two is answered with an
+    // error for that message alone, and a stream goes on after it.
     let limit = state.options.max_request_bytes;
     let svc = GrpcInferenceServiceServer::new(GrpcService { state: state.clone() })
-        .max_decoding_message_size(limit)
+        .max_decoding_message_size(limit.saturating_mul(2))
         .max_encoding_message_size(usize::MAX);
+    let keepalive = (state.options.idle_timeout_secs > 0).then(|| {
+        std::time::Duration::from_secs((state.options.idle_timeout_secs / 2).clamp(1, 60))
+    });
     tonic::transport::Server::builder()
+        .http2_keepalive_interval(keepalive)
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
+        .max_concurrent_streams(Some(256))
         .add_service(svc)
         .add_service(HealthServer::new(HealthService { state }))
 }
@@ -95,7 +103,46 @@ fn from_contents(
     Ok(TensorData::Raw(out))
 }
 
-fn decode_request(r: pb::ModelInferRequest) -> Result<(Vec<HostTensor>, Vec<String>), ServeError> {
+/// Refuses known parameters of the wrong type (`timeout` given as a string is a 400).
+fn check_params(
+    params: &std::collections::HashMap<String, pb::InferParameter>,
+    whose: &str,
+) -> Result<(), ServeError> {
+    use pb::infer_parameter::ParameterChoice as P;
+    for (k, v) in params {
+        let c = &v.parameter_choice;
+        let (ok, want) = match k.as_str() {
+            "timeout" | "priority" | "binary_data_size" | "class_count" => (
+                matches!(c, Some(P::Uint64Param(_)))
+                    || matches!(c, Some(P::Int64Param(x)) if *x >= 0),
+                "a non-negative integer",
+            ),
+            "sequence_id" => (
+                matches!(c, Some(P::Uint64Param(_) | P::Int64Param(_) | P::StringParam(_))),
+                "an integer or a string",
+            ),
+            "sequence_start" | "sequence_end" | "binary_data_output" | "binary_data" => {
+                (matches!(c, Some(P::BoolParam(_))), "a boolean")
+            }
+            _ => (true, ""),
+        };
+        if !ok {
+            return Err(ServeError::invalid(format!(
+                "{whose}parameter '{k}' must be {want}, got {c:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a gRPC ModelInferRequest into host tensors and the requested output names.
+pub fn decode_request(
+    r: pb::ModelInferRequest,
+) -> Result<(Vec<HostTensor>, Vec<String>), ServeError> {
+    check_params(&r.parameters, "")?;
+    for o in &r.outputs {
+        check_params(&o.parameters, &format!("output '{}': ", o.name))?;
+    }
     let use_raw = !r.raw_input_contents.is_empty();
     if use_raw && r.raw_input_contents.len() != r.inputs.len() {
         return Err(ServeError::invalid(format!(
@@ -106,6 +153,7 @@ fn decode_request(r: pb::ModelInferRequest) -> Result<(Vec<HostTensor>, Vec<Stri
     }
     let mut inputs = Vec::with_capacity(r.inputs.len());
     for (idx, i) in r.inputs.into_iter().enumerate() {
+        check_params(&i.parameters, &format!("input '{}': ", i.name))?;
         if i.parameters.contains_key("shared_memory_region") {
             return Err(ServeError::unsupported(format!(
                 "input '{}': shared memory is not supported by mpsrt",
@@ -149,6 +197,16 @@ async fn infer(
     state: &State,
     r: pb::ModelInferRequest,
 ) -> Result<pb::ModelInferResponse, ServeError> {
+    use prost::Message;
+    let size = r.encoded_len();
+    let limit = state.options.max_request_bytes;
+    if size > limit {
+        return Err(ServeError::too_large(format!(
+            "request message of {size} bytes exceeds the limit of {limit} bytes (--max-request-bytes)"
+        )));
+    }
+    let mut held = crate::http::Charge::none();
+    crate::http::charge(state, &mut held, size)?;
     let model = state.manager.get(&r.model_name, &r.model_version)?;
     if state.verbose.load(std::sync::atomic::Ordering::Relaxed) > 0 {
         tracing::info!(model = %r.model_name, version = %model.version, id = %r.id, "gRPC infer");
@@ -248,16 +306,19 @@ impl GrpcInferenceService for GrpcService {
         &self,
         r: Request<Streaming<pb::ModelInferRequest>>,
     ) -> Res<Self::ModelStreamInferStream> {
-        let mut inbound = r.into_inner();
-        // Bounded: a client that stops reading stops the server from taking more requests.
-        let (tx, rx) = tokio::sync::mpsc::channel(128);
+        // Requests run at most `--max-stream-inflight` at a time and their responses go out in
+        // request order (`buffered`); no task per request. A message the server refuses gets an
+        // error response of its own; an error from the transport ends the stream with that status.
+        let inbound = r.into_inner();
         let state = self.state.clone();
-        tokio::spawn(async move {
-            while let Some(Ok(req)) = inbound.next().await {
-                let (tx, state) = (tx.clone(), state.clone());
-                tokio::spawn(async move {
+        let n = state.options.max_stream_inflight.max(1);
+        let out = inbound
+            .map(move |item| {
+                let state = state.clone();
+                async move {
+                    let req = item?;
                     let (name, id) = (req.model_name.clone(), req.id.clone());
-                    let msg = match infer(&state, req).await {
+                    Ok(match infer(&state, req).await {
                         Ok(resp) => pb::ModelStreamInferResponse {
                             error_message: String::new(),
                             infer_response: Some(resp),
@@ -270,12 +331,11 @@ impl GrpcInferenceService for GrpcService {
                                 ..Default::default()
                             }),
                         },
-                    };
-                    let _ = tx.send(Ok(msg)).await;
-                });
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+                    })
+                }
+            })
+            .buffered(n);
+        Ok(Response::new(Box::pin(out)))
     }
 
     async fn model_config(

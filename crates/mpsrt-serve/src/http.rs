@@ -67,20 +67,97 @@ fn status_only(ok: bool) -> Response {
     }
 }
 
-/// Reads the body up to the limit and undoes `Content-Encoding: gzip|deflate`.
+/// Request bytes held against the server's in-flight budget until dropped (after the response).
+pub struct Charge(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
+
+impl Charge {
+    pub fn none() -> Self {
+        Self(None)
+    }
+}
+
+/// Budget permits are counted in KiB so one acquire covers any body size.
+fn kib(n: usize) -> u32 {
+    u32::try_from(n.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
+/// Takes `n` more bytes from the in-flight budget, or refuses with 429.
+pub fn charge(state: &State, charge: &mut Charge, n: usize) -> Result<(), ServeError> {
+    if n == 0 {
+        return Ok(());
+    }
+    let p = state.budget.clone().try_acquire_many_owned(kib(n)).map_err(|_| {
+        ServeError::exhausted(format!(
+            "the server is already receiving its budget of {} request bytes (--max-inflight-request-bytes); retry later",
+            state.options.inflight_budget()
+        ))
+    })?;
+    match &mut charge.0 {
+        Some(held) => held.merge(p),
+        none => *none = Some(p),
+    }
+    Ok(())
+}
+
+/// Reads the body up to the limit and undoes `Content-Encoding: gzip|deflate`. A declared
+/// `Content-Length` over the limit is answered 413 before reading; the bytes are charged to the
+/// in-flight budget (429 when it is spent) and the whole body must arrive within
+/// `--request-body-timeout-secs` (408 otherwise).
 pub async fn read_body(
     state: &State,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Vec<u8>, Response> {
+) -> Result<(Vec<u8>, Charge), Response> {
     let limit = state.options.max_request_bytes;
     let too_big = || {
-        let e = ServeError::invalid(format!("request body exceeds the limit of {limit} bytes"));
-        let mut r = error_response(&e);
-        *r.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-        r
+        error_response(&ServeError::too_large(format!(
+            "request body exceeds the limit of {limit} bytes (--max-request-bytes)"
+        )))
     };
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|_| too_big())?;
+    let mut held = Charge(None);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(n) = declared {
+        if n > limit as u64 {
+            return Err(too_big());
+        }
+        charge(state, &mut held, n as usize).map_err(|e| error_response(&e))?;
+    }
+    let timeout = std::time::Duration::from_secs(state.options.request_body_timeout_secs.max(1));
+    let read = async {
+        use http_body_util::BodyExt;
+        let mut body = body;
+        let mut raw = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                error_response(&ServeError::invalid(format!(
+                    "failed to read the request body: {e}"
+                )))
+            })?;
+            let Ok(chunk) = frame.into_data() else { continue };
+            if raw.len() + chunk.len() > limit {
+                return Err(too_big());
+            }
+            if declared.is_none() {
+                charge(state, &mut held, chunk.len()).map_err(|e| error_response(&e))?;
+            }
+            raw.extend_from_slice(&chunk);
+        }
+        Ok(raw)
+    };
+    let raw = match tokio::time::timeout(timeout, read).await {
+        Ok(r) => r?,
+        Err(_) => {
+            let mut r = error_response(&ServeError::invalid(format!(
+                "the request body did not arrive within {} s (--request-body-timeout-secs)",
+                timeout.as_secs()
+            )));
+            *r.status_mut() = StatusCode::REQUEST_TIMEOUT;
+            return Err(r);
+        }
+    };
     let enc = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -90,7 +167,7 @@ pub async fn read_body(
     let mut out = Vec::new();
     // take(limit + 1) bounds decompression so a small bomb cannot exhaust memory.
     let res = match enc.as_str() {
-        "" | "identity" => return Ok(raw.to_vec()),
+        "" | "identity" => return Ok((raw, held)),
         "gzip" => {
             flate2::read::GzDecoder::new(&raw[..]).take(limit as u64 + 1).read_to_end(&mut out)
         }
@@ -118,7 +195,10 @@ pub async fn read_body(
             "failed to decompress {enc} request body: {e}"
         )))),
         Ok(_) if out.len() > limit => Err(too_big()),
-        Ok(_) => Ok(out),
+        Ok(_) => {
+            charge(state, &mut held, out.len()).map_err(|e| error_response(&e))?;
+            Ok((out, held))
+        }
     }
 }
 
@@ -225,7 +305,7 @@ async fn stats_v(AxState(s): St, Path((m, v)): Path<(String, String)>) -> Respon
 }
 
 async fn index(AxState(s): St, headers: HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(&s, &headers, body).await {
+    let (bytes, _charge) = match read_body(&s, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -252,7 +332,7 @@ async fn index(AxState(s): St, headers: HeaderMap, body: Body) -> Response {
 }
 
 async fn load(AxState(s): St, Path(m): Path<String>, headers: HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(&s, &headers, body).await {
+    let (bytes, _charge) = match read_body(&s, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -291,7 +371,7 @@ async fn get_logging(AxState(s): St) -> Response {
 }
 
 async fn post_logging(AxState(s): St, headers: HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(&s, &headers, body).await {
+    let (bytes, _charge) = match read_body(&s, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -329,7 +409,7 @@ async fn get_trace() -> Response {
 
 /// Tracing is not implemented: settings that would turn it on are refused, the rest echo back.
 async fn post_trace(AxState(s): St, headers: HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(&s, &headers, body).await {
+    let (bytes, _charge) = match read_body(&s, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };

@@ -3,7 +3,7 @@
 use crate::codec;
 use crate::http::{error_response, read_body};
 use crate::server::State;
-use crate::types::{HostTensor, ServeError, TensorData, TritonDType};
+use crate::types::{HostTensor, ServeError};
 use axum::body::Body;
 use axum::extract::{Path, State as AxState};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -43,7 +43,7 @@ struct Decoded {
 }
 
 async fn run(s: Arc<State>, m: String, v: String, headers: HeaderMap, body: Body) -> Response {
-    let bytes = match read_body(&s, &headers, body).await {
+    let (bytes, _charge) = match read_body(&s, &headers, body).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -101,115 +101,10 @@ fn header_len(headers: &HeaderMap, total: usize) -> Result<usize, ServeError> {
     Ok(n)
 }
 
-fn param<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.get("parameters").and_then(|p| p.get(key))
-}
-
 fn decode(headers: &HeaderMap, body: &[u8]) -> Result<Decoded, ServeError> {
     let hlen = header_len(headers, body.len())?;
-    let req: Value = serde_json::from_slice(&body[..hlen]).map_err(|e| {
-        ServeError::invalid(format!("failed to parse the request JSON buffer: {e}"))
-    })?;
-    if !req.is_object() {
-        return Err(ServeError::invalid("inference request must be a JSON object"));
-    }
-    let mut binary = &body[hlen..];
-    let raw_inputs = req
-        .get("inputs")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ServeError::invalid("inference request has no 'inputs' array"))?;
-    let mut inputs = Vec::with_capacity(raw_inputs.len());
-    for i in raw_inputs {
-        let name = i
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ServeError::invalid("input without a 'name'"))?
-            .to_string();
-        let dt_s = i.get("datatype").and_then(Value::as_str).unwrap_or("");
-        let datatype = TritonDType::parse(dt_s).ok_or_else(|| {
-            ServeError::invalid(format!("input '{name}' has invalid datatype '{dt_s}'"))
-        })?;
-        let shape: Vec<i64> = i
-            .get("shape")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<_>>>())
-            .ok_or_else(|| ServeError::invalid(format!("input '{name}' has no valid 'shape'")))?;
-        if param(i, "shared_memory_region").is_some() {
-            return Err(ServeError::unsupported(format!(
-                "input '{name}': shared memory is not supported by mpsrt"
-            )));
-        }
-        let data = if let Some(sz) = param(i, "binary_data_size") {
-            let sz = sz.as_u64().and_then(|x| usize::try_from(x).ok()).ok_or_else(|| {
-                ServeError::invalid(format!("input '{name}': invalid binary_data_size"))
-            })?;
-            if sz > binary.len() {
-                return Err(ServeError::invalid(format!(
-                    "input '{name}' declares binary_data_size {sz} but only {} bytes of binary data remain",
-                    binary.len()
-                )));
-            }
-            let (chunk, rest) = binary.split_at(sz);
-            binary = rest;
-            codec::from_raw(&name, datatype, chunk)?
-        } else {
-            let d = i.get("data").ok_or_else(|| {
-                ServeError::invalid(format!(
-                    "input '{name}' has neither 'data' nor binary_data_size"
-                ))
-            })?;
-            codec::from_json(&name, datatype, d)?
-        };
-        let n = HostTensor::element_count(&shape).ok_or_else(|| {
-            ServeError::invalid(format!("input '{name}' has invalid shape {shape:?}"))
-        })?;
-        let got = match &data {
-            TensorData::Bytes(v) => v.len(),
-            TensorData::Raw(b) => b.len() / datatype.size().unwrap_or(1),
-        };
-        // Binary fixed-size payloads are checked by byte size during validation instead.
-        let counted = param(i, "binary_data_size").is_none() || datatype == TritonDType::Bytes;
-        if counted && got != n {
-            return Err(ServeError::invalid(format!(
-                "unexpected number of elements for input '{name}': got {got}, shape {shape:?} needs {n}"
-            )));
-        }
-        inputs.push(HostTensor { name, datatype, shape, data });
-    }
-    if !binary.is_empty() {
-        return Err(ServeError::invalid(format!(
-            "unexpected additional input data: {} bytes of binary data were not claimed by any input",
-            binary.len()
-        )));
-    }
-    let binary_default =
-        param(&req, "binary_data_output").and_then(Value::as_bool).unwrap_or(false);
-    let outputs = match req.get("outputs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|o| {
-                let name = o
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| ServeError::invalid("requested output without a 'name'"))?;
-                if param(o, "class_count").is_some_and(|c| c.as_u64() != Some(0)) {
-                    return Err(ServeError::unsupported(format!(
-                        "output '{name}': the classification extension is not supported by mpsrt"
-                    )));
-                }
-                if param(o, "shared_memory_region").is_some() {
-                    return Err(ServeError::unsupported(format!(
-                        "output '{name}': shared memory is not supported by mpsrt"
-                    )));
-                }
-                let b = param(o, "binary_data").and_then(Value::as_bool).unwrap_or(binary_default);
-                Ok((name.to_string(), b))
-            })
-            .collect::<Result<_, ServeError>>()?,
-        Some(_) => return Err(ServeError::invalid("'outputs' must be an array")),
-    };
-    Ok(Decoded { id: req.get("id").cloned(), inputs, outputs, binary_default })
+    let r = crate::wire::decode_http(&body[..hlen], &body[hlen..])?;
+    Ok(Decoded { id: r.id, inputs: r.inputs, outputs: r.outputs, binary_default: r.binary_default })
 }
 
 fn encode(

@@ -22,6 +22,7 @@ mod http;
 mod http_infer;
 mod metrics;
 pub mod model;
+mod net;
 pub mod options;
 pub mod proto;
 pub mod repository;
@@ -29,6 +30,7 @@ pub mod scheduler;
 pub mod server;
 pub mod stats;
 pub mod types;
+pub mod wire;
 
 pub use backend::{
     Backend, GpuMemoryFn, GpuMemoryInfo, InstanceDevice, ModelInstance, ModelIo, ServeBackends,

@@ -119,7 +119,12 @@ impl LoadedModel {
         let c = &self.config;
         let m = &self.name;
         let batching = c.max_batch_size > 0;
-        for o in outputs {
+        for (k, o) in outputs.iter().enumerate() {
+            if outputs[..k].contains(o) {
+                return Err(ServeError::invalid(format!(
+                    "output '{o}' is requested more than once for model '{m}'"
+                )));
+            }
             if !c.output.iter().any(|x| &x.name == o) {
                 return Err(ServeError::invalid(format!(
                     "unexpected inference output '{o}' for model '{m}'"

@@ -45,8 +45,42 @@ pub struct ServerOptions {
     #[arg(long, default_value_t = 0)]
     pub log_verbose: u32,
     /// Largest accepted HTTP request body (after decompression) and gRPC message, in bytes.
+    /// A larger declared `Content-Length` is answered 413 before the body is read.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     pub max_request_bytes: usize,
+    /// Budget of request bytes being received or decoded at once, over all connections; a request
+    /// that would exceed it is refused with 429 / RESOURCE_EXHAUSTED (default: 4 x max-request-bytes).
+    #[arg(long, value_name = "BYTES")]
+    pub max_inflight_request_bytes: Option<usize>,
+    /// On SIGINT/SIGTERM: seconds to let in-flight requests finish before every connection is
+    /// closed (as Triton's `--exit-timeout-secs`).
+    #[arg(long, default_value_t = 30)]
+    pub exit_timeout_secs: u64,
+    /// Most open connections per HTTP and per gRPC listener (the metrics listener allows 32);
+    /// further clients wait in the accept backlog.
+    #[arg(long, default_value_t = 512)]
+    pub max_connections: usize,
+    /// Seconds a client has to send an HTTP request's headers; also closes idle keep-alive connections.
+    #[arg(long, default_value_t = 30)]
+    pub http_header_timeout_secs: u64,
+    /// Seconds a client has to send a whole HTTP request body.
+    #[arg(long, default_value_t = 60)]
+    pub request_body_timeout_secs: u64,
+    /// A connection whose socket makes no progress for this many seconds is closed (0: never).
+    /// Stalled response writes count on HTTP; on gRPC stalled reads too (keep-alive pings keep
+    /// healthy connections busy).
+    #[arg(long, default_value_t = 300)]
+    pub idle_timeout_secs: u64,
+    /// Most instances one model may ask for (sum of its `instance_group` counts). Default:
+    /// 4 x the machine's CPU threads, at least 16.
+    #[arg(long, value_name = "N")]
+    pub max_instances_per_model: Option<usize>,
+    /// Largest `max_batch_size` a model config may set.
+    #[arg(long, default_value_t = 4096)]
+    pub max_batch_size_limit: usize,
+    /// Requests of one gRPC ModelStreamInfer stream executed at once (responses stay in order).
+    #[arg(long, default_value_t = 16)]
+    pub max_stream_inflight: usize,
 }
 
 impl ServerOptions {
@@ -63,6 +97,28 @@ impl ServerOptions {
             repository_poll_secs: 15,
             log_verbose: 0,
             max_request_bytes: 64 * 1024 * 1024,
+            max_inflight_request_bytes: None,
+            exit_timeout_secs: 30,
+            max_connections: 512,
+            http_header_timeout_secs: 30,
+            request_body_timeout_secs: 60,
+            idle_timeout_secs: 300,
+            max_instances_per_model: None,
+            max_batch_size_limit: 4096,
+            max_stream_inflight: 16,
         }
+    }
+
+    /// The in-flight request-bytes budget in effect.
+    pub fn inflight_budget(&self) -> usize {
+        self.max_inflight_request_bytes.unwrap_or(self.max_request_bytes.saturating_mul(4)).max(1)
+    }
+
+    /// The per-model instance bound in effect.
+    pub fn instance_limit(&self) -> usize {
+        self.max_instances_per_model.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+            (4 * cpus).max(16)
+        })
     }
 }

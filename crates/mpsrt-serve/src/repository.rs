@@ -1,7 +1,7 @@
 //! The model repository: Triton's directory layout, version policy, control modes, load/unload.
 
 use crate::backend::{Backend, InstanceDevice, ServeBackends};
-use crate::config::{autocomplete, parse_pbtxt, validate};
+use crate::config::{autocomplete, check_against_model, parse_pbtxt, validate};
 use crate::model::{batch_policy, LoadedModel};
 use crate::proto::inference::{
     model_instance_group::Kind, model_version_policy::PolicyChoice, ModelConfig,
@@ -37,9 +37,67 @@ struct ModelEntry {
     fingerprint: u64,
 }
 
+/// Bounds a model config must respect to load (`--max-instances-per-model`, `--max-batch-size-limit`).
+#[derive(Debug, Clone, Copy)]
+pub struct LoadLimits {
+    pub max_instances: usize,
+    pub max_batch_size: usize,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        Self { max_instances: 64, max_batch_size: 4096 }
+    }
+}
+
+/// Checks a model name the way Triton's repository does: one path component (a directory name
+/// in the repository), so no name can reach outside it. Names come from URLs and gRPC fields.
+pub fn validate_model_name(name: &str) -> Result<(), ServeError> {
+    let why = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > 255 {
+        Some("it is longer than 255 bytes")
+    } else if name == "." || name == ".." {
+        Some("'.' and '..' are not model names")
+    } else if name.starts_with('.') {
+        Some("hidden directories are not models")
+    } else if name.contains(['/', '\\']) {
+        Some("it must be a single directory name, without '/' or '\\'")
+    } else if name.chars().any(char::is_control) {
+        Some("it contains control characters")
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(w) => {
+            Err(ServeError::invalid(format!("invalid model name '{}': {w}", name.escape_default())))
+        }
+    }
+}
+
+/// Checks `default_model_filename` lexically (before any file is touched, so the answer cannot
+/// reveal what exists outside the repository): a relative path without `..`.
+fn validate_model_filename(name: &str, f: &str) -> Result<(), ServeError> {
+    use std::path::Component;
+    let p = Path::new(f);
+    let ok = !f.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(ServeError::invalid(format!(
+            "model '{name}': default_model_filename '{}' must be a file name inside the version directory",
+            f.escape_default()
+        )))
+    }
+}
+
 /// Owns every loaded model; shared by the HTTP and gRPC front ends.
 pub struct ModelManager {
     root: PathBuf,
+    /// `root` with symlinks resolved: every path the server opens must stay under it.
+    canon_root: PathBuf,
+    limits: LoadLimits,
     backends: ServeBackends,
     models: RwLock<BTreeMap<String, ModelEntry>>,
     /// Loads and unloads run one at a time so a model is never half-replaced.
@@ -48,7 +106,51 @@ pub struct ModelManager {
 
 impl ModelManager {
     pub fn new(root: PathBuf, backends: ServeBackends) -> Self {
-        Self { root, backends, models: RwLock::new(BTreeMap::new()), load_lock: Default::default() }
+        let canon_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
+        Self {
+            root,
+            canon_root,
+            limits: LoadLimits::default(),
+            backends,
+            models: RwLock::new(BTreeMap::new()),
+            load_lock: Default::default(),
+        }
+    }
+
+    /// Sets the load-time bounds on instance counts and batch sizes.
+    pub fn with_limits(mut self, limits: LoadLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Resolves `p` (symlinks included) and checks it lies inside the repository. The message
+    /// names only the path relative to the repository, never where a link points.
+    fn inside(&self, p: &Path) -> Result<PathBuf, ServeError> {
+        let rel = p
+            .strip_prefix(&self.root)
+            .or_else(|_| p.strip_prefix(&self.canon_root))
+            .unwrap_or(p)
+            .display()
+            .to_string();
+        let real = std::fs::canonicalize(p).map_err(|_| {
+            ServeError::not_found(format!("'{rel}' not found in the model repository"))
+        })?;
+        if real.starts_with(&self.canon_root) {
+            Ok(real)
+        } else {
+            Err(ServeError::invalid(format!("'{rel}' resolves outside the model repository")))
+        }
+    }
+
+    /// The directory of a model: a valid name whose directory resolves inside the repository.
+    fn model_dir(&self, name: &str) -> Result<PathBuf, ServeError> {
+        validate_model_name(name)?;
+        let dir = self.inside(&self.root.join(name))?;
+        if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(ServeError::not_found(format!("'{name}' is not a model directory")))
+        }
     }
 
     /// Model directory names currently in the repository.
@@ -58,7 +160,7 @@ impl ModelManager {
             .flatten()
             .filter(|e| e.path().is_dir())
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| !n.starts_with('.'))
+            .filter(|n| validate_model_name(n).is_ok())
             .collect();
         names.sort();
         names
@@ -165,13 +267,16 @@ impl ModelManager {
         name: &str,
         config_override: Option<ModelConfig>,
     ) -> Result<(), ServeError> {
-        let _guard = self.load_lock.lock().await;
-        if config_override.is_none() && !self.root.join(name).is_dir() {
-            // Nothing to record: a name that is not in the repository does not become a model.
-            return Err(ServeError::invalid(format!(
-                "failed to load '{name}': no model directory '{name}' in the repository"
-            )));
+        // A bogus request (bad name, no such directory, a model file path leaving the repository)
+        // is refused before anything is recorded, so it cannot change server readiness.
+        let refuse = |e: ServeError| ServeError::invalid(format!("failed to load: {}", e.message));
+        self.model_dir(name).map_err(refuse)?;
+        if let Some(f) = config_override.as_ref().map(|c| c.default_model_filename.as_str()) {
+            if !f.is_empty() {
+                validate_model_filename(name, f).map_err(refuse)?;
+            }
         }
+        let _guard = self.load_lock.lock().await;
         let this = self.clone();
         let n = name.to_string();
         let entry = tokio::task::spawn_blocking(move || this.build_entry(&n, config_override))
@@ -204,6 +309,7 @@ impl ModelManager {
 
     /// Unloads a model; queued requests are still answered before its executors stop.
     pub async fn unload(&self, name: &str) -> Result<(), ServeError> {
+        validate_model_name(name)?;
         let _guard = self.load_lock.lock().await;
         let tombstone =
             ModelEntry { error: Some("unloaded".into()), unloaded: true, ..Default::default() };
@@ -272,13 +378,22 @@ impl ModelManager {
     fn build_entry(&self, name: &str, config_override: Option<ModelConfig>) -> ModelEntry {
         let dir = self.root.join(name);
         let mut entry = ModelEntry { fingerprint: fingerprint(&dir), ..Default::default() };
+        let dir = match self.model_dir(name) {
+            Ok(d) => d,
+            Err(e) => {
+                entry.error = Some(e.message);
+                return entry;
+            }
+        };
         match self.prepare(name, &dir, config_override) {
             Err(e) => entry.error = Some(e.message),
             Ok((config, backend, versions, filename)) => {
                 let config = Arc::new(config);
                 for v in versions {
-                    let path = dir.join(v.to_string()).join(&filename);
-                    match self.load_version(name, v, &path, &config, backend.as_ref()) {
+                    let path = self.version_file(&dir, v, &filename, backend.as_ref());
+                    match path
+                        .and_then(|p| self.load_version(name, v, &p, &config, backend.as_ref()))
+                    {
                         Ok(m) => {
                             entry.ready.insert(v, Arc::new(m));
                         }
@@ -299,19 +414,14 @@ impl ModelManager {
         dir: &Path,
         config_override: Option<ModelConfig>,
     ) -> Result<(ModelConfig, Arc<dyn Backend>, Vec<i64>, String), ServeError> {
-        if !dir.is_dir() && config_override.is_none() {
-            return Err(ServeError::not_found(format!(
-                "model directory '{}' not found in repository",
-                dir.display()
-            )));
-        }
         let mut config = match config_override {
             Some(c) => c,
             None => {
                 let p = dir.join("config.pbtxt");
-                if p.is_file() {
+                if p.symlink_metadata().is_ok() {
+                    let p = self.inside(&p)?;
                     let text = std::fs::read_to_string(&p).map_err(|e| {
-                        ServeError::invalid(format!("cannot read {}: {e}", p.display()))
+                        ServeError::invalid(format!("cannot read {name}/config.pbtxt: {e}"))
                     })?;
                     parse_pbtxt(&text)?
                 } else {
@@ -319,6 +429,9 @@ impl ModelManager {
                 }
             }
         };
+        if !config.default_model_filename.is_empty() {
+            validate_model_filename(name, &config.default_model_filename)?;
+        }
         if config.name.is_empty() {
             config.name = name.to_string();
         } else if config.name != name {
@@ -333,17 +446,13 @@ impl ModelManager {
             Some(b) => b,
             None if config.backend.is_empty() && config.platform.is_empty() => {
                 // No platform named: pick the backend whose default file the version folder holds.
-                let probe = versions.last().map(|v| dir.join(v.to_string()));
+                let probe = versions.last().copied();
                 self.backends
                     .backends
                     .iter()
                     .find(|b| {
-                        let f = if config.default_model_filename.is_empty() {
-                            b.default_model_filename()
-                        } else {
-                            config.default_model_filename.as_str()
-                        };
-                        probe.as_ref().is_some_and(|p| p.join(f).is_file())
+                        let f = config.default_model_filename.as_str();
+                        probe.is_some_and(|v| self.version_file(dir, v, f, b.as_ref()).is_ok())
                     })
                     .cloned()
                     .ok_or_else(|| {
@@ -365,19 +474,82 @@ impl ModelManager {
         if config.platform.is_empty() {
             config.platform = backend.platform().to_string();
         }
-        let filename = if config.default_model_filename.is_empty() {
-            backend.default_model_filename().to_string()
-        } else {
-            config.default_model_filename.clone()
-        };
+        let filename = config.default_model_filename.clone();
+        let mut io = None;
+        if let Some(&v) = versions.last() {
+            // The file's own signature: fills a partial config, and a written config must match it.
+            let path = self.version_file(dir, v, &filename, backend.as_ref())?;
+            match backend.model_io(&path) {
+                Ok(x) => io = Some(x),
+                // A backend that cannot describe its files leaves the config unchecked.
+                Err(e) if e.kind == crate::types::ErrorKind::Unsupported => {}
+                Err(e) => return Err(e),
+            }
+        }
         if config.input.is_empty() || config.output.is_empty() {
-            if let Some(v) = versions.last() {
-                let io = backend.model_io(&dir.join(v.to_string()).join(&filename))?;
-                autocomplete(&mut config, &io);
+            if let Some(io) = &io {
+                autocomplete(&mut config, io);
             }
         }
         validate(&config)?;
+        if let Some(io) = &io {
+            check_against_model(&config, io)?;
+        }
+        self.check_limits(&config)?;
         Ok((config, backend, versions, filename))
+    }
+
+    /// The model file of one version: the config's `default_model_filename`, else the backend's
+    /// default name or one of its alternates (e.g. `model.mps`), resolved inside the repository.
+    fn version_file(
+        &self,
+        dir: &Path,
+        version: i64,
+        filename: &str,
+        backend: &dyn Backend,
+    ) -> Result<PathBuf, ServeError> {
+        let vdir = dir.join(version.to_string());
+        let candidates: Vec<&str> = if filename.is_empty() {
+            std::iter::once(backend.default_model_filename())
+                .chain(backend.alternate_model_filenames().iter().copied())
+                .collect()
+        } else {
+            vec![filename]
+        };
+        let found = candidates.iter().find(|f| vdir.join(f).symlink_metadata().is_ok());
+        let f = found.unwrap_or(&candidates[0]);
+        self.inside(&vdir.join(f))
+    }
+
+    /// Refuses configs that ask for more than the machine is allowed to give, before any instance
+    /// is created (a huge `count` must not hold the load lock or spawn thousands of threads).
+    fn check_limits(&self, config: &ModelConfig) -> Result<(), ServeError> {
+        let name = &config.name;
+        let per_group = |g: &crate::proto::inference::ModelInstanceGroup| {
+            let count = usize::try_from(g.count.max(1)).unwrap_or(1);
+            let gpus = if Kind::try_from(g.kind).unwrap_or(Kind::Auto) == Kind::Gpu {
+                g.gpus.len().max(1)
+            } else {
+                1
+            };
+            count.saturating_mul(gpus)
+        };
+        let total: usize =
+            config.instance_group.iter().map(per_group).fold(0, usize::saturating_add);
+        if total > self.limits.max_instances {
+            return Err(ServeError::invalid(format!(
+                "model '{name}': instance_group asks for {total} instances, more than the limit of {} on this machine (--max-instances-per-model)",
+                self.limits.max_instances
+            )));
+        }
+        let mbs = usize::try_from(config.max_batch_size).unwrap_or(0);
+        if mbs > self.limits.max_batch_size {
+            return Err(ServeError::invalid(format!(
+                "model '{name}': max_batch_size {mbs} exceeds the limit of {} (--max-batch-size-limit)",
+                self.limits.max_batch_size
+            )));
+        }
+        Ok(())
     }
 
     fn load_version(
@@ -388,10 +560,9 @@ impl ModelManager {
         config: &Arc<ModelConfig>,
         backend: &dyn Backend,
     ) -> Result<LoadedModel, ServeError> {
-        if !path.is_file() {
+        if !path.exists() {
             return Err(ServeError::not_found(format!(
-                "model file '{}' not found",
-                path.display()
+                "model file for version {version} not found"
             )));
         }
         let mut instances = Vec::new();

@@ -201,6 +201,10 @@ pub enum ErrorKind {
     Internal,
     Unsupported,
     AlreadyExists,
+    /// Over a server-wide budget right now (429 / RESOURCE_EXHAUSTED): retrying later may work.
+    ResourceExhausted,
+    /// The request itself is larger than allowed (413 / RESOURCE_EXHAUSTED).
+    TooLarge,
 }
 
 /// An error answered to a client: category plus a human-readable message.
@@ -230,14 +234,23 @@ impl ServeError {
     pub fn unsupported(m: impl Into<String>) -> Self {
         Self::new(ErrorKind::Unsupported, m)
     }
+    pub fn exhausted(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::ResourceExhausted, m)
+    }
+    pub fn too_large(m: impl Into<String>) -> Self {
+        Self::new(ErrorKind::TooLarge, m)
+    }
 
-    /// HTTP status as Triton maps it (NOT_FOUND 404, UNAVAILABLE 503, INTERNAL 500, UNSUPPORTED 501, else 400).
+    /// HTTP status as Triton maps it (NOT_FOUND 404, UNAVAILABLE 503, INTERNAL 500, UNSUPPORTED 501,
+    /// RESOURCE_EXHAUSTED 429, too large 413, else 400).
     pub fn http_status(&self) -> u16 {
         match self.kind {
             ErrorKind::NotFound => 404,
             ErrorKind::Unavailable => 503,
             ErrorKind::Internal => 500,
             ErrorKind::Unsupported => 501,
+            ErrorKind::ResourceExhausted => 429,
+            ErrorKind::TooLarge => 413,
             ErrorKind::InvalidArg | ErrorKind::AlreadyExists => 400,
         }
     }
@@ -251,6 +264,7 @@ impl ServeError {
             ErrorKind::Internal => tonic::Code::Internal,
             ErrorKind::Unsupported => tonic::Code::Unimplemented,
             ErrorKind::AlreadyExists => tonic::Code::AlreadyExists,
+            ErrorKind::ResourceExhausted | ErrorKind::TooLarge => tonic::Code::ResourceExhausted,
         };
         tonic::Status::new(code, self.message.clone())
     }

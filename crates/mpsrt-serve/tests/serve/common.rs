@@ -98,7 +98,10 @@ impl Backend for TestBackend {
                     io("OUTPUT1", TritonDType::Int32, &[-1, 16]),
                 ],
             }),
-            other => Err(ServeError::invalid(format!("test backend cannot describe '{other}'"))),
+            // Unsupported: the server then leaves a written config unchecked against the file.
+            other => {
+                Err(ServeError::unsupported(format!("test backend cannot describe '{other}'")))
+            }
         }
     }
     fn load(

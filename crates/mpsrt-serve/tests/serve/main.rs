@@ -1,7 +1,9 @@
 //! Integration tests of mpsrt-serve against the test double backend (loopback, ephemeral ports).
 
 mod common;
+mod fuzz;
 mod grpc;
+mod hardening;
 mod http;
 mod load;
 mod repository;
