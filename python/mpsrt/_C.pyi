@@ -121,6 +121,19 @@ def jit_compile(source: str, name: Optional[str],
 def wgsl_launch(source: str, entry: str, tensors: Sequence[Tensor], meta: bytes,
                 workgroups: tuple[int, int, int]) -> None: ...
 
+# The `triton.backends` plugin (mpsrt.triton_backend): TTIR -> WGSL, pipelines and launches.
+class TritonPipeline:
+    """A compiled Triton kernel's pipeline on one device."""
+    ...
+def triton_compiler_version() -> str: ...
+# {'name', 'wgsl', 'workgroup_size', 'workgroup_bytes', 'uniform_size',
+#  'uniform': [(kind, arg)], 'bindings': [arg index]}
+def triton_compile(ttir: str, max_threads: int) -> dict[str, Any]: ...
+def triton_load(wgsl: str, device: int) -> TritonPipeline: ...
+def triton_launch(pipe: TritonPipeline, uniform: Sequence[tuple[int, int]],
+                  bindings: Sequence[int], uniform_size: int, args: Sequence[Any],
+                  grid: tuple[int, int, int]) -> None: ...
+
 # (name, declared dtype, stored dtype, shape) of a graph input/output. The declared dtype is the
 # NumPy name of the model's element type ('uint16'); the stored one is the dtype the engine holds
 # the value in ('int32'), which feeds must have and results come in. A dim is an int, a dim_param
