@@ -464,6 +464,8 @@ def test_errors_name_the_op(place):
         F.batch_norm(x, mpsrt.zeros([2], place=place), mpsrt.ones([2], place=place))
     with pytest.raises(ValueError, match=r"\[group_norm\]"):
         F.group_norm(mpsrt.to_tensor(X4, place=place), 3)
+    with pytest.raises(ValueError, match=r"\[interpolate\].*exceeds"):
+        F.interpolate(mpsrt.to_tensor(X4, place=place), scale_factor=1e8)
     with pytest.raises(NotImplementedError, match=r"\[interpolate\]"):
         F.interpolate(mpsrt.to_tensor(X4, place=place), size=[3, 3], mode="bicubic")
     with pytest.raises(ValueError, match=r"\[conv_transpose2d\]"):

@@ -167,6 +167,15 @@ fn interpolate_impl(
             ));
         }
     }
+    // The per-axis host tables are O(size); a runaway scale_factor must fail here, not abort
+    // the process in a huge allocation. 2^24 per spatial dim is far beyond any real image.
+    const MAX_DIM: usize = 1 << 24;
+    if size.iter().any(|&s| s > MAX_DIM) {
+        return Err(Error::invalid(
+            op,
+            format!("output size {size:?} exceeds {MAX_DIM} along a spatial dim"),
+        ));
+    }
     if size.contains(&0) || x.shape()[2..].contains(&0) {
         return Err(Error::shape(
             op,
