@@ -254,6 +254,9 @@ def _interp(t):
         (F.interpolate(t(x), scale_factor=2, mode="nearest"), x.repeat(2, 2).repeat(2, 3)),
         (F.interpolate(t(x), size=[2, 3], mode="nearest"),
          x[:, :, np.floor(np.arange(2) * 2).astype(int)][:, :, :, [0, 1, 3]]),
+        # Paddle's nearest with align_corners rounds (in-1)/(out-1) * i half up.
+        (F.interpolate(t(x3[:, :, :4]), size=7, mode="nearest", align_corners=True),
+         x3[:, :, [0, 1, 1, 2, 2, 3, 3]]),
         (F.interpolate(t(x3), size=11, mode="linear"),
          lerp_axis_ref(x3, 2, 11, False, 0), TOL),
         (F.interpolate(t(x5), size=[5, 2, 3], mode="trilinear", align_corners=True),
