@@ -390,6 +390,11 @@ def _views_and_dtypes(t):
         (F.layer_norm(t(h), 6).astype("float32"), norm_ref(h.astype(np.float64), (3,)),
          dict(rtol=1e-2, atol=1e-2)),
         (F.embedding(t(np.array([2, 0], np.int32)), t(i)), i[[2, 0]]),
+        # the method forms and PyTorch's `cat`
+        (t(A).tile([1, 2]), np.tile(A, (1, 1, 2))),
+        (t(A).split([1, 3], axis=2)[1], A[..., 1:]),
+        (t(A).index_select([2, 1], axis=1), A[:, [2, 1]]),
+        (mpsrt.cat([t(A), t(A)], 0), np.concatenate([A, A])),
     ]
 
 
