@@ -80,5 +80,8 @@ fn mpsrt_c(m: &Bound<'_, PyModule>) -> PyResult<()> {
     device::register(m)?;
     jit::register(m)?;
     onnx::register(m)?;
+    // Keep the ONNX Runtime plugin entry points (mpsrt-ort) in this library's dynamic symbols:
+    // `mpsrt.ort.get_library_path()` hands this file to onnxruntime.
+    std::hint::black_box(mpsrt_ort::entry_points());
     Ok(())
 }

@@ -1,0 +1,124 @@
+//! Provider options. ORT puts the options a user passes for a plugin EP
+//! (`providers=[("MpsrtExecutionProvider", {...})]` or `add_provider_for_devices(devs, {...})`)
+//! into the session's config as `ep.<ep name>.<key>`; we read:
+//!
+//! | key | values | default |
+//! |---|---|---|
+//! | `device_id` | mpsrt GPU index (`mpsrt.mps.device_count()`), or `cpu` for mpsrt's CPU backend | the selected `OrtEpDevice`'s GPU |
+//! | `precision` | `fp32` (the engine computes in the model's types; `fp16` is refused: not implemented) | `fp32` |
+//! | `fusion` | `1`/`0` (`true`/`false`): elementwise and epilogue fusion in the engine | `1` |
+
+use crate::abi::OrtSessionOptions;
+use crate::ort::{api, cstr, take_message};
+use mpsrt_core::Place;
+use mpsrt_engine::SessionOptions;
+use std::ffi::{c_char, CString};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpOptions {
+    /// `None`: mpsrt's CPU backend; `Some(i)`: GPU `i`.
+    pub device: Option<usize>,
+    pub fusion: bool,
+}
+
+fn entry(so: *const OrtSessionOptions, key: &str) -> Option<String> {
+    if so.is_null() {
+        return None;
+    }
+    let a = api();
+    for prefix in ["ep.mpsrtexecutionprovider.", "ep.MpsrtExecutionProvider."] {
+        let k = CString::new(format!("{prefix}{key}")).ok()?;
+        let mut has = 0i32;
+        // SAFETY: per the C API.
+        let s = unsafe { a.HasSessionConfigEntry(so, k.as_ptr(), &mut has) };
+        if !s.is_null() {
+            take_message(s);
+            continue;
+        }
+        if has == 0 {
+            continue;
+        }
+        let mut buf = vec![0 as c_char; 1024];
+        let mut size = buf.len();
+        // SAFETY: `buf` holds `size` bytes.
+        let s = unsafe { a.GetSessionConfigEntry(so, k.as_ptr(), buf.as_mut_ptr(), &mut size) };
+        if !s.is_null() {
+            take_message(s);
+            continue;
+        }
+        return Some(cstr(buf.as_ptr()));
+    }
+    None
+}
+
+/// Parses `device_id`, `precision` and `fusion`; `picked` is the device our `OrtEpDevice`
+/// metadata names (a GPU index or `cpu`).
+pub fn parse(
+    device_id: Option<&str>,
+    precision: Option<&str>,
+    fusion: Option<&str>,
+    picked: &str,
+) -> Result<EpOptions, String> {
+    let dev_str = device_id.unwrap_or(picked).trim().to_ascii_lowercase();
+    let device = match dev_str.as_str() {
+        "" => (mpsrt_runtime::device_count() > 0).then_some(0),
+        "cpu" => None,
+        s => Some(s.parse::<usize>().map_err(|_| {
+            format!("provider option device_id={s:?} is not a GPU index (0, 1, ...) or \"cpu\"")
+        })?),
+    };
+    match precision.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("fp32") | Some("float32") => {}
+        Some(p) => {
+            return Err(format!(
+                "provider option precision={p:?} is not supported: the engine computes in the model's own types (use \"fp32\")"
+            ))
+        }
+    }
+    let fusion = match fusion.map(|f| f.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("1") | Some("true") | Some("on") => true,
+        Some("0") | Some("false") | Some("off") => false,
+        Some(f) => return Err(format!("provider option fusion={f:?}: expected 1/0 or true/false")),
+    };
+    Ok(EpOptions { device, fusion })
+}
+
+impl EpOptions {
+    pub fn from_session(so: *const OrtSessionOptions, picked: &str) -> Result<EpOptions, String> {
+        parse(
+            entry(so, "device_id").as_deref(),
+            entry(so, "precision").as_deref(),
+            entry(so, "fusion").as_deref(),
+            picked,
+        )
+    }
+
+    /// The place sessions run on (checked against the GPUs that exist).
+    pub fn place(&self) -> Result<Place, String> {
+        let p = self.device.map_or(Place::Cpu, Place::Gpu);
+        mpsrt_runtime::validate_place(p).map_err(|e| format!("provider option device_id: {e}"))
+    }
+
+    pub fn engine(&self) -> SessionOptions {
+        SessionOptions { fusion: self.fusion, ..SessionOptions::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_refuse_with_the_key_named() {
+        let o = parse(Some("cpu"), Some("fp32"), Some("0"), "0").unwrap();
+        assert_eq!(o, EpOptions { device: None, fusion: false });
+        assert_eq!(parse(None, None, None, "3").unwrap().device, Some(3));
+        let e = parse(Some("gpu"), None, None, "").unwrap_err();
+        assert!(e.contains("device_id=\"gpu\""), "{e}");
+        let e = parse(None, Some("fp16"), None, "").unwrap_err();
+        assert!(e.contains("precision=\"fp16\""), "{e}");
+        let e = parse(None, None, Some("maybe"), "").unwrap_err();
+        assert!(e.contains("fusion"), "{e}");
+        assert!(parse(Some("99"), None, None, "").unwrap().place().is_err());
+    }
+}
