@@ -91,6 +91,13 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> "Tensor":
         name = dtype_name(arr.dtype)
         if not p.startswith("cpu"):
             name = _GPU_NARROW.get(name, name)
+    if dtype is None and name == "int32" and arr.dtype.kind in "iu" and arr.size \
+            and (arr.min() < -2**31 or arr.max() >= 2**31):
+        # An implicit narrowing (Python ints, or int64 on the GPU) must not wrap silently.
+        raise OverflowError(
+            f"[to_tensor] integer values {int(arr.min())}..{int(arr.max())} do not fit in int32, "
+            f"the integer type of {p}; keep them on 'cpu' as int64 (dtype='int64') or convert "
+            f"them explicitly")
     arr = np.asarray(arr, dtype=_NP[name])
     return Tensor._wrap(_C.from_bytes(arr.tobytes(), name, list(arr.shape), p))
 

@@ -4,18 +4,87 @@
 
 use crate::{Error, Result};
 
-/// Number of elements of a shape (1 for a scalar).
+/// Number of elements of a shape (1 for a scalar). Only for shapes already checked by
+/// [`checked_numel`] (every tensor's layout is); saturates instead of wrapping otherwise.
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).unwrap_or_else(|| {
+        if shape.contains(&0) {
+            0
+        } else {
+            usize::MAX
+        }
+    })
 }
 
-/// Row-major strides (in elements) for a shape.
+/// The largest element count or byte size a shape may have: `isize::MAX`, so every element
+/// offset, stride and byte size of a checked shape fits in `isize` (what Rust's allocator
+/// and slices require) and arithmetic on them cannot wrap.
+pub const MAX_SIZE: usize = isize::MAX as usize;
+
+/// Number of elements of a user-given shape, checked: the product (and each partial product,
+/// so strides fit too) must not exceed [`MAX_SIZE`]. The error names the op and the shape.
+/// The one place element counts of user shapes are computed; byte sizes go through
+/// [`checked_nbytes`].
+pub fn checked_numel(op: &str, shape: &[usize]) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    let mut n = 1usize;
+    for &d in shape {
+        n = match n.checked_mul(d) {
+            Some(v) if v <= MAX_SIZE => v,
+            _ => {
+                return Err(Error::shape(
+                    op,
+                    format!(
+                        "shape {shape:?} has too many elements: their count overflows the \
+                         address space (at most {MAX_SIZE})"
+                    ),
+                ))
+            }
+        };
+    }
+    Ok(n)
+}
+
+/// Bytes of a dense tensor of `shape` with `elem_size`-byte elements, checked like
+/// [`checked_numel`] (also the multiplication by the element size).
+pub fn checked_nbytes(op: &str, shape: &[usize], elem_size: usize) -> Result<usize> {
+    let n = checked_numel(op, shape)?;
+    match n.checked_mul(elem_size) {
+        Some(b) if b <= MAX_SIZE => Ok(b),
+        _ => Err(Error::shape(
+            op,
+            format!(
+                "shape {shape:?} with {elem_size}-byte elements needs more than {MAX_SIZE} bytes"
+            ),
+        )),
+    }
+}
+
+/// `a * b` of sizes computed from user input (kernel extents, padded lengths...), or an error
+/// naming the op and `what` was being computed.
+pub fn checked_mul(op: &str, what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b).filter(|&v| v <= MAX_SIZE).ok_or_else(|| {
+        Error::shape(op, format!("{what} overflows: {a} * {b} is more than {MAX_SIZE}"))
+    })
+}
+
+/// `a + b` of sizes computed from user input, or an error naming the op and `what`.
+pub fn checked_add(op: &str, what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_add(b).filter(|&v| v <= MAX_SIZE).ok_or_else(|| {
+        Error::shape(op, format!("{what} overflows: {a} + {b} is more than {MAX_SIZE}"))
+    })
+}
+
+/// Row-major strides (in elements) for a shape. Saturating, so an unchecked huge shape gives
+/// wrong strides instead of a panic; such shapes are refused before anything is allocated.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
     let mut strides = vec![0isize; shape.len()];
     let mut acc = 1isize;
     for i in (0..shape.len()).rev() {
         strides[i] = acc;
-        acc *= shape[i].max(1) as isize;
+        acc = acc.saturating_mul(isize::try_from(shape[i].max(1)).unwrap_or(isize::MAX));
     }
     strides
 }
@@ -88,7 +157,7 @@ impl Layout {
             if self.shape[i] != 1 && self.strides[i] != acc {
                 return false;
             }
-            acc *= self.shape[i] as isize;
+            acc = acc.saturating_mul(self.shape[i] as isize);
         }
         true
     }
@@ -100,14 +169,14 @@ impl Layout {
         }
         let (mut lo, mut hi) = (self.offset as isize, self.offset as isize);
         for (&d, &s) in self.shape.iter().zip(&self.strides) {
-            let ext = (d as isize - 1) * s;
+            let ext = (d as isize - 1).saturating_mul(s);
             if ext < 0 {
-                lo += ext;
+                lo = lo.saturating_add(ext);
             } else {
-                hi += ext;
+                hi = hi.saturating_add(ext);
             }
         }
-        (lo as usize, hi as usize + 1)
+        (lo.max(0) as usize, (hi as usize).saturating_add(1))
     }
 
     /// Broadcast to `shape` (NumPy rules): new leading dims and size-1 dims get stride 0.
@@ -118,6 +187,7 @@ impl Layout {
                 format!("cannot broadcast shape {:?} to {shape:?}", self.shape),
             ));
         }
+        checked_numel(op, shape)?;
         let lead = shape.len() - self.ndim();
         let mut strides = vec![0isize; shape.len()];
         for i in 0..self.ndim() {
@@ -241,7 +311,9 @@ impl Layout {
         if numel(shape) != self.numel() {
             return None;
         }
-        if self.is_contiguous() {
+        // Empty views hold no elements: any shape of zero elements views them (and the
+        // stride walk below could overflow on the huge dims an empty shape may carry).
+        if self.is_contiguous() || self.numel() == 0 {
             let mut l = Layout::contiguous(shape);
             l.offset = self.offset;
             return Some(l);
@@ -398,6 +470,53 @@ mod tests {
         assert!(r.reshape_view(&[12]).is_none());
         assert_eq!(r.reshape_view(&[2, 2, 3]).unwrap().strides, vec![12, 3, 1]);
         assert!(l.reshape_view(&[5, 5]).is_none());
+    }
+
+    #[test]
+    fn sizes_are_checked_not_wrapped() {
+        let big = 1usize << 32;
+        let e = checked_numel("zeros", &[big, big]).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::Shape);
+        assert!(e.to_string().starts_with("[zeros] shape [4294967296, 4294967296]"), "{e}");
+        assert_eq!(checked_numel("t", &[big, big, 0]).unwrap(), 0);
+        assert_eq!(checked_numel("t", &[]).unwrap(), 1);
+        assert!(checked_numel("t", &[1 << 62, 2]).is_err(), "over isize::MAX");
+        assert_eq!(checked_nbytes("t", &[1 << 40, 2, 3], 4).unwrap(), 24 << 40);
+        assert!(checked_nbytes("t", &[1 << 61], 8).is_err());
+        assert_eq!(numel(&[big, big]), usize::MAX, "unchecked numel saturates");
+        assert!(Layout::contiguous(&[2]).broadcast_to("expand", &[big, big, 2]).is_err());
+        assert!(checked_mul("conv2d", "padded height", usize::MAX, 2).is_err());
+        assert!(checked_add("conv2d", "padded height", usize::MAX, 1).is_err());
+    }
+
+    proptest::proptest! {
+        /// Random shapes with huge dims: sizes and views never panic, and a shape that passes
+        /// the check has a product that really fits.
+        #[test]
+        fn huge_shapes_never_panic(
+            dims in proptest::collection::vec(
+                proptest::prop_oneof![0usize..5, 1usize << 20..1usize << 34, proptest::num::usize::ANY],
+                0..6,
+            ),
+            elem in proptest::sample::select(vec![1usize, 2, 4, 8]),
+        ) {
+            let exact = if dims.contains(&0) {
+                Some(0)
+            } else {
+                dims.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+            };
+            match checked_numel("t", &dims) {
+                Ok(n) => proptest::prop_assert_eq!(Some(n as u128), exact),
+                Err(_) => proptest::prop_assert!(exact.is_none_or(|v| v > MAX_SIZE as u128)),
+            }
+            let _ = checked_nbytes("t", &dims, elem);
+            let _ = numel(&dims);
+            let l = Layout::contiguous(&dims);
+            let _ = (l.is_contiguous(), l.span());
+            if let Ok(b) = Layout::contiguous(&[1]).broadcast_to("t", &dims) {
+                let _ = (b.span(), b.is_contiguous(), b.reshape_view(&[b.numel()]));
+            }
+        }
     }
 
     #[test]

@@ -9,5 +9,8 @@ mod place;
 
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result};
-pub use layout::{broadcast_shapes, contiguous_strides, normalize_axis, numel, Layout};
+pub use layout::{
+    broadcast_shapes, checked_add, checked_mul, checked_nbytes, checked_numel, contiguous_strides,
+    normalize_axis, numel, Layout, MAX_SIZE,
+};
 pub use place::Place;

@@ -269,6 +269,7 @@ impl Session {
                 return Ok(s.clone());
             }
         }
+        check_value_sizes(plan, self.place)?;
         let ctx = Ctx { plan, place: self.place };
         let mut env: HashMap<ValueId, Tensor> = HashMap::new();
         for step in &plan.init_steps {
@@ -545,6 +546,25 @@ fn liveness(plan: &Plan, enabled: bool) -> Vec<Vec<ValueId>> {
         }
     }
     frees
+}
+
+/// Refuses a plan (once, when it is first run) with a value whose size cannot be addressed, or
+/// that alone is over the host memory limit on the CPU place: a model whose outputs would be
+/// huge (`ConstantOfShape [2**20, 2**20]`, `Expand` to `[2**31, 2, 3]`) fails its request with
+/// an error naming the value, before any step runs or allocates.
+fn check_value_sizes(plan: &Plan, place: Place) -> Result<()> {
+    for (i, v) in plan.graph.values.iter().enumerate() {
+        if plan.graph.initializers.contains_key(&ValueId(i)) {
+            continue; // already in memory
+        }
+        let Some(shape) = v.shape.as_deref().and_then(mpsrt_graph::concrete) else { continue };
+        let label = || format!("{OP}: value {:?}", v.name);
+        let bytes = mpsrt_core::checked_nbytes(&label(), &shape, v.dtype.size())?;
+        if place == Place::Cpu {
+            mpsrt_runtime::check_host_alloc(&label(), bytes)?;
+        }
+    }
+    Ok(())
 }
 
 fn poisoned() -> Error {

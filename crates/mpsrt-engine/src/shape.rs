@@ -167,7 +167,11 @@ fn constant_of_shape(ctx: &Ctx<'_>, node: &Node, _inputs: &[Tensor]) -> Result<V
         return Err(ctx.err(node, "not a ConstantOfShape"));
     };
     let shape = ctx.out_shape(node, 0)?;
-    let n: usize = shape.iter().product();
+    // Built on the host for every place: checked, and the bytes (plus the tensor's copy) must
+    // fit under the host memory limit.
+    let nbytes = mpsrt_core::checked_nbytes(&ctx.label(node), &shape, h.dtype.size())?;
+    mpsrt_runtime::check_host_alloc(&ctx.label(node), nbytes.saturating_mul(2))?;
+    let n = nbytes / h.dtype.size().max(1);
     let elem = if h.bytes.is_empty() { vec![0u8; h.dtype.size()] } else { h.bytes.clone() };
     let bytes = elem.repeat(n);
     Ok(vec![bytes_to_tensor(&ctx.label(node), &bytes, h.dtype, &shape, ctx.place)?])
@@ -180,9 +184,19 @@ fn range(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
             .copied()
             .ok_or_else(|| ctx.err(node, format!("input {i} is empty")))
     };
-    let (start, delta) = (get(0)?, get(2)?);
+    let (start, limit, delta) = (get(0)?, get(1)?, get(2)?);
+    // onnxruntime refuses these too ("delta in Range operator can not be zero"; a NaN or
+    // infinite bound has no element count).
+    if !(start.is_finite() && limit.is_finite() && delta.is_finite()) || delta == 0.0 {
+        return Err(ctx.err(
+            node,
+            format!("needs finite start, limit and a non-zero finite delta, got ({start}, {limit}, {delta})"),
+        ));
+    }
     let out = node.outputs.first().copied().ok_or_else(|| ctx.err(node, "no output"))?;
     let n = ctx.shape(out).first().copied().unwrap_or(0);
+    // The f64 values, their encoding and the tensor: host memory on every place.
+    mpsrt_runtime::check_host_alloc(&ctx.label(node), n.saturating_mul(24))?;
     let vals: Vec<f64> = (0..n).map(|i| start + i as f64 * delta).collect();
     let h = HostTensor::from_f64(ctx.dtype(out), vec![n], &vals);
     Ok(vec![host_to_tensor(&ctx.label(node), &h, ctx.place)?])

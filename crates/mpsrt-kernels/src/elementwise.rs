@@ -485,7 +485,11 @@ impl ElementwiseSpec {
                     (a, b) if a == *b => x,
                     (VType::Bool, VType::Float) => format!("select(0.0, 1.0, {x})"),
                     (VType::Bool, VType::Int) => format!("select(0, 1, {x})"),
-                    (VType::Float, VType::Bool) => format!("({x} != 0.0)"),
+                    // Truthy unless ±0, by the bits: lavapipe folds NaN comparisons, so
+                    // `x != 0.0` gave false for NaN (NumPy and the CPU give true).
+                    (VType::Float, VType::Bool) => {
+                        format!("((bitcast<u32>({x}) & 0x7fffffffu) != 0u)")
+                    }
                     (VType::Int, VType::Bool) => format!("({x} != 0)"),
                     (VType::Float, VType::Int) => {
                         h.need("cast_fi");

@@ -29,7 +29,8 @@ fn set_current_device(index: usize) -> PyRes<()> {
 #[pyo3(signature = (index=None))]
 fn device_properties<'py>(py: Python<'py>, index: Option<usize>) -> PyRes<Bound<'py, PyDict>> {
     let i = device_index(index);
-    let dev = py.detach(move || mpsrt_runtime::gpu_device(i)).py_err()?;
+    let dev = crate::guard::detach(py, "device_properties", move || mpsrt_runtime::gpu_device(i))
+        .py_err()?;
     let p = dev.properties();
     let d = PyDict::new(py);
     d.set_item("index", p.index)?;
@@ -61,7 +62,8 @@ fn device_properties<'py>(py: Python<'py>, index: Option<usize>) -> PyRes<Bound<
 #[pyo3(signature = (index=None))]
 fn synchronize(py: Python<'_>, index: Option<usize>) -> PyRes<()> {
     let i = device_index(index);
-    py.detach(move || mpsrt_runtime::gpu_device(i)?.synchronize()).py_err()
+    crate::guard::detach(py, "synchronize", move || mpsrt_runtime::gpu_device(i)?.synchronize())
+        .py_err()
 }
 
 /// Memory statistics of device `index`: a dict with allocated, reserved, peak_allocated,
@@ -70,7 +72,10 @@ fn synchronize(py: Python<'_>, index: Option<usize>) -> PyRes<()> {
 #[pyo3(signature = (index=None))]
 fn memory_stats<'py>(py: Python<'py>, index: Option<usize>) -> PyRes<Bound<'py, PyDict>> {
     let i = device_index(index);
-    let s = py.detach(move || mpsrt_runtime::gpu_device(i).map(|d| d.memory_stats())).py_err()?;
+    let s = crate::guard::detach(py, "memory_stats", move || {
+        mpsrt_runtime::gpu_device(i).map(|d| d.memory_stats())
+    })
+    .py_err()?;
     let d = PyDict::new(py);
     d.set_item("allocated", s.allocated)?;
     d.set_item("reserved", s.reserved)?;
@@ -87,14 +92,37 @@ fn memory_stats<'py>(py: Python<'py>, index: Option<usize>) -> PyRes<Bound<'py, 
 #[pyo3(signature = (index=None))]
 fn empty_cache(py: Python<'_>, index: Option<usize>) -> PyRes<()> {
     let i = device_index(index);
-    py.detach(move || mpsrt_runtime::gpu_device(i).map(|d| d.empty_cache())).py_err()
+    crate::guard::detach(py, "empty_cache", move || {
+        mpsrt_runtime::gpu_device(i).map(|d| d.empty_cache())
+    })
+    .py_err()
 }
 
 #[pyfunction]
 #[pyo3(signature = (index=None))]
 fn reset_peak_memory(py: Python<'_>, index: Option<usize>) -> PyRes<()> {
     let i = device_index(index);
-    py.detach(move || mpsrt_runtime::gpu_device(i).map(|d| d.reset_peak_memory())).py_err()
+    crate::guard::detach(py, "reset_peak_memory", move || {
+        mpsrt_runtime::gpu_device(i).map(|d| d.reset_peak_memory())
+    })
+    .py_err()
+}
+
+/// Host memory of the CPU place: `{"allocated": live bytes, "limit": MPSRT_CPU_MEMORY_LIMIT}`.
+#[pyfunction]
+fn cpu_memory_stats(py: Python<'_>) -> PyRes<Bound<'_, PyDict>> {
+    let (allocated, limit) = mpsrt_runtime::cpu_memory_usage();
+    let d = PyDict::new(py);
+    d.set_item("allocated", allocated)?;
+    d.set_item("limit", limit)?;
+    Ok(d)
+}
+
+/// Sets the CPU place's memory limit in bytes (`None`: the default, 90% of system RAM).
+#[pyfunction]
+#[pyo3(signature = (limit=None))]
+fn set_cpu_memory_limit(limit: Option<u64>) {
+    mpsrt_runtime::set_cpu_memory_limit(limit);
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -106,5 +134,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
     m.add_function(wrap_pyfunction!(reset_peak_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cpu_memory_limit, m)?)?;
     Ok(())
 }

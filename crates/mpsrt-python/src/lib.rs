@@ -8,6 +8,7 @@
 
 mod compose;
 mod device;
+mod guard;
 mod jit;
 mod layers;
 mod nn;

@@ -163,10 +163,12 @@ impl PyOnnxSession {
         let opts = SessionOptions { fusion, memory_planning };
         let session = if let Ok(b) = model.cast::<PyBytes>() {
             let bytes = b.as_bytes().to_vec();
-            py.detach(move || Session::load_bytes(&bytes, p, opts))
+            crate::guard::detach(py, "InferenceSession", move || {
+                Session::load_bytes(&bytes, p, opts)
+            })
         } else if model.is_instance_of::<PyString>() || model.hasattr("__fspath__")? {
             let path: PathBuf = model.extract()?;
-            py.detach(move || Session::load(&path, p, opts))
+            crate::guard::detach(py, "InferenceSession", move || Session::load(&path, p, opts))
         } else {
             return Err(PyTypeError::new_err(format!(
                 "[onnx] expected a model path or bytes, got {}",
@@ -211,7 +213,8 @@ impl PyOnnxSession {
         let feeds: HashMap<String, Tensor> =
             feeds.into_iter().map(|(k, t)| (k, t.inner.clone())).collect();
         let session = self.inner.clone();
-        let outs = py.detach(move || session.run(&feeds)).py_err()?;
+        let outs = crate::guard::detach(py, "InferenceSession.run", move || session.run(&feeds))
+            .py_err()?;
         Ok(outs.into_iter().map(|(n, t)| (n, wrap(t))).collect())
     }
 

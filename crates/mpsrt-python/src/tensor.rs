@@ -1,6 +1,7 @@
 //! The `_C.Tensor` class (a handle on `mpsrt_tensor::Tensor`: shared storage + layout + dtype)
 //! and the creation functions. Views (reshape, permute, slice, select, expand...) share storage.
 
+use crate::guard::{detach, guarded};
 use crate::{parse_dtype, parse_place, place_str, IntoPy, PyRes};
 use mpsrt_core::Place;
 use mpsrt_tensor::{Scalar, Tensor};
@@ -84,32 +85,32 @@ impl PyTensor {
     /// Row-major element bytes (little-endian; bool as 0/1 bytes). Waits for the GPU.
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyBytes>> {
         let t = self.inner.clone();
-        let bytes = py.detach(move || t.to_bytes()).py_err()?;
+        let bytes = detach(py, "to_bytes", move || t.to_bytes()).py_err()?;
         Ok(PyBytes::new(py, &bytes))
     }
     fn to(&self, py: Python<'_>, place: &str) -> PyRes<PyTensor> {
         let p = parse_place(place)?;
         let t = self.inner.clone();
-        Ok(wrap(py.detach(move || t.to(p)).py_err()?))
+        Ok(wrap(detach(py, "to", move || t.to(p)).py_err()?))
     }
     fn astype(&self, py: Python<'_>, dtype: &str) -> PyRes<PyTensor> {
         let d = parse_dtype(dtype)?;
         let t = self.inner.clone();
-        Ok(wrap(py.detach(move || t.astype(d)).py_err()?))
+        Ok(wrap(detach(py, "astype", move || t.astype(d)).py_err()?))
     }
     fn contiguous(&self, py: Python<'_>) -> PyRes<PyTensor> {
         let t = self.inner.clone();
-        Ok(wrap(py.detach(move || t.contiguous()).py_err()?))
+        Ok(wrap(detach(py, "contiguous", move || t.contiguous()).py_err()?))
     }
     fn reshape(&self, py: Python<'_>, shape: Vec<isize>) -> PyRes<PyTensor> {
         let t = self.inner.clone();
-        Ok(wrap(py.detach(move || t.reshape(&shape)).py_err()?))
+        Ok(wrap(detach(py, "reshape", move || t.reshape(&shape)).py_err()?))
     }
     fn permute(&self, perm: Vec<isize>) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.permute(&perm).py_err()?))
+        Ok(wrap(guarded("permute", || self.inner.permute(&perm)).py_err()?))
     }
     fn transpose(&self, a: isize, b: isize) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.transpose(a, b).py_err()?))
+        Ok(wrap(guarded("transpose", || self.inner.transpose(a, b)).py_err()?))
     }
     #[pyo3(signature = (axis, start, stop, step))]
     fn slice(
@@ -119,24 +120,24 @@ impl PyTensor {
         stop: Option<isize>,
         step: isize,
     ) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.slice(axis, start, stop, step).py_err()?))
+        Ok(wrap(guarded("slice", || self.inner.slice(axis, start, stop, step)).py_err()?))
     }
     fn select(&self, axis: isize, index: isize) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.select(axis, index).py_err()?))
+        Ok(wrap(guarded("select", || self.inner.select(axis, index)).py_err()?))
     }
     fn expand(&self, shape: Vec<usize>) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.expand(&shape).py_err()?))
+        Ok(wrap(guarded("expand", || self.inner.expand(&shape)).py_err()?))
     }
     fn unsqueeze(&self, axis: isize) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.unsqueeze(axis).py_err()?))
+        Ok(wrap(guarded("unsqueeze", || self.inner.unsqueeze(axis)).py_err()?))
     }
     #[pyo3(signature = (axis=None))]
     fn squeeze(&self, axis: Option<isize>) -> PyRes<PyTensor> {
-        Ok(wrap(self.inner.squeeze(axis).py_err()?))
+        Ok(wrap(guarded("squeeze", || self.inner.squeeze(axis)).py_err()?))
     }
     fn flatten(&self, py: Python<'_>, start: isize, end: isize) -> PyRes<PyTensor> {
         let t = self.inner.clone();
-        Ok(wrap(py.detach(move || t.flatten(start, end)).py_err()?))
+        Ok(wrap(detach(py, "flatten", move || t.flatten(start, end)).py_err()?))
     }
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner)
@@ -154,7 +155,7 @@ fn from_bytes(
 ) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
     let data = data.to_vec();
-    Ok(wrap(py.detach(move || Tensor::from_bytes(&data, d, &shape, p)).py_err()?))
+    Ok(wrap(detach(py, "from_bytes", move || Tensor::from_bytes(&data, d, &shape, p)).py_err()?))
 }
 
 #[pyfunction]
@@ -166,14 +167,14 @@ fn full(
     place: &str,
 ) -> PyRes<PyTensor> {
     let (s, d, p) = (scalar(value)?, parse_dtype(dtype)?, parse_place(place)?);
-    Ok(wrap(py.detach(move || mpsrt_tensor::full(&shape, s, d, p)).py_err()?))
+    Ok(wrap(detach(py, "full", move || mpsrt_tensor::full(&shape, s, d, p)).py_err()?))
 }
 
 /// Uninitialised on the GPU (see `mpsrt_tensor::empty`).
 #[pyfunction]
 fn empty(py: Python<'_>, shape: Vec<usize>, dtype: &str, place: &str) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
-    Ok(wrap(py.detach(move || mpsrt_tensor::empty(&shape, d, p)).py_err()?))
+    Ok(wrap(detach(py, "empty", move || mpsrt_tensor::empty(&shape, d, p)).py_err()?))
 }
 
 #[pyfunction]
@@ -186,19 +187,19 @@ fn arange(
     place: &str,
 ) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
-    Ok(wrap(py.detach(move || mpsrt_tensor::arange(start, end, step, d, p)).py_err()?))
+    Ok(wrap(detach(py, "arange", move || mpsrt_tensor::arange(start, end, step, d, p)).py_err()?))
 }
 
 #[pyfunction]
 fn rand(py: Python<'_>, shape: Vec<usize>, dtype: &str, place: &str) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
-    Ok(wrap(py.detach(move || mpsrt_tensor::rand(&shape, d, p)).py_err()?))
+    Ok(wrap(detach(py, "rand", move || mpsrt_tensor::rand(&shape, d, p)).py_err()?))
 }
 
 #[pyfunction]
 fn randn(py: Python<'_>, shape: Vec<usize>, dtype: &str, place: &str) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
-    Ok(wrap(py.detach(move || mpsrt_tensor::randn(&shape, d, p)).py_err()?))
+    Ok(wrap(detach(py, "randn", move || mpsrt_tensor::randn(&shape, d, p)).py_err()?))
 }
 
 /// Reseeds the generator behind `rand` / `randn` (one generator for every place).

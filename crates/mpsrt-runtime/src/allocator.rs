@@ -56,13 +56,20 @@ pub(crate) struct Allocator {
 
 /// Round a request up to its size class: at least 256 bytes, then steps of 1/16 of the next power of two,
 /// so rounding wastes at most 12.5%.
+/// Requests too large to round (near 2^64) map to `u64::MAX`, which no adapter can hold, so
+/// the caller refuses them with its out-of-memory error instead of overflowing.
 pub(crate) fn size_class(bytes: u64) -> u64 {
-    let n = bytes.max(256).next_multiple_of(4);
+    let Some(n) = bytes.max(256).checked_next_multiple_of(4) else {
+        return u64::MAX;
+    };
     if n <= 256 {
         return 256;
     }
-    let step = n.next_power_of_two() / 16;
-    n.div_ceil(step) * step
+    let Some(pow) = n.checked_next_power_of_two() else {
+        return u64::MAX;
+    };
+    let step = pow / 16;
+    n.div_ceil(step).checked_mul(step).unwrap_or(u64::MAX)
 }
 
 impl Allocator {
@@ -93,7 +100,7 @@ impl Allocator {
 
     /// Take a cached buffer of class `class` (or up to 25% larger); `None` on a miss.
     pub(crate) fn take_cached(&mut self, class: u64) -> Option<(wgpu::Buffer, u64)> {
-        let hi = class + class / 4;
+        let hi = class.saturating_add(class / 4);
         let key = *self.free.range(class..=hi).find(|(_, v)| !v.is_empty())?.0;
         let list = self.free.get_mut(&key)?;
         let entry = list.pop()?;
@@ -108,7 +115,7 @@ impl Allocator {
     /// Take a pending buffer of class `class` (or up to 25% larger) for stream-ordered reuse:
     /// `(buffer, class, last_use)`; the caller must carry `last_use` into the new tensor.
     pub(crate) fn take_pending(&mut self, class: u64) -> Option<(wgpu::Buffer, u64, u64)> {
-        let hi = class + class / 4;
+        let hi = class.saturating_add(class / 4);
         let i = self
             .pending
             .iter()
@@ -251,6 +258,10 @@ mod tests {
             let c = size_class(n);
             assert!(c >= n && (c - n) * 8 <= n, "{n} -> {c}");
             assert_eq!(size_class(c), c, "classes are fixed points");
+        }
+        // Near 2^63 and 2^64: no division by zero or overflow, a size nothing can hold.
+        for n in [1u64 << 63, (1 << 63) + 1, u64::MAX - 2, u64::MAX] {
+            assert!(size_class(n) >= n, "{n}");
         }
     }
 }

@@ -1,10 +1,127 @@
 //! Host memory for CPU tensors: an immutable byte buffer aligned to 8 bytes, so it can be viewed
 //! as a slice of any element type (including f64/i64) without copying.
+//!
+//! Every buffer is allocated fallibly and counted against the CPU place's memory limit
+//! (`MPSRT_CPU_MEMORY_LIMIT`, default 90% of system RAM) *before* the allocation, as the GPU
+//! allocator does with `MPSRT_MEMORY_LIMIT`: a shape or model that asks for terabytes gets an
+//! out-of-memory error (Python `MemoryError`), never the allocator's abort.
 
 use bytemuck::Pod;
+use mpsrt_core::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+
+/// Bytes held by live CPU buffers (pooled buffers not counted, as the GPU's `allocated`).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+/// The limit in bytes; `u64::MAX` = none. Set on first use from the environment.
+static LIMIT: OnceLock<AtomicU64> = OnceLock::new();
+
+fn limit_cell() -> &'static AtomicU64 {
+    LIMIT.get_or_init(|| {
+        let env = std::env::var("MPSRT_CPU_MEMORY_LIMIT").ok();
+        let parsed = env.as_deref().and_then(|v| v.trim().parse::<u64>().ok());
+        let v = parsed.unwrap_or_else(|| match crate::adapters::system_memory() {
+            0 => u64::MAX,
+            total => total / 10 * 9,
+        });
+        AtomicU64::new(v)
+    })
+}
+
+/// The CPU place's memory limit in bytes (`MPSRT_CPU_MEMORY_LIMIT`; default 90% of system
+/// RAM; `u64::MAX` when the system does not report its RAM), and the bytes live buffers hold.
+pub fn cpu_memory_usage() -> (u64, u64) {
+    (LIVE.load(Ordering::Relaxed), limit_cell().load(Ordering::Relaxed))
+}
+
+/// Replace the CPU memory limit (`None` restores the default); for tests and embedders.
+pub fn set_cpu_memory_limit(bytes: Option<u64>) {
+    let v = bytes.unwrap_or_else(|| match crate::adapters::system_memory() {
+        0 => u64::MAX,
+        total => total / 10 * 9,
+    });
+    limit_cell().store(v, Ordering::Relaxed);
+}
+
+fn oom(op: &str, bytes: u64, live: u64, limit: u64, why: &str) -> Error {
+    Error::oom(
+        op,
+        format!(
+            "out of memory on the CPU: tried to allocate {}; {} already allocated by live \
+             tensors, limit {}{why}. Free tensors or raise the limit with \
+             MPSRT_CPU_MEMORY_LIMIT=<bytes>",
+            crate::device::fmt_bytes(bytes),
+            crate::device::fmt_bytes(live),
+            crate::device::fmt_bytes(limit),
+        ),
+    )
+}
+
+/// Whether `bytes` more of host memory fit under the CPU limit; an out-of-memory error naming
+/// `op` if not. For host-side scratch (vectors an op fills before building its output) as much
+/// as for tensor buffers: call it before allocating.
+pub fn check_host_alloc(op: &str, bytes: usize) -> Result<()> {
+    let (live, limit) = cpu_memory_usage();
+    if (bytes as u64).saturating_add(live) > limit {
+        pool().lock().clear();
+        return Err(oom(op, bytes as u64, live, limit, ""));
+    }
+    Ok(())
+}
+
+/// A vector of `n` copies of `v`, allocated fallibly after [`check_host_alloc`]: the scratch
+/// and output vectors of CPU ops whose length comes from user shapes.
+pub fn host_vec<T: Clone>(op: &str, n: usize, v: T) -> Result<Vec<T>> {
+    let bytes = n
+        .checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::shape(op, format!("{n} elements overflow the address space")))?;
+    check_host_alloc(op, bytes)?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| {
+        let (live, limit) = cpu_memory_usage();
+        oom(op, bytes as u64, live, limit, " (the system allocator refused)")
+    })?;
+    out.resize(n, v);
+    Ok(out)
+}
+
+/// `n` zeroed words, allocated fallibly (calloc: large zero buffers come from fresh pages).
+fn alloc_words(op: &str, n: usize, zeroed: bool) -> Result<Vec<u64>> {
+    let bytes = n.checked_mul(8).filter(|&b| b <= mpsrt_core::MAX_SIZE).ok_or_else(|| {
+        Error::shape(op, format!("{n} words of host memory overflow the address space"))
+    })?;
+    let (live, limit) = cpu_memory_usage();
+    if (bytes as u64).saturating_add(live) > limit {
+        pool().lock().clear();
+        return Err(oom(op, bytes as u64, live, limit, ""));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let refused = || {
+        pool().lock().clear();
+        oom(op, bytes as u64, live, limit, " (the system allocator refused)")
+    };
+    if !zeroed {
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| refused())?;
+        return Ok(v);
+    }
+    let layout = std::alloc::Layout::array::<u64>(n).map_err(|_| refused())?;
+    // SAFETY: `layout` has a non-zero size (n > 0); a null return is handled; the memory is
+    // zeroed, which is a valid `u64` bit pattern, and was allocated by the global allocator
+    // with exactly the layout `Vec<u64>` uses for capacity `n`.
+    let words = unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut u64;
+        if ptr.is_null() {
+            return Err(refused());
+        }
+        Vec::from_raw_parts(ptr, n, n)
+    };
+    Ok(words)
+}
 
 /// Bytes of a CPU tensor. Immutable once built; ops always produce new buffers.
 pub struct CpuBuffer {
@@ -26,6 +143,14 @@ struct Pool {
     max: usize,
 }
 
+impl Pool {
+    /// Frees every pooled buffer: memory is short, so nothing is kept for reuse.
+    fn clear(&mut self) {
+        self.lists.clear();
+        self.bytes = 0;
+    }
+}
+
 fn pool() -> &'static Mutex<Pool> {
     static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -40,6 +165,7 @@ fn pool() -> &'static Mutex<Pool> {
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
         let bytes = self.words.len() * 8;
+        LIVE.fetch_sub(bytes as u64, Ordering::Relaxed);
         if bytes < MIN_POOLED {
             return;
         }
@@ -53,40 +179,50 @@ impl Drop for CpuBuffer {
 }
 
 impl CpuBuffer {
-    /// A zero-filled buffer of `len` bytes.
-    pub fn zeroed(len: usize) -> Self {
-        CpuBuffer { words: vec![0u64; len.div_ceil(8)], len }
+    fn counted(words: Vec<u64>, len: usize) -> Self {
+        LIVE.fetch_add(words.len() as u64 * 8, Ordering::Relaxed);
+        CpuBuffer { words, len }
+    }
+
+    /// A zero-filled buffer of `len` bytes; an out-of-memory error naming `op` over the limit.
+    pub fn zeroed(op: &str, len: usize) -> Result<Self> {
+        Ok(Self::counted(alloc_words(op, len.div_ceil(8), true)?, len))
     }
 
     /// A buffer of `len` bytes with unspecified (but initialized) contents — a recycled
     /// buffer's old values, or zeros — for an output the caller overwrites entirely.
-    pub fn for_overwrite(len: usize) -> Self {
+    pub fn for_overwrite(op: &str, len: usize) -> Result<Self> {
         let n = len.div_ceil(8);
-        if n * 8 >= MIN_POOLED {
+        if n.saturating_mul(8) >= MIN_POOLED {
             let mut p = pool().lock();
             if let Some(words) = p.lists.get_mut(&n).and_then(Vec::pop) {
                 p.bytes -= n * 8;
-                return CpuBuffer { words, len };
+                drop(p);
+                let (live, limit) = cpu_memory_usage();
+                if (n as u64 * 8).saturating_add(live) > limit {
+                    return Err(oom(op, n as u64 * 8, live, limit, ""));
+                }
+                return Ok(Self::counted(words, len));
             }
         }
-        Self::zeroed(len)
+        Self::zeroed(op, len)
     }
 
     /// A copy of `bytes`, written once (no zero fill first: outputs of CPU ops pass through here).
-    pub fn from_bytes(bytes: &[u8]) -> Self {
+    pub fn from_bytes(op: &str, bytes: &[u8]) -> Result<Self> {
         let (full, tail) = bytes.split_at(bytes.len() / 8 * 8);
-        let mut words = Vec::with_capacity(bytes.len().div_ceil(8));
+        let mut words = alloc_words(op, bytes.len().div_ceil(8), false)?;
         words.extend(full.chunks_exact(8).map(bytemuck::pod_read_unaligned::<u64>));
         if !tail.is_empty() {
             let mut w = [0u8; 8];
             w[..tail.len()].copy_from_slice(tail);
             words.push(u64::from_ne_bytes(w));
         }
-        CpuBuffer { words, len: bytes.len() }
+        Ok(Self::counted(words, bytes.len()))
     }
 
-    pub fn from_slice<T: Pod>(data: &[T]) -> Self {
-        Self::from_bytes(bytemuck::cast_slice(data))
+    pub fn from_slice<T: Pod>(op: &str, data: &[T]) -> Result<Self> {
+        Self::from_bytes(op, bytemuck::cast_slice(data))
     }
 
     pub fn len(&self) -> usize {
@@ -123,32 +259,53 @@ mod tests {
 
     #[test]
     fn typed_views_round_trip() {
-        let b = CpuBuffer::from_slice(&[1.5f64, -2.0]);
+        let b = CpuBuffer::from_slice("t", &[1.5f64, -2.0]).unwrap();
         assert_eq!(b.len(), 16);
         assert_eq!(b.as_slice::<f64>(), &[1.5, -2.0]);
-        let c = CpuBuffer::from_bytes(&[1, 2, 3]);
+        let c = CpuBuffer::from_bytes("t", &[1, 2, 3]).unwrap();
         assert_eq!(c.bytes(), &[1, 2, 3]);
         assert_eq!(c.as_slice::<u8>(), &[1, 2, 3]);
         let bytes: Vec<u8> = (0..21u8).collect();
-        assert_eq!(CpuBuffer::from_bytes(&bytes).bytes(), &bytes[..], "two words and a tail");
+        assert_eq!(
+            CpuBuffer::from_bytes("t", &bytes).unwrap().bytes(),
+            &bytes[..],
+            "two words and a tail"
+        );
     }
 
     #[test]
     fn dropped_buffers_are_recycled_for_overwrite() {
         // A size no other test uses: the pool is process-wide.
         let len = MIN_POOLED + 8 * 13 + 3;
-        let mut a = CpuBuffer::for_overwrite(len);
+        let mut a = CpuBuffer::for_overwrite("t", len).unwrap();
         assert_eq!(a.len(), len);
         a.bytes_mut().fill(7);
         let ptr = a.words.as_ptr();
         drop(a);
-        let b = CpuBuffer::for_overwrite(len);
+        let b = CpuBuffer::for_overwrite("t", len).unwrap();
         assert_eq!(b.words.as_ptr(), ptr, "the dropped buffer is handed out again");
         assert_eq!(b.len(), len);
         // Small buffers are not pooled; zeroed() never takes from the pool.
-        assert!(CpuBuffer::zeroed(len).bytes().iter().all(|&x| x == 0));
+        assert!(CpuBuffer::zeroed("t", len).unwrap().bytes().iter().all(|&x| x == 0));
         drop(b);
-        let small = CpuBuffer::for_overwrite(100);
+        let small = CpuBuffer::for_overwrite("t", 100).unwrap();
         assert!(small.bytes().iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn huge_requests_are_refused_before_allocating() {
+        for len in [1usize << 50, usize::MAX - 3, (1usize << 62) + 1] {
+            let e = CpuBuffer::zeroed("zeros", len).err().expect("refused");
+            assert!(
+                matches!(e.kind, mpsrt_core::ErrorKind::OutOfMemory | mpsrt_core::ErrorKind::Shape),
+                "{e}"
+            );
+            assert!(e.to_string().starts_with("[zeros] "), "{e}");
+            assert!(CpuBuffer::for_overwrite("t", len).is_err());
+            assert!(host_vec::<f32>("t", len, 0.0).is_err());
+        }
+        let e = CpuBuffer::zeroed("zeros", 1 << 50).err().unwrap();
+        assert!(e.to_string().contains("MPSRT_CPU_MEMORY_LIMIT"), "{e}");
+        assert!(check_host_alloc("t", 1 << 10).is_ok());
     }
 }

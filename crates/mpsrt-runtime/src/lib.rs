@@ -19,7 +19,7 @@ mod storage;
 pub use adapters::{AdapterSummary, DeviceProperties};
 pub use allocator::MemoryStats;
 pub use bind_cache::BindCacheStats;
-pub use cpu::CpuBuffer;
+pub use cpu::{check_host_alloc, cpu_memory_usage, host_vec, set_cpu_memory_limit, CpuBuffer};
 pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
 pub use env::RuntimeConfig;
 pub use registry::{

@@ -6,7 +6,7 @@ use crate::activation::Activation;
 use crate::elementwise::same_place;
 use crate::matmul::epilogue_after;
 use crate::{cpu, gpu, Tensor};
-use mpsrt_core::{Error, Place, Result};
+use mpsrt_core::{checked_add, checked_mul, checked_numel, Error, Place, Result};
 
 /// Padding of a 2-D convolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +135,24 @@ fn check_common(
     Ok(place)
 }
 
+/// `(k - 1) * dilation + 1`, checked: the extent of a dilated kernel.
+fn dilated(op: &str, k: usize, d: usize) -> Result<usize> {
+    checked_add(
+        op,
+        "the dilated kernel extent",
+        checked_mul(op, "the dilated kernel extent", k - 1, d)?,
+        1,
+    )
+}
+
+/// Refuses geometries whose output (or GPU im2col matrix) cannot be addressed: padding 2**31
+/// asks for 2**64 output elements, which must be an error naming the sizes, not a wrap.
+fn check_sizes(op: &str, g: &ConvGeom) -> Result<()> {
+    checked_numel(op, &[g.n, g.oc, g.oh, g.ow])?;
+    checked_numel(op, &[g.n, g.c / g.groups.max(1), g.kh, g.kw, g.oh, g.ow])?;
+    Ok(())
+}
+
 fn check_bias(op: &str, b: Option<&Tensor>, oc: usize) -> Result<()> {
     if let Some(b) = b {
         if b.shape() != [oc] {
@@ -203,7 +221,7 @@ pub fn conv2d_fused(
     check_bias(op, bias, oc)?;
     let (sh, sw) = (opts.stride[0], opts.stride[1]);
     let (dh, dw) = (opts.dilation[0], opts.dilation[1]);
-    let (ekh, ekw) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
+    let (ekh, ekw) = (dilated(op, kh, dh)?, dilated(op, kw, dw)?);
     let [pt, pl, pb, pr] = match opts.padding {
         ConvPadding::Explicit(p) => p,
         same => {
@@ -223,7 +241,15 @@ pub fn conv2d_fused(
             [t, l, b, r]
         }
     };
-    let (hp, wp) = (h + pt + pb, wi + pl + pr);
+    let padded = |len: usize, a: usize, b: usize| {
+        checked_add(
+            op,
+            "the padded input size",
+            checked_add(op, "the padded input size", len, a)?,
+            b,
+        )
+    };
+    let (hp, wp) = (padded(h, pt, pb)?, padded(wi, pl, pr)?);
     if hp < ekh || wp < ekw {
         return Err(Error::shape(
             op,
@@ -252,6 +278,7 @@ pub fn conv2d_fused(
         dw,
         groups: g,
     };
+    check_sizes(op, &geom)?;
     if let Some(r) = residual {
         let want = [geom.n, geom.oc, geom.oh, geom.ow];
         if r.shape() != want || r.place() != place {
@@ -357,12 +384,15 @@ pub fn conv_transpose2d(
             ));
         }
     }
-    let size = |len: usize, d: usize, k: usize| -> Option<usize> {
-        let full = (len.max(1) - 1) * opts.stride[d] + opts.dilation[d] * (k - 1) + 1;
+    let size = |len: usize, d: usize, k: usize| -> Result<Option<usize>> {
+        let what = "the output size";
+        let spread = checked_mul(op, what, len.max(1) - 1, opts.stride[d])?;
+        let full = checked_add(op, what, spread, dilated(op, k, opts.dilation[d])?)?;
         let full = if len == 0 { 0 } else { full };
-        (full + opts.output_padding[d]).checked_sub(2 * opts.padding[d])
+        let pad = checked_mul(op, "the padding", 2, opts.padding[d])?;
+        Ok(checked_add(op, what, full, opts.output_padding[d])?.checked_sub(pad))
     };
-    let (Some(oh), Some(ow)) = (size(h, 0, kh), size(wi, 1, kw)) else {
+    let (Some(oh), Some(ow)) = (size(h, 0, kh)?, size(wi, 1, kw)?) else {
         return Err(Error::shape(
             op,
             format!(
@@ -389,6 +419,7 @@ pub fn conv_transpose2d(
         dw: opts.dilation[1],
         groups: g,
     };
+    check_sizes(op, &geom)?;
     match place {
         Place::Cpu => cpu::conv::conv_transpose2d(x, w, bias, &geom),
         Place::Gpu(d) => gpu::conv::conv(op, d, x, w, bias, &geom, true, (None, None)),

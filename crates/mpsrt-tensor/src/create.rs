@@ -2,7 +2,7 @@
 //! host from one global generator, so a seed reproduces the same values on every device.
 
 use crate::{Scalar, Tensor};
-use mpsrt_core::{numel, DType, Error, Place, Result};
+use mpsrt_core::{checked_nbytes, DType, Error, Place, Result};
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -21,9 +21,10 @@ pub fn manual_seed(seed: u64) {
     *rng().lock() = rand::rngs::StdRng::seed_from_u64(seed);
 }
 
-/// Encode f64 values as `dtype` bytes (wrapping for ints, as `astype` does).
+/// Encode f64 values as `dtype` bytes (wrapping for ints, as `astype` does). Callers check the
+/// host allocation first (`check_host_alloc`): the count comes from user arguments.
 fn encode(values: impl Iterator<Item = f64>, dtype: DType) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(values.size_hint().0 * dtype.size());
     for v in values {
         match dtype {
             DType::Bool => out.push((v != 0.0) as u8),
@@ -45,6 +46,11 @@ pub fn full(
     dtype: DType,
     place: Place,
 ) -> Result<Tensor> {
+    // Checked before anything is built: `[2**32, 2**32]` must not wrap to zero elements.
+    let bytes = checked_nbytes("full", shape, dtype.size())?;
+    if place == Place::Cpu {
+        mpsrt_runtime::check_host_alloc("full", bytes)?;
+    }
     let v = value.into();
     let x = match v {
         Scalar::B(b) => b as u8 as f64,
@@ -59,6 +65,7 @@ pub fn full(
 /// buffer from the caching allocator with unspecified contents (a recycled buffer of this
 /// process, or a fresh one wgpu zero-filled), so no fill pass runs; on the CPU zeros.
 pub fn empty(shape: &[usize], dtype: DType, place: Place) -> Result<Tensor> {
+    checked_nbytes("empty", shape, dtype.size())?;
     match place {
         Place::Gpu(d) if dtype.gpu_supported() => {
             crate::gpu::shape::empty("empty", d, shape, dtype)
@@ -84,7 +91,18 @@ pub fn arange(start: f64, end: f64, step: f64, dtype: DType, place: Place) -> Re
             format!("need finite start/end and a non-zero step, got ({start}, {end}, {step})"),
         ));
     }
-    let n = ((end - start) / step).ceil().max(0.0) as usize;
+    let count = ((end - start) / step).ceil().max(0.0);
+    // `as usize` saturates; the checks below refuse what cannot be held.
+    let n = count as usize;
+    let bytes = checked_nbytes("arange", &[n], dtype.size())?;
+    if count > mpsrt_core::MAX_SIZE as f64 {
+        return Err(Error::shape(
+            "arange",
+            format!("({start}, {end}, {step}) has {count} elements, more than can be addressed"),
+        ));
+    }
+    // The encoded values, then the tensor's copy of them.
+    mpsrt_runtime::check_host_alloc("arange", bytes.saturating_mul(2))?;
     let bytes = encode((0..n).map(|i| start + i as f64 * step), dtype);
     Tensor::from_bytes(&bytes, dtype, &[n], place)
 }
@@ -93,7 +111,10 @@ fn random(op: &str, shape: &[usize], dtype: DType, place: Place, normal: bool) -
     if !dtype.is_float() {
         return Err(Error::dtype(op, format!("random values need a float dtype, got {dtype}")));
     }
-    let n = numel(shape);
+    let bytes = checked_nbytes(op, shape, dtype.size())?;
+    let n = bytes / dtype.size();
+    // f64 samples, their encoding and the tensor's copy are all host memory.
+    mpsrt_runtime::check_host_alloc(op, n.saturating_mul(8).saturating_add(bytes * 2))?;
     let mut g = rng().lock();
     let values: Vec<f64> = if normal {
         (0..n).map(|_| StandardNormal.sample(&mut *g)).collect()

@@ -3,7 +3,7 @@
 //! `floor(i·H/OH) .. ceil((i+1)·H/OH)` windows. CPU reference `cpu/pool.rs`, GPU `gpu/pool.rs`.
 
 use crate::{cpu, gpu, Tensor};
-use mpsrt_core::{Error, Place, Result};
+use mpsrt_core::{checked_add, checked_mul, checked_numel, Error, Place, Result};
 
 /// Options of `max_pool2d` / `avg_pool2d` (PyTorch's meaning; `stride: None` = kernel size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +66,8 @@ fn as_4d(op: &str, x: &Tensor) -> Result<(Tensor, bool)> {
 fn run(op: &str, x: &Tensor, squeeze: bool, g: &PoolGeom) -> Result<Tensor> {
     let s = x.shape();
     let shape = [s[0], s[1], g.oh, g.ow];
+    // `adaptive_avg_pool2d(x, 2**40)` asks for 2**80 outputs: an error, not a wrap.
+    checked_numel(op, &shape)?;
     let y = match x.place() {
         Place::Cpu => cpu::pool::pool2d(x, &shape, g)?,
         Place::Gpu(d) => gpu::pool::pool2d(op, d, x, &shape, g)?,
@@ -90,7 +92,7 @@ fn pooled(op: &str, x: &Tensor, o: &Pool2dOptions, max: bool) -> Result<Tensor> 
             ),
         ));
     }
-    if (0..2).any(|i| o.padding[i] * 2 > o.kernel[i]) {
+    if (0..2).any(|i| o.padding[i].saturating_mul(2) > o.kernel[i]) {
         return Err(Error::invalid(
             op,
             format!("padding {:?} must be at most half the kernel size {:?}", o.padding, o.kernel),
@@ -99,8 +101,9 @@ fn pooled(op: &str, x: &Tensor, o: &Pool2dOptions, max: bool) -> Result<Tensor> 
     let s = x4.shape();
     let mut out = [0usize; 2];
     for i in 0..2 {
-        let len = s[2 + i] + 2 * o.padding[i];
-        let ek = dilation[i] * (o.kernel[i] - 1) + 1;
+        let len = checked_add(op, "the padded input size", s[2 + i], 2 * o.padding[i])?;
+        let ek = checked_mul(op, "the dilated kernel extent", dilation[i], o.kernel[i] - 1)?;
+        let ek = checked_add(op, "the dilated kernel extent", ek, 1)?;
         if len < ek {
             return Err(Error::shape(
                 op,

@@ -29,7 +29,7 @@ fn assemble(
     match place {
         Place::Cpu => {
             let fill =
-                fill.map(|v| cpu::conv::from_f64(&[v], &[1], dtype).to_bytes()).transpose()?;
+                fill.map(|v| cpu::conv::from_f64(&[v], &[1], dtype)?.to_bytes()).transpose()?;
             let parts: Vec<Result<(Layout, Tensor)>> =
                 parts.iter().map(|(l, t)| Ok((l.clone(), t.astype(dtype)?))).collect();
             let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;

@@ -29,7 +29,7 @@ impl fmt::Debug for Tensor {
 }
 
 fn check_len(op: &str, bytes: usize, dtype: DType, shape: &[usize]) -> Result<()> {
-    let want = numel(shape) * dtype.size();
+    let want = mpsrt_core::checked_nbytes(op, shape, dtype.size())?;
     if bytes != want {
         return Err(Error::shape(
             op,
@@ -47,7 +47,7 @@ impl Tensor {
     pub fn from_bytes(bytes: &[u8], dtype: DType, shape: &[usize], place: Place) -> Result<Tensor> {
         check_len("from_bytes", bytes.len(), dtype, shape)?;
         let cpu = Tensor {
-            storage: Storage::Cpu(Arc::new(CpuBuffer::from_bytes(bytes))),
+            storage: Storage::Cpu(Arc::new(CpuBuffer::from_bytes("from_bytes", bytes)?)),
             layout: Layout::contiguous(shape),
             dtype,
         };
@@ -131,7 +131,7 @@ impl Tensor {
         }
         let bytes = self.to_bytes()?;
         let storage = match place {
-            Place::Cpu => Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&bytes))),
+            Place::Cpu => Storage::Cpu(Arc::new(CpuBuffer::from_bytes("to", &bytes)?)),
             Place::Gpu(i) => {
                 Storage::Gpu(Arc::new(mpsrt_runtime::gpu_device(i)?.upload("to", &bytes)?))
             }
@@ -178,6 +178,8 @@ impl Tensor {
 
     /// The elements as `T`, which must match the dtype exactly.
     pub fn to_vec<T: mpsrt_core::Element + bytemuck::Pod>(&self) -> Result<Vec<T>> {
+        // The copy is host memory whichever place the tensor is on.
+        mpsrt_runtime::check_host_alloc("to_bytes", n)?;
         if T::DTYPE != self.dtype {
             return Err(Error::dtype(
                 "to_vec",
@@ -335,7 +337,7 @@ fn infer_shape(op: &str, shape: &[isize], numel: usize, from: &[usize]) -> Resul
         } else if d < 0 {
             return Err(Error::invalid(op, format!("invalid dimension {d} in {shape:?}")));
         } else {
-            known *= d as usize;
+            known = mpsrt_core::checked_mul(op, "the shape's element count", known, d as usize)?;
         }
     }
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
@@ -348,15 +350,11 @@ fn infer_shape(op: &str, shape: &[isize], numel: usize, from: &[usize]) -> Resul
         }
         out[i] = numel / known;
     }
-    if numel_of(&out) != numel {
+    if mpsrt_core::checked_numel(op, &out)? != numel {
         return Err(Error::shape(
             op,
             format!("cannot reshape {from:?} ({numel} elements) into {shape:?}"),
         ));
     }
     Ok(out)
-}
-
-fn numel_of(s: &[usize]) -> usize {
-    s.iter().product()
 }

@@ -10,8 +10,9 @@ use mpsrt_runtime::{CpuBuffer, Storage};
 use std::sync::Arc;
 
 /// A contiguous CPU tensor of `dtype` from f64 values (floats rounded once).
-pub(crate) fn from_f64(values: &[f64], shape: &[usize], dtype: DType) -> Tensor {
-    let mut out = Vec::with_capacity(values.len() * dtype.size());
+pub(crate) fn from_f64(values: &[f64], shape: &[usize], dtype: DType) -> Result<Tensor> {
+    let mut out = mpsrt_runtime::host_vec("from_f64", values.len() * dtype.size(), 0u8)?;
+    out.clear();
     for &v in values {
         match dtype {
             DType::F16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
@@ -23,17 +24,17 @@ pub(crate) fn from_f64(values: &[f64], shape: &[usize], dtype: DType) -> Tensor 
             DType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
         }
     }
-    Tensor::from_parts(
-        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&out))),
+    Ok(Tensor::from_parts(
+        Storage::Cpu(Arc::new(CpuBuffer::from_bytes("from_f64", &out)?)),
         Layout::contiguous(shape),
         dtype,
-    )
+    ))
 }
 
 fn bias_values(b: Option<&Tensor>, oc: usize) -> Result<Vec<f64>> {
     match b {
         Some(b) => b.to_f64_vec(),
-        None => Ok(vec![0.0; oc]),
+        None => mpsrt_runtime::host_vec("conv2d", oc, 0.0),
     }
 }
 
@@ -41,7 +42,7 @@ fn bias_values(b: Option<&Tensor>, oc: usize) -> Result<Vec<f64>> {
 pub(crate) fn conv2d(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &ConvGeom) -> Result<Tensor> {
     let (xv, wv, bv) = (x.to_f64_vec()?, w.to_f64_vec()?, bias_values(b, g.oc)?);
     let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
-    let mut out = vec![0.0; g.n * g.oc * g.oh * g.ow];
+    let mut out = mpsrt_runtime::host_vec("conv2d", g.n * g.oc * g.oh * g.ow, 0.0)?;
     let mut idx = 0;
     for n in 0..g.n {
         for (c, &bias) in bv.iter().enumerate() {
@@ -73,7 +74,7 @@ pub(crate) fn conv2d(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &ConvGeom) -
             }
         }
     }
-    Ok(from_f64(&out, &[g.n, g.oc, g.oh, g.ow], x.dtype()))
+    from_f64(&out, &[g.n, g.oc, g.oh, g.ow], x.dtype())
 }
 
 /// Transposed conv: x (N, C, H, W), w (C, OC/g, KH, KW); scatter form (independent of the
@@ -87,7 +88,7 @@ pub(crate) fn conv_transpose2d(
     let (xv, wv, bv) = (x.to_f64_vec()?, w.to_f64_vec()?, bias_values(b, g.oc)?);
     let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
     let plane = g.oh * g.ow;
-    let mut out = vec![0.0; g.n * g.oc * plane];
+    let mut out = mpsrt_runtime::host_vec("conv_transpose2d", g.n * g.oc * plane, 0.0)?;
     for n in 0..g.n {
         for (c, &bias) in bv.iter().enumerate() {
             let base = (n * g.oc + c) * plane;
@@ -120,5 +121,5 @@ pub(crate) fn conv_transpose2d(
             }
         }
     }
-    Ok(from_f64(&out, &[g.n, g.oc, g.oh, g.ow], x.dtype()))
+    from_f64(&out, &[g.n, g.oc, g.oh, g.ow], x.dtype())
 }

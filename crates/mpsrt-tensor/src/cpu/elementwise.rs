@@ -151,7 +151,10 @@ pub(crate) fn eval(
         pre: None,
     };
     // Every byte is stored below (each column holds n values), so no zero fill is needed.
-    let mut buf = CpuBuffer::for_overwrite(ctx.n * out.size());
+    let mut buf = CpuBuffer::for_overwrite(
+        "elementwise",
+        mpsrt_core::checked_nbytes("elementwise", shape, out.size())?,
+    )?;
     if out == DType::F32 && !ctx.wide_f {
         let pre = inputs.iter().map(|t| ctx.source(t)).collect::<Result<Vec<Src>>>()?;
         if super::elementwise_f32::supported(expr, &pre) {

@@ -61,6 +61,12 @@ fn f32_tensor(buf: CpuBuffer, shape: &[usize]) -> Tensor {
     Tensor::from_parts(Storage::Cpu(Arc::new(buf)), Layout::contiguous(shape), DType::F32)
 }
 
+/// Bytes of `dims` f32 elements, `None` when they overflow (the reference route then reports
+/// the error with the op's name).
+fn f32_bytes(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(4usize, |a, &d| a.checked_mul(d)).filter(|&b| b <= mpsrt_core::MAX_SIZE)
+}
+
 /// A strided operand: `(buffer, offset of element [0, 0], row stride, column stride)`.
 type Operand<'a> = (&'a [f32], isize, isize, isize);
 
@@ -268,7 +274,8 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Option<Tensor> {
     let zc: usize = p.batch.iter().product();
     // Every element is written: beta·C first when there is a C, else by the product (with
     // beta = 0 the SGEMM writes C without reading it, k = 0 included).
-    let mut buf = CpuBuffer::for_overwrite(zc * m * n * 4);
+    // Over the memory limit: the reference route reports the error.
+    let mut buf = CpuBuffer::for_overwrite("matmul", f32_bytes(&[zc, m, n])?).ok()?;
     let out = buf.as_mut_slice::<f32>();
     let beta = match &p.c {
         Some((t, l)) => {
@@ -345,7 +352,7 @@ pub(crate) fn conv2d(
     let (plane, kdim) = (g.oh * g.ow, icg * g.kh * g.kw);
     let direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0;
     // Every element is written: the bias rows first, else by the product (beta = 0).
-    let mut buf = CpuBuffer::for_overwrite(g.n * g.oc * plane * 4);
+    let mut buf = CpuBuffer::for_overwrite("conv2d", g.n * g.oc * plane * 4)?;
     let out = buf.as_mut_slice::<f32>();
     let t = super::threads();
     // Column blocks of about COL_BLOCK elements, a multiple of the thread count when there is
@@ -361,8 +368,10 @@ pub(crate) fn conv2d(
     };
     let width = plane.div_ceil(blocks);
     // A single block is filled here and multiplied by `sgemm_par`.
-    let mut col_buf =
-        CpuBuffer::for_overwrite(if direct || blocks > 1 { 0 } else { kdim * plane * 4 });
+    let mut col_buf = CpuBuffer::for_overwrite(
+        "conv2d",
+        if direct || blocks > 1 { 0 } else { kdim * plane * 4 },
+    )?;
     let col = col_buf.as_mut_slice::<f32>();
     for img in 0..g.n {
         for grp in 0..g.groups {

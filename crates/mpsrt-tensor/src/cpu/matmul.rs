@@ -38,7 +38,8 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Result<Tensor> {
         Some((t, l)) => Some((data(t)?, l)),
         None => None,
     };
-    let mut out = vec![0.0; zc * m * n];
+    let cells = zc.checked_mul(m).and_then(|v| v.checked_mul(n)).unwrap_or(usize::MAX);
+    let mut out = mpsrt_runtime::host_vec("matmul", cells, 0.0)?;
     for z in 0..zc {
         let (oa, ob) = (batch_offset(&p.a, &p.batch, z), batch_offset(&p.b, &p.batch, z));
         for i in 0..m {
@@ -62,5 +63,5 @@ pub(crate) fn matmul(p: &Problem<'_>) -> Result<Tensor> {
     }
     let mut shape = p.batch.clone();
     shape.extend([m, n]);
-    Ok(tensor_f64(&out, &shape))
+    tensor_f64(&out, &shape)
 }

@@ -17,15 +17,15 @@ pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor
         if let Storage::Cpu(b) = xc.storage() {
             let xv = &b.as_slice::<f32>()[xc.layout().offset..][..g.nc * g.h * g.w];
             // Every output element is written by `max_planes` or `avg_planes`.
-            let mut buf = CpuBuffer::for_overwrite(g.nc * g.oh * g.ow * 4);
+            let mut buf = CpuBuffer::for_overwrite("pool2d", g.nc * g.oh * g.ow * 4)?;
             pool_values(xv, g, buf.as_mut_slice::<f32>());
             let storage = Storage::Cpu(Arc::new(buf));
             return Ok(Tensor::from_parts(storage, Layout::contiguous(shape), DType::F32));
         }
     }
-    let mut out = vec![0.0; g.nc * g.oh * g.ow];
+    let mut out = mpsrt_runtime::host_vec("pool2d", g.nc * g.oh * g.ow, 0.0)?;
     pool_values(&x.to_f64_vec()?, g, &mut out);
-    Ok(super::conv::from_f64(&out, shape, x.dtype()))
+    super::conv::from_f64(&out, shape, x.dtype())
 }
 
 /// An element type pooling reads and writes: f64 for the reference route, f32 for f32 tensors.

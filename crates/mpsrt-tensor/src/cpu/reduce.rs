@@ -25,22 +25,20 @@ pub(crate) fn rows(x: &Tensor, axes: &[usize]) -> Result<(Vec<f64>, Layout, usiz
     Ok((data, pl, r))
 }
 
-pub(crate) fn tensor_f64(v: &[f64], shape: &[usize]) -> Tensor {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    Tensor::from_parts(
-        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&bytes))),
+pub(crate) fn tensor_f64(v: &[f64], shape: &[usize]) -> Result<Tensor> {
+    Ok(Tensor::from_parts(
+        Storage::Cpu(Arc::new(CpuBuffer::from_slice("reduce", v)?)),
         Layout::contiguous(shape),
         DType::F64,
-    )
+    ))
 }
 
-fn tensor_i64(v: &[i64], shape: &[usize]) -> Tensor {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    Tensor::from_parts(
-        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&bytes))),
+fn tensor_i64(v: &[i64], shape: &[usize]) -> Result<Tensor> {
+    Ok(Tensor::from_parts(
+        Storage::Cpu(Arc::new(CpuBuffer::from_slice("reduce", v)?)),
         Layout::contiguous(shape),
         DType::I64,
-    )
+    ))
 }
 
 /// (max, sum of exp(x - max)) with exp(0) for x == max (so +inf rows stay finite in the sum).
@@ -149,22 +147,22 @@ pub(crate) fn reduce(x: &Tensor, op: ReduceOp, axes: &[usize], param: f64) -> Re
                 }
             })
             .collect();
-        return Ok(tensor_i64(&out, &[n_out]));
+        return tensor_i64(&out, &[n_out]);
     }
     if op.is_arg() {
         let out: Vec<i64> = (0..n_out).map(|o| float_row(op, &row_of(o), param) as i64).collect();
-        return Ok(tensor_i64(&out, &[n_out]));
+        return tensor_i64(&out, &[n_out]);
     }
     if op == ReduceOp::Moments {
-        let mut out = vec![0.0; 2 * n_out];
+        let mut out = mpsrt_runtime::host_vec("moments", 2 * n_out, 0.0)?;
         for o in 0..n_out {
             let row = row_of(o);
             out[o] =
                 if row.is_empty() { f64::NAN } else { row.iter().sum::<f64>() / row.len() as f64 };
             out[n_out + o] = var(&row, param);
         }
-        return Ok(tensor_f64(&out, &[2, n_out]));
+        return tensor_f64(&out, &[2, n_out]);
     }
     let out: Vec<f64> = (0..n_out).map(|o| float_row(op, &row_of(o), param)).collect();
-    Ok(tensor_f64(&out, &[n_out]))
+    tensor_f64(&out, &[n_out])
 }

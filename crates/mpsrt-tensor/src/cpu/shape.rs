@@ -25,10 +25,10 @@ pub(crate) fn assemble(
     parts: &[(Layout, &Tensor)],
 ) -> Result<Tensor> {
     let size = dtype.size();
-    let n: usize = shape.iter().product();
+    let n = mpsrt_core::checked_nbytes(op, shape, size)? / size.max(1);
     let mut buf = match fill {
-        Some(f) if f.iter().all(|&b| b == 0) => CpuBuffer::zeroed(n * size),
-        _ => CpuBuffer::for_overwrite(n * size),
+        Some(f) if f.iter().all(|&b| b == 0) => CpuBuffer::zeroed(op, n * size)?,
+        _ => CpuBuffer::for_overwrite(op, n * size)?,
     };
     let out = &mut buf.bytes_mut()[..n * size];
     if let Some(f) = fill.filter(|f| f.iter().any(|&b| b != 0)) {
@@ -133,7 +133,9 @@ pub(crate) fn gather(
     let bytes = host_bytes(op, &x)?;
     let base = x.layout().offset;
     let [outer, len, inner] = dims;
-    let mut out = Vec::with_capacity(outer * idx.len() * inner * size);
+    let total = [outer, idx.len(), inner];
+    let mut out = mpsrt_runtime::host_vec(op, mpsrt_core::checked_nbytes(op, &total, size)?, 0u8)?;
+    out.clear();
     for o in 0..outer {
         for &j in idx {
             let start = (base + (o * len + j as usize) * inner) * size;
@@ -141,7 +143,7 @@ pub(crate) fn gather(
         }
     }
     Ok(Tensor::from_parts(
-        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(&out))),
+        Storage::Cpu(Arc::new(CpuBuffer::from_bytes(op, &out)?)),
         Layout::contiguous(shape),
         x.dtype(),
     ))

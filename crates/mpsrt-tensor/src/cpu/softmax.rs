@@ -16,6 +16,8 @@ pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
         strides: perm.iter().map(|&d| c.strides[d]).collect(),
         offset: 0,
     };
+    // Offsets, outputs and their positions: three words per element of host scratch.
+    mpsrt_runtime::check_host_alloc("softmax", x.numel().saturating_mul(24))?;
     let offs: Vec<usize> = pl.offsets().collect();
     let outs: Vec<usize> = cl.offsets().collect();
     let mut out = vec![0.0; offs.len()];
@@ -29,5 +31,5 @@ pub(crate) fn softmax(x: &Tensor, axis: usize, log: bool) -> Result<Tensor> {
             }
         }
     }
-    Ok(tensor_f64(&out, &shape))
+    tensor_f64(&out, &shape)
 }

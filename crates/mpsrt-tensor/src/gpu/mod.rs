@@ -32,5 +32,6 @@ pub(crate) fn grid(workgroups: u64, max_per_dim: u32) -> [u32; 3] {
 
 /// A fresh output buffer for `numel` elements of `size` bytes.
 pub(crate) fn alloc_out(dev: &GpuDevice, op: &str, numel: usize, size: usize) -> Result<GpuBuffer> {
-    dev.alloc(op, (numel * size) as u64)
+    // Saturating: an unchecked huge count becomes a size the allocator refuses, not a wrap.
+    dev.alloc(op, (numel as u64).saturating_mul(size as u64))
 }
