@@ -50,4 +50,8 @@ def _install_tensor_protocol() -> None:
         Tensor.element_size = element_size
 
 
-_install_tensor_protocol()
+try:
+    _install_tensor_protocol()
+except Exception as _e:  # never break `import triton` (it imports every backend) over mpsrt
+    import warnings
+    warnings.warn(f"mpsrt Triton backend: mpsrt tensors lack data_ptr(): {_e}")

@@ -116,8 +116,7 @@ class WgpuBackend(BaseBackend):
         text = str(mod)
         try:
             k = _C.triton_compile(text, int(threads))
-        except Exception as e:  # re-raised as Triton's compile error type, message unchanged
-            from triton.compiler.errors import CompilationError  # noqa: F401
+        except Exception as e:  # the Rust error names the op and the kernel's source line
             raise RuntimeError(f"[mpsrt triton backend] {e}") from None
         metadata["name"] = k["name"]
         metadata["shared"] = k["workgroup_bytes"]

@@ -73,7 +73,9 @@ impl TtirLowerer {
             Some(l) => format!("{l} (TTIR line {})", self.line),
             None => format!("TTIR line {}", self.line),
         };
-        err(format!("{at}: `{}`: {}", self.op_name, msg.as_ref()))
+        // Messages of nested errors already carry the "[triton]" prefix of `Error`'s display.
+        let msg = msg.as_ref().trim_start_matches("[triton] ");
+        err(format!("{at}: `{}`: {msg}", self.op_name))
     }
 
     pub fn run(&mut self, f: &parse::Func, sig: &KernelSignature) -> Result<()> {

@@ -347,7 +347,8 @@ pub(crate) fn split_top(s: &str, sep: char) -> Vec<&str> {
             '"' => quoted = !quoted,
             '(' | '[' | '{' | '<' if !quoted => depth += 1,
             ')' | ']' | '}' if !quoted => depth -= 1,
-            '>' if !quoted && !(i > 0 && b[i - 1] == b'-') => depth -= 1,
+            // `->` is an arrow, not a closing bracket.
+            '>' if !(quoted || i > 0 && b[i - 1] == b'-') => depth -= 1,
             c if c == sep && depth == 0 && !quoted => {
                 out.push(&s[start..i]);
                 start = i + 1;

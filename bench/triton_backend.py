@@ -1,0 +1,140 @@
+"""Issue 24's performance table: Triton's tutorials through real Triton (`import triton`, the
+mpsrt `wgpu` backend: Triton's TTIR → mpsrt-jit WGSL) beside mpsrt's built-in ops.
+
+  vector add (f32)  GB/s vs `x + y`                          target >= 90 %
+  fused softmax     GB/s vs `mpsrt.nn.functional.softmax`   target >= 70 %
+  matmul (f16)      TFLOP/s vs `mpsrt.matmul` (our GEMM)    target >= 50 %
+
+The kernels are the verbatim tutorial kernels of python/tests/test_triton_backend.py (matmul gets
+GPU-sized autotune configs here). Prints one JSON object per line, then one `ratio` line per
+benchmark and size. Timing: back-to-back launches between device synchronizations (the same for
+both sides). Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
+"""
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+
+os.environ.setdefault("TRITON_DEFAULT_BACKEND", "wgpu")
+
+import numpy as np  # noqa: E402
+
+import mpsrt  # noqa: E402
+import triton  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GPU = "mps"
+FULL = {"add": (1 << 20, 1 << 24, 1 << 26), "rows": 4096, "softmax": (256, 1024, 4096),
+        "matmul": (512, 1024, 2048, 4096)}
+QUICK = {"add": (1 << 12,), "rows": 64, "softmax": (100,), "matmul": (64,)}
+
+
+def load_tutorials():
+    path = ROOT / "python" / "tests" / "test_triton_backend.py"
+    spec = importlib.util.spec_from_file_location("triton_tutorials", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed(fn, iters, warmup=3, warm_s=0.3):
+    sync = mpsrt.mps.synchronize
+    t_end = time.perf_counter() + warm_s
+    for _ in range(warmup):
+        fn()
+    sync()
+    while time.perf_counter() < t_end:
+        fn()
+        sync()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / iters
+
+
+def emit(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def gpu_configs():
+    cfg = triton.Config
+    return [
+        cfg({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=4),
+        cfg({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=8),
+        cfg({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=8),
+        cfg({'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 128, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=8),
+        cfg({'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 128, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=8),
+        cfg({'BLOCK_SIZE_M': 32, 'BLOCK_SIZE_N': 32, 'BLOCK_SIZE_K': 32, 'GROUP_SIZE_M': 8}, num_warps=4),
+    ]
+
+
+def ratio(bench, key, val, results):
+    tri, ref = results.get("triton"), results.get("builtin")
+    if tri and ref:
+        emit(ratio=bench, **{key: val}, triton_over_builtin=round(ref / tri, 3))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke run on lavapipe)")
+    p.add_argument("--only", default="add,softmax,matmul")
+    args = p.parse_args()
+    only = set(args.only.split(","))
+    sizes = QUICK if args.quick else FULL
+    T = load_tutorials()
+    from triton.runtime import driver
+    emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
+         driver=type(driver.active).__name__)
+    rng = np.random.default_rng(0)
+    if "add" in only:
+        for n in sizes["add"]:
+            x, y = mpsrt.rand([n], "float32", GPU), mpsrt.rand([n], "float32", GPU)
+            np.testing.assert_array_equal(T.add(x, y).numpy()[:4096], (x + y).numpy()[:4096])
+            res = {}
+            for impl, fn in (("triton", lambda: T.add(x, y)), ("builtin", lambda: x + y)):
+                s = timed(fn, args.iters)
+                res[impl] = s
+                emit(bench="vector_add", impl=impl, n=n, ms=s * 1e3, gbps=12.0 * n / s / 1e9)
+            ratio("vector_add", "n", n, res)
+    if "softmax" in only:
+        rows = sizes["rows"]
+        for cols in sizes["softmax"]:
+            a = rng.standard_normal((rows, cols)).astype(np.float32)
+            x = mpsrt.to_tensor(a, place=GPU)
+            np.testing.assert_allclose(T.softmax(x).numpy(), T.np_softmax(a), rtol=1e-4, atol=1e-6)
+            builtin = mpsrt.nn.functional.softmax
+            res = {}
+            for impl, fn in (("triton", lambda: T.softmax(x)), ("builtin", lambda: builtin(x, axis=-1))):
+                s = timed(fn, args.iters)
+                res[impl] = s
+                emit(bench="softmax", impl=impl, rows=rows, cols=cols, ms=s * 1e3,
+                     gbps=8.0 * rows * cols / s / 1e9)
+            ratio("softmax", "cols", cols, res)
+    if "matmul" in only:
+        # The verbatim tutorial kernel under GPU-sized configs (the tests' configs are small).
+        T.matmul_kernel = triton.autotune(configs=gpu_configs(), key=['M', 'N', 'K'])(T.matmul_kernel.fn)
+        for size in sizes["matmul"]:
+            a = rng.standard_normal((size, size)).astype(np.float16)
+            b = rng.standard_normal((size, size)).astype(np.float16)
+            ta, tb = mpsrt.to_tensor(a, place=GPU), mpsrt.to_tensor(b, place=GPU)
+            got = T.matmul(ta, tb).numpy().astype(np.float32)
+            want = a.astype(np.float32) @ b.astype(np.float32)
+            err = float(np.abs(got - want).max() / (np.abs(want).max() + 1e-6))
+            res = {}
+            for impl, fn in (("triton", lambda: T.matmul(ta, tb)), ("builtin", lambda: mpsrt.matmul(ta, tb))):
+                s = timed(fn, max(3, args.iters // 4))
+                res[impl] = s
+                emit(bench="matmul_f16", impl=impl, size=size, ms=s * 1e3,
+                     tflops=2.0 * size**3 / s / 1e12, rel_err=err,
+                     config=str(T.matmul_kernel.best_config) if impl == "triton" else None)
+            ratio("matmul_f16", "size", size, res)
+
+
+if __name__ == "__main__":
+    main()
