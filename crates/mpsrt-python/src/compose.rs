@@ -10,8 +10,8 @@ use mpsrt_core::{DType, Error, Place, Result};
 use mpsrt_tensor::{self as mt, Tensor};
 use pyo3::prelude::*;
 
-fn run(py: Python<'_>, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
-    Ok(wrap(py.detach(f).py_err()?))
+fn run(py: Python<'_>, op: &str, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
+    Ok(wrap(crate::guard::detach(py, op, f).py_err()?))
 }
 
 /// Rows of `weight` `[num, dim]` at `ids` (any shape, int32/int64); rows whose id equals
@@ -39,7 +39,7 @@ fn embedding(
     padding_idx: Option<i64>,
 ) -> PyRes<PyTensor> {
     let (i, w) = (ids.inner.clone(), weight.inner.clone());
-    run(py, move || embedding_impl(&i, &w, padding_idx))
+    run(py, "embedding", move || embedding_impl(&i, &w, padding_idx))
 }
 
 /// Training-mode dropout: zero each element with probability `p` (one mask value per position
@@ -75,7 +75,7 @@ fn dropout(
     upscale: bool,
 ) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || dropout_impl(&x, p, &mask_shape, upscale))
+    run(py, "dropout", move || dropout_impl(&x, p, &mask_shape, upscale))
 }
 
 /// How one spatial axis is resampled.
@@ -231,7 +231,7 @@ fn interpolate(
     align_mode: u32,
 ) -> PyRes<PyTensor> {
     let (x, mode) = (x.inner.clone(), mode.to_string());
-    run(py, move || {
+    run(py, "interpolate", move || {
         interpolate_impl(&x, &size, scales.as_deref(), &mode, align_corners, align_mode)
     })
 }

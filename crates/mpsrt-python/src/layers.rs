@@ -9,8 +9,8 @@ use mpsrt_core::{Error, Result};
 use mpsrt_tensor::{self as mt, Conv1dPadding, ConvTranspose2dOptions, Tensor};
 use pyo3::prelude::*;
 
-fn run(py: Python<'_>, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
-    Ok(wrap(py.detach(f).py_err()?))
+fn run(py: Python<'_>, op: &str, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
+    Ok(wrap(crate::guard::detach(py, op, f).py_err()?))
 }
 
 fn opt(t: Option<&PyTensor>) -> Option<Tensor> {
@@ -31,7 +31,7 @@ fn batch_norm(
 ) -> PyRes<PyTensor> {
     let (x, m, v) = (x.inner.clone(), running_mean.inner.clone(), running_var.inner.clone());
     let (w, b) = (opt(weight), opt(bias));
-    run(py, move || mt::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps))
+    run(py, "batch_norm", move || mt::batch_norm(&x, &m, &v, w.as_ref(), b.as_ref(), eps))
 }
 
 /// Training batch norm: `(y, batch mean [C], biased batch variance [C])`.
@@ -45,8 +45,10 @@ fn batch_norm_train(
     eps: f64,
 ) -> PyRes<(PyTensor, PyTensor, PyTensor)> {
     let (x, w, b) = (x.inner.clone(), opt(weight), opt(bias));
-    let (y, m, v) =
-        py.detach(move || mt::batch_norm_train(&x, w.as_ref(), b.as_ref(), eps)).py_err()?;
+    let (y, m, v) = crate::guard::detach(py, "batch_norm", move || {
+        mt::batch_norm_train(&x, w.as_ref(), b.as_ref(), eps)
+    })
+    .py_err()?;
     Ok((wrap(y), wrap(m), wrap(v)))
 }
 
@@ -62,7 +64,9 @@ fn layer_norm(
     eps: f64,
 ) -> PyRes<PyTensor> {
     let (x, w, b) = (x.inner.clone(), opt(weight), opt(bias));
-    run(py, move || mt::layer_norm(&x, &normalized_shape, w.as_ref(), b.as_ref(), eps))
+    run(py, "layer_norm", move || {
+        mt::layer_norm(&x, &normalized_shape, w.as_ref(), b.as_ref(), eps)
+    })
 }
 
 /// Group norm with per-channel weight/bias.
@@ -77,7 +81,7 @@ fn group_norm(
     eps: f64,
 ) -> PyRes<PyTensor> {
     let (x, w, b) = (x.inner.clone(), opt(weight), opt(bias));
-    run(py, move || mt::group_norm(&x, num_groups, w.as_ref(), b.as_ref(), eps))
+    run(py, "group_norm", move || mt::group_norm(&x, num_groups, w.as_ref(), b.as_ref(), eps))
 }
 
 /// Instance norm: statistics per (sample, channel).
@@ -91,7 +95,7 @@ fn instance_norm(
     eps: f64,
 ) -> PyRes<PyTensor> {
     let (x, w, b) = (x.inner.clone(), opt(weight), opt(bias));
-    run(py, move || mt::instance_norm(&x, w.as_ref(), b.as_ref(), eps))
+    run(py, "instance_norm", move || mt::instance_norm(&x, w.as_ref(), b.as_ref(), eps))
 }
 
 /// `x @ W^T + bias` with `weight` `[out, in]` (PyTorch), or `x @ W + bias` with `weight`
@@ -106,7 +110,7 @@ fn linear(
     weight_in_out: bool,
 ) -> PyRes<PyTensor> {
     let (x, w, b) = (x.inner.clone(), weight.inner.clone(), opt(bias));
-    run(py, move || {
+    run(py, "linear", move || {
         if !weight_in_out {
             return mt::linear(&x, &w, b.as_ref());
         }
@@ -138,7 +142,7 @@ fn addmm(
     alpha: f64,
 ) -> PyRes<PyTensor> {
     let (c, a, b) = (input.inner.clone(), x.inner.clone(), y.inner.clone());
-    run(py, move || mt::gemm(&a, &b, Some(&c), alpha, beta, false, false))
+    run(py, "addmm", move || mt::gemm(&a, &b, Some(&c), alpha, beta, false, false))
 }
 
 /// 1-D convolution; `padding` is `(left, right)` unless `same`.
@@ -159,7 +163,7 @@ fn conv1d(
     let pad =
         if same { Conv1dPadding::SameUpper } else { Conv1dPadding::Explicit(padding.0, padding.1) };
     let (x, w, b) = (x.inner.clone(), w.inner.clone(), opt(bias));
-    run(py, move || mt::conv1d(&x, &w, b.as_ref(), stride, pad, dilation, groups))
+    run(py, "conv1d", move || mt::conv1d(&x, &w, b.as_ref(), stride, pad, dilation, groups))
 }
 
 /// Transposed 2-D convolution with `padding` `(top, left, bottom, right)`. The library takes
@@ -183,7 +187,7 @@ fn conv_transpose2d(
     let sym = [t.min(b), l.min(r)];
     let opts = ConvTranspose2dOptions { stride, padding: sym, output_padding, dilation, groups };
     let (x, w, bias) = (x.inner.clone(), w.inner.clone(), opt(bias));
-    run(py, move || {
+    run(py, "conv_transpose2d", move || {
         let y = mt::conv_transpose2d(&x, &w, bias.as_ref(), &opts)?;
         if t == b && l == r {
             return Ok(y);
@@ -215,7 +219,7 @@ fn global_pool2d(py: Python<'_>, kind: &str, x: &PyTensor) -> PyRes<PyTensor> {
         }
     };
     let x = x.inner.clone();
-    run(py, move || f(&x))
+    run(py, "global_pool2d", move || f(&x))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn matmul(py: Python<'_>, x: &PyTensor, y: &PyTensor) -> PyRes<PyTensor> {
     let (x, y) = (x.inner.clone(), y.inner.clone());
-    Ok(wrap(py.detach(move || mt::matmul(&x, &y)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, "matmul", move || mt::matmul(&x, &y)).py_err()?))
 }
 
 /// `padding`: `"same"`, or `(top, left, bottom, right)`.
@@ -37,7 +37,10 @@ fn conv2d(
         groups,
     };
     let (x, w, b) = (x.inner.clone(), w.inner.clone(), bias.map(|b| b.inner.clone()));
-    Ok(wrap(py.detach(move || mt::conv2d(&x, &w, b.as_ref(), &opts)).py_err()?))
+    Ok(wrap(
+        crate::guard::detach(py, "conv2d", move || mt::conv2d(&x, &w, b.as_ref(), &opts))
+            .py_err()?,
+    ))
 }
 
 #[pyfunction]
@@ -66,7 +69,7 @@ fn pool2d(
         _ => return Err(PyValueError::new_err(format!("[pool2d] unknown pooling {kind:?}"))),
     };
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, &opts)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, "pool2d", move || f(&x, &opts)).py_err()?))
 }
 
 #[pyfunction]
@@ -77,7 +80,7 @@ fn adaptive_pool2d(py: Python<'_>, kind: &str, x: &PyTensor, size: [usize; 2]) -
         _ => return Err(PyValueError::new_err(format!("[pool2d] unknown pooling {kind:?}"))),
     };
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, size)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, "adaptive_pool2d", move || f(&x, size)).py_err()?))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,6 +1,8 @@
 //! Op tables: every eager op of `mpsrt-tensor`, looked up by name from Python
 //! (`_C.unary("exp", x)`, `_C.binary("add", a, b)`, `_C.binary_scalar("add", a, 2.0, False)`).
 //! Adding an op is one line in a table; the Python package maps Paddle/PyTorch names onto these.
+//! Every binding module runs its work through `guard::detach` (GIL released, a panic becomes a
+//! `RuntimeError` naming the op).
 
 use crate::tensor::{scalar, wrap, PyTensor};
 use crate::{parse_dtype, IntoPy, PyRes};
@@ -83,8 +85,8 @@ fn unknown(kind: &str, name: &str, names: Vec<&str>) -> PyErr {
 }
 
 /// Runs `f` with the GIL released (ops may wait on GPU backpressure).
-fn run(py: Python<'_>, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
-    Ok(wrap(py.detach(f).py_err()?))
+fn run(py: Python<'_>, op: &str, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
+    Ok(wrap(crate::guard::detach(py, op, f).py_err()?))
 }
 
 #[pyfunction]
@@ -95,7 +97,7 @@ fn unary(py: Python<'_>, name: &str, x: &PyTensor) -> PyRes<PyTensor> {
         .ok_or_else(|| unknown("unary", name, UNARY.iter().map(|e| e.0).collect()))?
         .1;
     let x = x.inner.clone();
-    run(py, move || f(&x))
+    run(py, name, move || f(&x))
 }
 
 #[pyfunction]
@@ -106,7 +108,7 @@ fn binary(py: Python<'_>, name: &str, a: &PyTensor, b: &PyTensor) -> PyRes<PyTen
         .ok_or_else(|| unknown("binary", name, BINARY.iter().map(|e| e.0).collect()))?
         .1;
     let (a, b) = (a.inner.clone(), b.inner.clone());
-    run(py, move || f(&a, &b))
+    run(py, name, move || f(&a, &b))
 }
 
 /// `a <name> s`, or `s <name> a` when `reverse`.
@@ -130,51 +132,51 @@ fn binary_scalar(
         entry.1
     };
     let (a, s) = (a.inner.clone(), scalar(s)?);
-    run(py, move || f(&a, s))
+    run(py, name, move || f(&a, s))
 }
 
 #[pyfunction]
 fn gelu(py: Python<'_>, x: &PyTensor, approximate_tanh: bool) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::gelu(&x, approximate_tanh))
+    run(py, "gelu", move || mt::gelu(&x, approximate_tanh))
 }
 
 #[pyfunction]
 fn leaky_relu(py: Python<'_>, x: &PyTensor, slope: f64) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::leaky_relu(&x, slope))
+    run(py, "leaky_relu", move || mt::leaky_relu(&x, slope))
 }
 
 #[pyfunction]
 fn elu(py: Python<'_>, x: &PyTensor, alpha: f64) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::elu(&x, alpha))
+    run(py, "elu", move || mt::elu(&x, alpha))
 }
 
 #[pyfunction]
 fn hardsigmoid(py: Python<'_>, x: &PyTensor, alpha: f64, beta: f64) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::hardsigmoid(&x, alpha, beta))
+    run(py, "hardsigmoid", move || mt::hardsigmoid(&x, alpha, beta))
 }
 
 #[pyfunction]
 fn softplus(py: Python<'_>, x: &PyTensor, beta: f64, threshold: f64) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::softplus(&x, beta, threshold))
+    run(py, "softplus", move || mt::softplus(&x, beta, threshold))
 }
 
 #[pyfunction]
 #[pyo3(signature = (x, min=None, max=None))]
 fn clip(py: Python<'_>, x: &PyTensor, min: Option<f64>, max: Option<f64>) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::clip(&x, min, max))
+    run(py, "clip", move || mt::clip(&x, min, max))
 }
 
 /// `where(cond, a, b)` with tensors for both branches.
 #[pyfunction]
 fn where_(py: Python<'_>, cond: &PyTensor, a: &PyTensor, b: &PyTensor) -> PyRes<PyTensor> {
     let (c, a, b) = (cond.inner.clone(), a.inner.clone(), b.inner.clone());
-    run(py, move || mt::where_(&c, &a, &b))
+    run(py, "where", move || mt::where_(&c, &a, &b))
 }
 
 /// `where(cond, a, b)` with host scalars for both branches, producing `dtype`.
@@ -187,7 +189,7 @@ fn where_scalar(
     dtype: &str,
 ) -> PyRes<PyTensor> {
     let (c, a, b, d) = (cond.inner.clone(), scalar(a)?, scalar(b)?, parse_dtype(dtype)?);
-    run(py, move || mt::where_scalar(&c, a, b, d))
+    run(py, "where", move || mt::where_scalar(&c, a, b, d))
 }
 
 /// Names of the table ops, for the Python package's introspection and tests.

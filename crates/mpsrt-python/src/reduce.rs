@@ -45,7 +45,7 @@ fn reduce(
 ) -> PyRes<PyTensor> {
     let f = find(REDUCE, name)?;
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, axes.as_deref(), keepdim)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, name, move || f(&x, axes.as_deref(), keepdim)).py_err()?))
 }
 
 #[pyfunction]
@@ -59,7 +59,7 @@ fn reduce_arg(
 ) -> PyRes<PyTensor> {
     let f = find(ARG, name)?;
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, axis, keepdim)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, name, move || f(&x, axis, keepdim)).py_err()?))
 }
 
 /// `var` / `std` with `correction` (ddof).
@@ -75,7 +75,10 @@ fn moment(
 ) -> PyRes<PyTensor> {
     let f = find(MOMENT, name)?;
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, axes.as_deref(), correction, keepdim)).py_err()?))
+    Ok(wrap(
+        crate::guard::detach(py, name, move || f(&x, axes.as_deref(), correction, keepdim))
+            .py_err()?,
+    ))
 }
 
 /// `softmax` / `log_softmax` along `axis`.
@@ -83,7 +86,7 @@ fn moment(
 fn axis_op(py: Python<'_>, name: &str, x: &PyTensor, axis: isize) -> PyRes<PyTensor> {
     let f = find(AXIS, name)?;
     let x = x.inner.clone();
-    Ok(wrap(py.detach(move || f(&x, axis)).py_err()?))
+    Ok(wrap(crate::guard::detach(py, name, move || f(&x, axis)).py_err()?))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -16,57 +16,58 @@ fn inners(op: &str, xs: &[PyRef<'_, PyTensor>]) -> PyRes<Vec<Tensor>> {
     Ok(xs.iter().map(|t| t.inner.clone()).collect())
 }
 
-fn run(py: Python<'_>, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
-    Ok(wrap(py.detach(f).py_err()?))
+fn run(py: Python<'_>, op: &str, f: impl FnOnce() -> Result<Tensor> + Send) -> PyRes<PyTensor> {
+    Ok(wrap(crate::guard::detach(py, op, f).py_err()?))
 }
 
 fn run_many(
     py: Python<'_>,
+    op: &str,
     f: impl FnOnce() -> Result<Vec<Tensor>> + Send,
 ) -> PyRes<Vec<PyTensor>> {
-    Ok(py.detach(f).py_err()?.into_iter().map(wrap).collect())
+    Ok(crate::guard::detach(py, op, f).py_err()?.into_iter().map(wrap).collect())
 }
 
 /// Join along an existing `axis` (dtypes promote).
 #[pyfunction]
 fn concat(py: Python<'_>, xs: Vec<PyRef<'_, PyTensor>>, axis: isize) -> PyRes<PyTensor> {
     let ts = inners("concat", &xs)?;
-    run(py, move || mt::concat(&ts.iter().collect::<Vec<_>>(), axis))
+    run(py, "concat", move || mt::concat(&ts.iter().collect::<Vec<_>>(), axis))
 }
 
 /// Join equal-shaped tensors along a new `axis`.
 #[pyfunction]
 fn stack(py: Python<'_>, xs: Vec<PyRef<'_, PyTensor>>, axis: isize) -> PyRes<PyTensor> {
     let ts = inners("stack", &xs)?;
-    run(py, move || mt::stack(&ts.iter().collect::<Vec<_>>(), axis))
+    run(py, "stack", move || mt::stack(&ts.iter().collect::<Vec<_>>(), axis))
 }
 
 /// Views of `x` along `axis` with the given section sizes (summing to the dim).
 #[pyfunction]
 fn split(py: Python<'_>, x: &PyTensor, sizes: Vec<usize>, axis: isize) -> PyRes<Vec<PyTensor>> {
     let x = x.inner.clone();
-    run_many(py, move || mt::split(&x, &sizes, axis))
+    run_many(py, "split", move || mt::split(&x, &sizes, axis))
 }
 
 /// `parts` views of `ceil(dim / parts)` along `axis` (the last may be smaller).
 #[pyfunction]
 fn split_into(py: Python<'_>, x: &PyTensor, parts: usize, axis: isize) -> PyRes<Vec<PyTensor>> {
     let x = x.inner.clone();
-    run_many(py, move || mt::split_into(&x, parts, axis))
+    run_many(py, "split", move || mt::split_into(&x, parts, axis))
 }
 
 /// ONNX Gather: indices of any rank (int32/int64) along `axis`.
 #[pyfunction]
 fn gather(py: Python<'_>, x: &PyTensor, indices: &PyTensor, axis: isize) -> PyRes<PyTensor> {
     let (x, i) = (x.inner.clone(), indices.inner.clone());
-    run(py, move || mt::gather(&x, &i, axis))
+    run(py, "gather", move || mt::gather(&x, &i, axis))
 }
 
 /// Entries of the 1-D `indices` along `axis`.
 #[pyfunction]
 fn index_select(py: Python<'_>, x: &PyTensor, axis: isize, indices: &PyTensor) -> PyRes<PyTensor> {
     let (x, i) = (x.inner.clone(), indices.inner.clone());
-    run(py, move || mt::index_select(&x, axis, &i))
+    run(py, "index_select", move || mt::index_select(&x, axis, &i))
 }
 
 /// Circular (wrap-around) padding, one dim at a time: `[x[-b:], x, x[:a]]` joined along the dim.
@@ -131,7 +132,7 @@ fn pad(
             )))
         }
     };
-    run(py, move || match mode {
+    run(py, "pad", move || match mode {
         Some(m) => mt::pad(&x, &pads, m),
         None => pad_circular(&x, &pads),
     })
@@ -141,7 +142,7 @@ fn pad(
 #[pyfunction]
 fn tile(py: Python<'_>, x: &PyTensor, reps: Vec<usize>) -> PyRes<PyTensor> {
     let x = x.inner.clone();
-    run(py, move || mt::tile(&x, &reps))
+    run(py, "tile", move || mt::tile(&x, &reps))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
