@@ -13,8 +13,11 @@
 //! column window `c0 .. c0 + Wc` its inputs cover.
 //!
 //! Meta words: 0 threads (`outer × Wc`), 1 grid row width in threads, 2 output row width W,
-//! 3 window width Wc, 4 window start c0, then per input `i` at `5 + 3 i`: source offset (words),
-//! width, column start (absolute).
+//! 3 window width Wc, 4 window start c0, 5 output shift, then per input `i` at `6 + 3 i`: source
+//! offset (words), width, column start (absolute). A launch past one storage binding
+//! (`mpsrt-tensor/src/gpu/window.rs`) records one dispatch per range of rows, with source
+//! offsets relative to each input's bound window and the output shift placing row 0 of the
+//! range in the output's bound window.
 
 use std::fmt::Write;
 
@@ -24,7 +27,7 @@ pub const MAX_CONCAT_INPUTS: usize = 15;
 
 /// Meta words for `inputs` parts.
 pub fn concat_meta_words(inputs: usize) -> usize {
-    5 + 3 * inputs
+    6 + 3 * inputs
 }
 
 /// WGSL of the `concat` entry point for `inputs` (1 ..= [`MAX_CONCAT_INPUTS`]) parts: bindings
@@ -46,10 +49,10 @@ pub fn concat_kernel(inputs: usize) -> Result<String, String> {
     s.push_str("@compute @workgroup_size(256)\n");
     s.push_str("fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n");
     s.push_str("  let e = gid.x + gid.y * mw(1u);\n  if (e >= mw(0u)) { return; }\n");
-    s.push_str("  let wc = mw(3u); let o = e / wc; let r = mw(4u) + (e - o * wc); let d = o * mw(2u) + r;\n");
+    s.push_str("  let wc = mw(3u); let o = e / wc; let r = mw(4u) + (e - o * wc); let d = o * mw(2u) + r + mw(5u);\n");
     // Inputs in column order: the last one whose start is <= r owns the column.
     for i in (0..inputs).rev() {
-        let (off, width, start) = (5 + 3 * i, 6 + 3 * i, 7 + 3 * i);
+        let (off, width, start) = (6 + 3 * i, 7 + 3 * i, 8 + 3 * i);
         let kw = if i + 1 == inputs { "  if" } else { "  else if" };
         let _ = writeln!(
             s,

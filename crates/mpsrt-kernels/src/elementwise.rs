@@ -262,23 +262,31 @@ impl ElementwiseSpec {
         2 + self.num_scalars
     }
 
-    /// The metadata block: `[numel, ndim, scalars.., (shape.., (offset, strides..) per input) | offsets..]`.
+    /// The metadata block: `[numel, base, scalars.., (shape.., (offset, strides..) per input) | offsets..]`.
+    ///
+    /// A launch split into binding windows (`mpsrt-tensor/src/gpu/window.rs`) records one
+    /// dispatch per range of output elements: `numel` is the range's length, the output is bound
+    /// from the range's first element, and `offsets` are relative to each input's binding. In
+    /// `Strided` mode the kernel decodes coordinates from `base + e` (`base`: the range's first
+    /// element) and `offsets` may be negative; `Linear`/`Vec4` ignore `base` (the caller folds
+    /// it into the offsets).
     pub fn meta(
         &self,
         numel: usize,
+        base: usize,
         scalars: &[u32],
         shape: &[usize],
-        offsets: &[usize],
+        offsets: &[isize],
         strides: &[Vec<isize>],
     ) -> Vec<u32> {
-        let mut w = vec![numel as u32, shape.len() as u32];
+        let mut w = vec![numel as u32, base as u32];
         w.extend_from_slice(scalars);
         match self.mode {
             Mode::Linear | Mode::Vec4 => w.extend(offsets.iter().map(|&o| o as u32)),
             Mode::Strided { .. } => {
                 w.extend(shape.iter().map(|&d| d as u32));
                 for (o, s) in offsets.iter().zip(strides) {
-                    w.push(*o as u32);
+                    w.push(*o as i32 as u32);
                     w.extend(s.iter().map(|&x| x as i32 as u32));
                 }
             }
@@ -375,7 +383,7 @@ impl ElementwiseSpec {
             }
             Mode::Strided { ndim } => {
                 let _ = writeln!(s, "fn val(e: u32) -> {} {{", VType::of(self.output).wgsl());
-                let _ = writeln!(s, "  var rem = e;");
+                let _ = writeln!(s, "  var rem = e + mw(1u);");
                 for i in 0..n {
                     let _ = writeln!(s, "  var o{i} = i32(mw({}u));", ob + ndim + i * (ndim + 1));
                 }

@@ -88,7 +88,11 @@ pub struct ReduceSpec {
 /// Threads per workgroup of every reduction kernel.
 pub const REDUCE_WG: u32 = 256;
 
-/// Metadata words before the dims: `[n_out, R, in_offset, param, out_row_stride, 0, 0, 0]`.
+/// Metadata words before the dims: `[rows, R, in_offset, param, out_row_stride, row_base,
+/// out_base, n_out]`. A launch split into binding windows (`mpsrt-tensor/src/gpu/window.rs`)
+/// records one dispatch per range of kept rows: `rows` rows from global row `row_base`, the
+/// input bound from a window (`in_offset` relative to it, as i32) and the output bound from
+/// element `out_base` (subtracted from every output index). Unsplit: `rows = n_out`, bases 0.
 pub const REDUCE_META_HEAD: usize = 8;
 
 impl ReduceSpec {
@@ -108,6 +112,7 @@ impl ReduceSpec {
         let mut w =
             vec![n_out as u32, r as u32, offset as u32, param.to_bits(), out_row_stride as u32];
         w.resize(REDUCE_META_HEAD, 0);
+        w[7] = n_out as u32;
         w.extend(kept.0.iter().map(|&d| d as u32));
         w.extend(kept.1.iter().map(|&s| s as i32 as u32));
         w.extend(kept.2.iter().map(|&s| s as i32 as u32));
@@ -293,9 +298,9 @@ impl ReduceSpec {
     /// Write the result of row `o` (reductions) from thread 0 / the row's thread.
     fn store_result(&self) -> &'static str {
         if self.op == ReduceOp::Moments {
-            "out[o] = select(t.m, nan(), R == 0u); out[mw(0u) + o] = acc_final(t, R);"
+            "out[orow(o)] = select(t.m, nan(), R == 0u); out[mw(7u) + orow(o)] = acc_final(t, R);"
         } else {
-            "out[o] = acc_final(t, R);"
+            "out[orow(o)] = acc_final(t, R);"
         }
     }
 
@@ -386,6 +391,7 @@ impl ReduceSpec {
 }
 
 const COMMON: &str = "fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }
+fn orow(o: u32) -> u32 { return o + mw(5u) - mw(6u); }
 fn nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 fn pinf() -> f32 { return bitcast<f32>(0x7f800000u); }
 fn ninf() -> f32 { return bitcast<f32>(0xff800000u); }
@@ -398,8 +404,11 @@ fn is_ninf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
 fn offset_fns(nk: usize, nr: usize) -> String {
     let h = REDUCE_META_HEAD;
     let mut s = String::new();
-    for (name, soff) in [("kept_in", h + nk), ("kept_out", h + 2 * nk)] {
-        let _ = writeln!(s, "fn {name}(o: u32) -> i32 {{\n  var rem = o; var off = 0;");
+    // Rows are numbered from the window's first (`row_base`); outputs relative to `out_base`.
+    for (name, soff, ret) in
+        [("kept_in", h + nk, "off"), ("kept_out", h + 2 * nk, "off - i32(mw(6u))")]
+    {
+        let _ = writeln!(s, "fn {name}(o: u32) -> i32 {{\n  var rem = o + mw(5u); var off = 0;");
         for d in (0..nk).rev() {
             let _ = writeln!(
                 s,
@@ -408,7 +417,7 @@ fn offset_fns(nk: usize, nr: usize) -> String {
                 soff + d
             );
         }
-        s.push_str("  return off;\n}\n");
+        let _ = writeln!(s, "  return {ret};\n}}");
     }
     let (rs, rt) = (h + 3 * nk, h + 3 * nk + nr);
     if nr == 1 {

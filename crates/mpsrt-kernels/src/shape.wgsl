@@ -7,9 +7,15 @@
 // gather — one thread per output element of `x[outer, idx[j], inner]`; the indices were
 //   normalised and bounds-checked on the host, adjacent threads read adjacent inner elements.
 //
-// copy_strided meta: 0 ndim, 1 total, 2 src_off, 3 dst_off, 4 grid row width in threads,
-//   8.. shape[8], 16.. src strides[8] (i32), 24.. dst strides[8] (i32).
-// gather meta: 0 axis_len, 1 inner, 2 nidx, 3 x_off, 4 total, 5 grid row width in threads.
+// Both take part in binding windows (mpsrt-tensor/src/gpu/window.rs): a launch past one
+// storage binding records one dispatch per range of elements, numbered from `base`, with every
+// offset relative to its operand's bound window.
+//
+// copy_strided meta: 0 ndim, 1 total (this range), 2 src_off (i32), 3 dst_off (i32), 4 grid row
+//   width in threads, 5 base, 8.. shape[8], 16.. src strides[8] (i32), 24.. dst strides[8] (i32).
+// gather meta: 0 axis_len, 1 inner, 2 nidx, 3 x_off (i32), 4 total (this range), 5 grid row
+//   width in threads, 6 base, 7 y_off (first output element bound), 8 idx_off (first index
+//   bound), 9 lo, 10 hi: only indices in lo..hi are gathered (the rows of x this pass binds).
 
 struct Meta { w: array<vec4<u32>, 8> };
 
@@ -26,7 +32,7 @@ fn copy_strided(@builtin(global_invocation_id) gid: vec3<u32>) {
     let idx = gid.x + gid.y * mv(4u);
     if (idx >= mv(1u)) { return; }
     let nd = mv(0u);
-    var rem = idx;
+    var rem = idx + mv(5u);
     var s = i32(mv(2u));
     var d = i32(mv(3u));
     for (var k = 0u; k < nd; k++) {
@@ -40,7 +46,7 @@ fn copy_strided(@builtin(global_invocation_id) gid: vec3<u32>) {
     D[u32(d)] = S[u32(s)];
 }
 
-struct GMeta { w: array<vec4<u32>, 2> };
+struct GMeta { w: array<vec4<u32>, 3> };
 
 @group(0) @binding(0) var<storage, read> GX: array<u32>;
 @group(0) @binding(1) var<storage, read> GI: array<i32>;
@@ -58,9 +64,11 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
     let axis_len = gv(0u);
     let inner = gv(1u);
     let nidx = gv(2u);
-    let i = idx % inner;
-    let j = (idx / inner) % nidx;
-    let o = idx / (inner * nidx);
-    let src = u32(GI[j]);
-    GY[idx] = GX[gv(3u) + (o * axis_len + src) * inner + i];
+    let g = idx + gv(6u);
+    let i = g % inner;
+    let j = (g / inner) % nidx;
+    let o = g / (inner * nidx);
+    let src = u32(GI[j - gv(8u)]);
+    if (src < gv(9u) || src >= gv(10u)) { return; }
+    GY[g - gv(7u)] = GX[u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i))];
 }

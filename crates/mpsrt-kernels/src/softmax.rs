@@ -145,6 +145,6 @@ fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
         (_, true) => "sqrt(t)",
         _ => "t",
     };
-    let _ = writeln!(s, "  if (tid == 0u) {{ out[o] = {fin}; }}\n}}");
+    let _ = writeln!(s, "  if (tid == 0u) {{ out[orow(o)] = {fin}; }}\n}}");
     s
 }

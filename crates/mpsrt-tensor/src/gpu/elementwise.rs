@@ -1,6 +1,7 @@
 //! GPU launch for elementwise expressions: coalesce dims, choose Linear/Vec4/Strided, fetch the
 //! cached pipeline for the spec, pack the metadata block and record one dispatch.
 
+use super::window::{self, Access};
 use super::{alloc_out, grid};
 use crate::{Scalar, Tensor};
 use mpsrt_core::{numel, DType, Error, Layout, Result};
@@ -74,13 +75,13 @@ pub(crate) fn eval(
     let n = numel(shape);
     let buf = alloc_out(&dev, op, n, out.size())?;
     if n > 0 {
-        let mut bindings: Vec<Binding<'_>> = Vec::with_capacity(inputs.len() + 1);
+        let mut buffers = Vec::with_capacity(inputs.len());
         let mut offsets = Vec::with_capacity(inputs.len());
         for t in inputs {
             let Storage::Gpu(b) = t.storage() else {
                 return Err(Error::device(op, "internal: CPU tensor reached the GPU backend"));
             };
-            bindings.push(Binding::from(&**b));
+            buffers.push(&**b);
             offsets.push(t.layout().offset);
         }
         // Dense operands of the output's shape (the common eager case) are linear without
@@ -126,22 +127,78 @@ pub(crate) fn eval(
                     .map_err(|e| Error::dtype(op, format!("cannot generate kernel: {e}")))?;
                 // SAFETY: generated elementwise kernels only touch elements inside the operands'
                 // views (layouts derived from valid tensors; Vec4 loads use clamped indices and
-                // every store is guarded by `numel`), and the output holds exactly `numel`.
+                // every store is guarded by `numel`), and the output holds exactly `numel`; a
+                // windowed launch binds each operand from the first element its range touches.
                 let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
                 spec_cache().lock().insert(key.clone(), p.clone());
                 p
             }
         };
         let spec = &key.1;
-        let meta = spec.meta(n, &words, &cshape, &offsets, &cstrides);
         let tune = tuning();
-        let threads = (n as u64).div_ceil(spec.elements_per_thread_with(tune) as u64);
-        let wg = grid(
-            threads.div_ceil(tune.workgroup as u64),
-            dev.properties().max_compute_workgroups_per_dimension,
-        );
-        bindings.push(Binding::from(&buf));
-        dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), wg)?;
+        let ept = spec.elements_per_thread_with(tune) as usize;
+        let (limit, align) = window::limits(&dev);
+        // Ranges start on an aligned output element that is also a whole thread's first.
+        let unit = (align as usize / out.size()).max(ept);
+        // The kernel counts elements in u32: keep a range well inside it.
+        let max_points = (u32::MAX as usize / 2) / unit * unit;
+        let whole = n <= max_points
+            && window::fits(&buf, limit)
+            && buffers.iter().all(|b| window::fits(b, limit));
+        // Points are output elements over the coalesced shape; every operand (inputs, then the
+        // output) says where each point's element lives, so ranges past one binding are split.
+        let mut access: Vec<Access<'_>> = Vec::new();
+        let windows = if whole {
+            vec![window::Window { start: 0, len: n, base: vec![None; inputs.len() + 1] }]
+        } else {
+            let pdims: Vec<usize> = if cshape.is_empty() { vec![n] } else { cshape.clone() };
+            access = buffers
+                .iter()
+                .zip(inputs)
+                .enumerate()
+                .map(|(k, (b, t))| Access {
+                    buffer: b,
+                    elem_bytes: t.dtype().size(),
+                    offset: offsets[k] as isize,
+                    strides: if dense || cshape.is_empty() {
+                        vec![if n == 1 { 0 } else { 1 }; pdims.len()]
+                    } else {
+                        cstrides[k].clone()
+                    },
+                    extent: (0, 0),
+                })
+                .collect();
+            access.push(Access::dense(&buf, out.size(), 0, &pdims));
+            window::plan(op, &dev, &pdims, unit, max_points, &access)?
+        };
+        let nin = inputs.len();
+        let mut bindings: Vec<Binding<'_>> = Vec::with_capacity(nin + 1);
+        let mut rel = Vec::with_capacity(nin);
+        for w in &windows {
+            bindings.clear();
+            rel.clear();
+            if access.is_empty() {
+                bindings.extend(buffers.iter().map(|&b| Binding::from(b)));
+                bindings.push(Binding::from(&buf));
+            } else {
+                for (k, a) in access.iter().enumerate() {
+                    bindings.push(w.binding(k, a));
+                }
+            }
+            for (k, &o) in offsets.iter().enumerate() {
+                // Linear modes index `offset + e` with e local to the range; Strided decodes
+                // coordinates from `start + e` itself.
+                let first = if linear { o + w.start } else { o };
+                rel.push(w.rel(k, first as isize));
+            }
+            let meta = spec.meta(w.len, w.start, &words, &cshape, &rel, &cstrides);
+            let threads = (w.len as u64).div_ceil(ept as u64);
+            let wg = grid(
+                threads.div_ceil(tune.workgroup as u64),
+                dev.properties().max_compute_workgroups_per_dimension,
+            );
+            dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), wg)?;
+        }
     }
     Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), out))
 }

@@ -8,6 +8,7 @@ pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
+pub(crate) mod window;
 
 use mpsrt_core::Result;
 use mpsrt_runtime::{GpuBuffer, GpuDevice};

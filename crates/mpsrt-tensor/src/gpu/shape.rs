@@ -3,6 +3,7 @@
 //! caller (`shape.rs`) so no two threads share a word.
 
 use super::conv::{buffer, meta_bytes};
+use super::window::{self, Access};
 use super::{alloc_out, grid};
 use crate::Tensor;
 use mpsrt_core::{numel, DType, Error, Layout, Result};
@@ -33,22 +34,46 @@ pub(crate) fn assemble(op: &str, canvas: Tensor, parts: &[(Layout, &Tensor)]) ->
                 format!("a strided copy of {} dims (max {MAX_DIMS}) on the GPU", shape.len()),
             ));
         }
-        let wg =
-            grid((n as u64).div_ceil(256), dev.properties().max_compute_workgroups_per_dimension);
-        let mut words = vec![0u32; 32];
-        words[0] = shape.len() as u32;
-        words[1] = n as u32;
-        words[2] = src.layout().offset as u32;
-        words[3] = dst.offset as u32;
-        words[4] = wg[0] * 256;
-        for (d, &s) in shape.iter().enumerate() {
-            words[8 + d] = s as u32;
-            words[16 + d] = strides[0][d] as i32 as u32;
-            words[24 + d] = strides[1][d] as i32 as u32;
-        }
         let pipeline = dev.static_pipeline(SOURCE, "copy_strided")?;
-        let bindings = [Binding::from(&**buffer(op, src)?), Binding::from(&*out)];
-        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 8), wg)?;
+        let pdims = if shape.is_empty() { vec![1] } else { shape.clone() };
+        let st = |k: usize| if shape.is_empty() { vec![0] } else { strides[k].clone() };
+        let sbuf = buffer(op, src)?;
+        let access = [
+            Access {
+                buffer: sbuf,
+                elem_bytes: 4,
+                offset: src.layout().offset as isize,
+                strides: st(0),
+                extent: (0, 0),
+            },
+            Access {
+                buffer: &out,
+                elem_bytes: 4,
+                offset: dst.offset as isize,
+                strides: st(1),
+                extent: (0, 0),
+            },
+        ];
+        for w in window::plan(op, &dev, &pdims, 1, u32::MAX as usize / 2, &access)? {
+            let wg = grid(
+                (w.len as u64).div_ceil(256),
+                dev.properties().max_compute_workgroups_per_dimension,
+            );
+            let mut words = vec![0u32; 32];
+            words[0] = shape.len() as u32;
+            words[1] = w.len as u32;
+            words[2] = w.rel(0, src.layout().offset as isize) as i32 as u32;
+            words[3] = w.rel(1, dst.offset as isize) as i32 as u32;
+            words[4] = wg[0] * 256;
+            words[5] = w.start as u32;
+            for (d, &s) in shape.iter().enumerate() {
+                words[8 + d] = s as u32;
+                words[16 + d] = strides[0][d] as i32 as u32;
+                words[24 + d] = strides[1][d] as i32 as u32;
+            }
+            let bindings = [w.binding(0, &access[0]), w.binding(1, &access[1])];
+            dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 8), wg)?;
+        }
     }
     Ok(canvas)
 }
@@ -92,38 +117,78 @@ pub(crate) fn concat(
     let inner: usize = shape[ax + 1..].iter().product();
     let row = shape[ax] * inner;
     let out = buffer(op, &canvas)?.clone();
+    let (limit, align) = window::limits(&dev);
+    if !window::fits(&out, limit) && (4 * row as u64) + align > limit {
+        // Output rows longer than one binding (a concat along the first axis of large parts):
+        // the row kernel cannot split a row, the strided copy windows any element range.
+        let mut at = 0isize;
+        let mut windows = Vec::with_capacity(parts.len());
+        for t in parts {
+            let w = t.shape()[ax] as isize;
+            windows.push((canvas.layout().slice(op, ax as isize, Some(at), Some(at + w), 1)?, t));
+            at += w;
+        }
+        return assemble(op, canvas, &windows);
+    }
     let mut start = 0usize;
     for chunk in parts.chunks(per) {
         let c0 = start;
-        let mut words = vec![0u32; 5];
+        let mut heads = Vec::with_capacity(chunk.len());
         for t in chunk {
             let width = t.shape()[ax] * inner;
-            words.extend([t.layout().offset as u32, width as u32, start as u32]);
+            heads.push((t.layout().offset, width, start));
             start += width;
         }
-        let threads = outer * (start - c0);
-        if threads > u32::MAX as usize {
-            return Err(Error::unsupported(
-                op,
-                format!("a concat of {threads} elements on the GPU"),
-            ));
-        }
-        let wg = grid((threads as u64).div_ceil(256), props.max_compute_workgroups_per_dimension);
-        words[..5].copy_from_slice(&[
-            threads as u32,
-            wg[0] * 256,
-            row as u32,
-            (start - c0) as u32,
-            c0 as u32,
-        ]);
-        let mut bindings = chunk
-            .iter()
-            .map(|t| Ok(Binding::from(&**buffer(op, t)?)))
-            .collect::<Result<Vec<_>>>()?;
-        bindings.push(Binding::from(&*out));
+        let wc = start - c0;
         let pipeline = concat_pipeline(&dev, op, chunk.len())?;
         let vec4s = concat_meta_words(chunk.len()).div_ceil(4);
-        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, vec4s), wg)?;
+        // Points: this dispatch's [outer, Wc] output cells; part i reads its own [outer, width]
+        // block, the output rows of width W from column c0.
+        let pdims = [outer, wc];
+        let mut access = chunk
+            .iter()
+            .zip(&heads)
+            .map(|(t, &(off, width, _))| {
+                // Rows are whole in every range: row o reads the part's whole row o.
+                Ok(Access {
+                    buffer: buffer(op, t)?,
+                    elem_bytes: 4,
+                    offset: off as isize,
+                    strides: vec![width as isize, 0],
+                    extent: (0, width as isize - 1),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        access.push(Access {
+            buffer: &out,
+            elem_bytes: 4,
+            offset: c0 as isize,
+            strides: vec![row as isize, 1],
+            extent: (0, 0),
+        });
+        let max_points = (u32::MAX as usize / 2) / wc.max(1) * wc.max(1);
+        for w in window::plan(op, &dev, &pdims, wc, max_points, &access)? {
+            let o0 = w.start / wc;
+            let wg = grid((w.len as u64).div_ceil(256), props.max_compute_workgroups_per_dimension);
+            let mut words = vec![
+                w.len as u32,
+                wg[0] * 256,
+                row as u32,
+                wc as u32,
+                c0 as u32,
+                w.rel(chunk.len(), (o0 * row) as isize) as u32,
+            ];
+            for (i, &(off, width, s0)) in heads.iter().enumerate() {
+                words.extend([
+                    w.rel(i, (off + o0 * width) as isize) as u32,
+                    width as u32,
+                    s0 as u32,
+                ]);
+            }
+            let bindings: Vec<Binding<'_>> =
+                access.iter().enumerate().map(|(k, a)| w.binding(k, a)).collect();
+            dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, vec4s), wg)?;
+        }
     }
     Ok(canvas)
 }
@@ -155,22 +220,75 @@ pub(crate) fn gather(
     let dev = mpsrt_runtime::gpu_device(device)?;
     let idx32: Vec<i32> = idx.iter().map(|&i| i as i32).collect();
     let ibuf = dev.upload(op, bytemuck::cast_slice(&idx32))?;
-    let wg =
-        grid((total as u64).div_ceil(256), dev.properties().max_compute_workgroups_per_dimension);
-    let words = [
-        dims[1] as u32,
-        dims[2] as u32,
-        idx.len() as u32,
-        x.layout().offset as u32,
-        total as u32,
-        wg[0] * 256,
-    ];
     let pipeline = dev.static_pipeline(SOURCE, "gather")?;
-    let bindings = [
-        Binding::from(&**buffer(op, &x)?),
-        Binding::from(&ibuf),
-        Binding::from(&**buffer(op, &y)?),
-    ];
-    dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 2), wg)?;
+    let [outer, axis_len, inner] = dims;
+    let (xb, yb) = (buffer(op, &x)?, buffer(op, &y)?);
+    let x_off = x.layout().offset;
+    let (limit, align) = window::limits(&dev);
+    // Rows of x one pass binds: all of them when x fits, else as many as one binding holds
+    // (an embedding table past the limit): each pass gathers only the indices in its rows.
+    let rows_per = if window::fits(xb, limit) {
+        axis_len
+    } else {
+        (limit.saturating_sub(align) / (4 * inner.max(1) as u64)) as usize
+    };
+    if rows_per == 0 {
+        return Err(Error::oom(
+            op,
+            format!(
+                "one gathered row of {} bytes exceeds the adapter's max_storage_buffer_binding_size of {limit} bytes",
+                4 * inner
+            ),
+        ));
+    }
+    let pdims = [outer, idx.len(), inner];
+    let mut lo = 0;
+    while lo < axis_len {
+        let hi = (lo + rows_per).min(axis_len);
+        if rows_per < axis_len && !idx.iter().any(|&i| (lo as i64..hi as i64).contains(&i)) {
+            lo = hi;
+            continue;
+        }
+        let access = [
+            Access {
+                buffer: xb,
+                elem_bytes: 4,
+                offset: (x_off + lo * inner) as isize,
+                strides: vec![(axis_len * inner) as isize, 0, 0],
+                extent: (0, ((hi - lo) * inner) as isize - 1),
+            },
+            Access {
+                buffer: &ibuf,
+                elem_bytes: 4,
+                offset: 0,
+                strides: vec![0, 1, 0],
+                extent: (0, 0),
+            },
+            Access::dense(yb, 4, 0, &pdims),
+        ];
+        for w in window::plan(op, &dev, &pdims, 1, u32::MAX as usize / 2, &access)? {
+            let wg = grid(
+                (w.len as u64).div_ceil(256),
+                dev.properties().max_compute_workgroups_per_dimension,
+            );
+            let words = [
+                axis_len as u32,
+                inner as u32,
+                idx.len() as u32,
+                w.rel(0, x_off as isize) as i32 as u32,
+                w.len as u32,
+                wg[0] * 256,
+                w.start as u32,
+                w.base[2].map_or(0, |b| b.0) as u32,
+                w.base[1].map_or(0, |b| b.0) as u32,
+                lo as u32,
+                hi as u32,
+            ];
+            let bindings =
+                [w.binding(0, &access[0]), w.binding(1, &access[1]), w.binding(2, &access[2])];
+            dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 3), wg)?;
+        }
+        lo = hi;
+    }
     Ok(y)
 }

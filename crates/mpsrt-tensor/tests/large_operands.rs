@@ -1,0 +1,224 @@
+//! Every op family on operands larger than one storage binding, against the CPU reference:
+//! `MPSRT_MAX_BINDING_BYTES=65536` lowers the limit for this process (own test binary: the
+//! variable is read when the GPU device opens), so ~300 KB tensors take the windowed paths of
+//! `gpu/window.rs` (several dispatches over sub-ranges bound at 256-byte-aligned offsets).
+//! Sizes really past lavapipe's 128 MiB are in `past_binding_limit.rs`.
+
+mod common;
+use common::*;
+use mpsrt_tensor::{self as mt, BinaryFn, DType, ErrorKind, Expr, Place, Scalar, Tensor, UnaryFn};
+
+fn init() {
+    std::env::set_var("MPSRT_MAX_BINDING_BYTES", "65536");
+}
+
+type Op = fn(&[Tensor], Place) -> mt::Result<Tensor>;
+
+/// Inputs (built on the CPU) and the op, run on each place.
+struct Case {
+    name: &'static str,
+    inputs: Vec<Tensor>,
+    op: Op,
+    tol: f64,
+}
+
+fn case(name: &'static str, inputs: Vec<Tensor>, op: Op, tol: f64) -> Case {
+    Case { name, inputs, op, tol }
+}
+
+fn f32s(shape: &[usize], seed: u64) -> Tensor {
+    tensor(&values(shape.iter().product(), seed, false), shape, DType::F32)
+}
+
+fn cases() -> Vec<Case> {
+    let big = || f32s(&[300, 257], 1); // 308 KB: 5 windows of 64 KiB
+    vec![
+        // Creation / fill (one element broadcast), narrow packed outputs too.
+        case("ones f32", vec![], |_, p| mt::ones(&[300, 257], DType::F32, p), 0.0),
+        case("full f16", vec![], |_, p| mt::full(&[700, 257], 1.5, DType::F16, p), 0.0),
+        case("full u8", vec![], |_, p| mt::full(&[1000, 257], 7, DType::U8, p), 0.0),
+        // Copies: transposed, stepped and offset views made contiguous.
+        case(
+            "transpose copy",
+            vec![f32s(&[1000, 60], 2)],
+            |x, _| x[0].transpose(0, 1)?.contiguous(),
+            0.0,
+        ),
+        case(
+            "stepped slice copy",
+            vec![f32s(&[600, 257], 3)],
+            |x, _| x[0].slice(0, Some(1), None, 2)?.slice(1, Some(3), None, 1)?.contiguous(),
+            0.0,
+        ),
+        // Casts (packed f16 / u8 / bool in and out).
+        case(
+            "f32 -> f16 -> f32",
+            vec![big()],
+            |x, _| x[0].astype(DType::F16)?.astype(DType::F32),
+            0.0,
+        ),
+        case("f32 -> i32", vec![big()], |x, _| x[0].astype(DType::I32), 0.0),
+        case(
+            "u8 -> f32",
+            vec![big().astype(DType::U8).unwrap()],
+            |x, _| x[0].astype(DType::F32),
+            0.0,
+        ),
+        case("f32 > 0 (bool)", vec![big()], |x, _| mt::greater(&x[0], &mt::neg(&x[0])?), 0.0),
+        // Elementwise: same shape, broadcast, unary, fused expression, where.
+        case("add", vec![big(), f32s(&[300, 257], 4)], |x, _| mt::add(&x[0], &x[1]), 1e-6),
+        case(
+            "mul broadcast row",
+            vec![big(), f32s(&[257], 5)],
+            |x, _| mt::multiply(&x[0], &x[1]),
+            1e-6,
+        ),
+        case(
+            "sub broadcast column",
+            vec![big(), f32s(&[300, 1], 6)],
+            |x, _| mt::subtract(&x[0], &x[1]),
+            1e-6,
+        ),
+        case("gelu", vec![big()], |x, _| mt::gelu(&x[0], false), 1e-5),
+        case(
+            "fused exp(a) * b + 0.5",
+            vec![big(), f32s(&[300, 257], 7)],
+            |x, _| {
+                let e = Expr::binary(
+                    BinaryFn::Add,
+                    Expr::binary(
+                        BinaryFn::Mul,
+                        Expr::unary(UnaryFn::Exp, Expr::input(0)),
+                        Expr::input(1),
+                    ),
+                    Expr::Scalar(0, mt::VType::Float),
+                );
+                mt::fused_elementwise("fused", &[&x[0], &x[1]], DType::F32, e, &[Scalar::F(0.5)])
+            },
+            1e-5,
+        ),
+        case(
+            "where",
+            vec![big(), f32s(&[300, 257], 8)],
+            |x, _| mt::where_(&mt::greater(&x[0], &x[1])?, &x[0], &x[1]),
+            0.0,
+        ),
+        // Reductions: rows, columns (split along the reduced axis), everything, f16 input.
+        case("sum rows", vec![big()], |x, _| mt::sum(&x[0], Some(&[1]), false), 1e-4),
+        case("mean columns", vec![big()], |x, _| mt::mean(&x[0], Some(&[0]), false), 1e-4),
+        case("max all", vec![big()], |x, _| mt::max(&x[0], None, false), 0.0),
+        case("sum all", vec![f32s(&[200_000], 9)], |x, _| mt::sum(&x[0], None, false), 1e-3),
+        case("norm all", vec![big()], |x, _| mt::norm(&x[0], None, false), 1e-4),
+        case("argmax rows", vec![big()], |x, _| mt::argmax(&x[0], Some(1), false), 0.0),
+        case("var rows", vec![big()], |x, _| mt::var(&x[0], Some(&[1]), 1.0, false), 1e-4),
+        case(
+            "sum rows f16",
+            vec![big().astype(DType::F16).unwrap()],
+            |x, _| mt::sum(&x[0], Some(&[1]), false),
+            1e-2,
+        ),
+        // Row ops: softmax over rows (windowed by rows), over columns (strided rows), norms.
+        case("softmax rows", vec![big()], |x, _| mt::softmax(&x[0], -1), 1e-5),
+        case("log_softmax rows", vec![big()], |x, _| mt::log_softmax(&x[0], 1), 1e-5),
+        case(
+            "softmax strided rows",
+            vec![f32s(&[8, 60, 250], 10)],
+            |x, _| mt::softmax(&x[0], 1),
+            1e-5,
+        ),
+        case(
+            "layer_norm",
+            vec![big(), f32s(&[257], 11), f32s(&[257], 12)],
+            |x, _| mt::layer_norm(&x[0], &[257], Some(&x[1]), Some(&x[2]), 1e-5),
+            1e-4,
+        ),
+        // Data movement: concat along both axes, gather / index_select rows of a large table.
+        case(
+            "concat axis 0",
+            vec![big(), f32s(&[100, 257], 13)],
+            |x, _| mt::concat(&[&x[0], &x[1]], 0),
+            0.0,
+        ),
+        case(
+            "concat axis 1",
+            vec![big(), f32s(&[300, 100], 14)],
+            |x, _| mt::concat(&[&x[0], &x[1]], 1),
+            0.0,
+        ),
+        case(
+            "index_select rows",
+            vec![
+                f32s(&[1000, 64], 15),
+                tensor(&[999.0, 0.0, 500.0, 3.0, 999.0, 250.0], &[6], DType::I32),
+            ],
+            |x, _| mt::index_select(&x[0], 0, &x[1]),
+            0.0,
+        ),
+        case(
+            "gather columns",
+            vec![big(), tensor(&[256.0, 0.0, 17.0], &[3], DType::I32)],
+            |x, _| mt::gather(&x[0], &x[1], 1),
+            0.0,
+        ),
+        case(
+            "pad",
+            vec![big()],
+            |x, _| mt::pad(&x[0], &[(2, 1), (0, 3)], mt::PadMode::Constant(0.25)),
+            0.0,
+        ),
+    ]
+}
+
+#[test]
+fn every_op_family_matches_cpu_past_a_lowered_binding_limit() {
+    init();
+    let gpus = gpus();
+    if gpus.is_empty() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for c in cases() {
+        let want =
+            (c.op)(&c.inputs, Place::Cpu).unwrap_or_else(|e| panic!("{} on cpu: {e}", c.name));
+        for &p in &gpus {
+            let ins: Vec<Tensor> = c.inputs.iter().map(|t| t.to(p).unwrap()).collect();
+            match (c.op)(&ins, p) {
+                Ok(got) => {
+                    assert_eq!(got.shape(), want.shape(), "{} shape", c.name);
+                    assert_eq!(got.dtype(), want.dtype(), "{} dtype", c.name);
+                    let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+                    assert_close(&format!("{} on {p}", c.name), &g, &w, c.tol, c.tol);
+                }
+                Err(e) => failures.push(format!("{}: {e}", c.name)),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "ops failed past the binding limit:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn what_cannot_be_windowed_is_a_clear_error() {
+    init();
+    for p in gpus() {
+        // A transposed copy whose 64 neighbouring outputs lie 64 x 4 KB apart in the source.
+        let x = f32s(&[30, 1024], 16).to(p).unwrap();
+        let e = x.transpose(0, 1).unwrap().contiguous().unwrap_err();
+        assert_eq!(e.kind, ErrorKind::OutOfMemory, "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("max_storage_buffer_binding_size") && msg.contains("contiguous"),
+            "{msg}"
+        );
+        // Softmax over columns that each span the whole buffer: no row split, refused.
+        let z = f32s(&[30, 2570], 18).to(p).unwrap();
+        let e = mt::softmax(&z, 0).unwrap_err();
+        assert!(e.to_string().contains("max_storage_buffer_binding_size"), "{e}");
+        // Variance over a row longer than one binding has no split: refused, named.
+        let y = f32s(&[40_000], 17).to(p).unwrap();
+        let e = mt::var(&y, None, 1.0, false).unwrap_err();
+        assert!(e.to_string().contains("max_storage_buffer_binding_size"), "{e}");
+        // The device keeps working.
+        let t: Tensor = mt::ones(&[3], DType::F32, p).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 3]);
+    }
+}
