@@ -265,8 +265,13 @@ fn strip_locs(line: &str, aliases: &HashMap<String, String>) -> (String, Option<
         out.push_str(&rest[..i]);
         let open = i + 3;
         let close = matching(rest, open).unwrap_or(rest.len() - 1);
-        if let Some(l) = resolve_loc(&rest[open + 1..close], aliases, 0) {
-            loc = Some(l);
+        let mut found = Vec::new();
+        collect_locs(&rest[open + 1..close], aliases, 0, &mut found);
+        // Inlined `tl.*` helpers carry a call-site chain: prefer the user's kernel line over
+        // Triton's own `triton/language/*.py`.
+        let user = found.iter().position(|l| !l.file.contains("triton/language/"));
+        if let Some(i) = user.or(if found.is_empty() { None } else { Some(0) }) {
+            loc = Some(found.swap_remove(i));
         }
         rest = &rest[(close + 1).min(rest.len())..];
     }
@@ -274,23 +279,23 @@ fn strip_locs(line: &str, aliases: &HashMap<String, String>) -> (String, Option<
     (out.trim_end().to_string(), loc)
 }
 
-/// The first `"file":line:col` inside a location, following `#locN` aliases.
-fn resolve_loc(s: &str, aliases: &HashMap<String, String>, depth: usize) -> Option<Loc> {
+/// Every `"file":line:col` inside a location, in order, following `#locN` aliases.
+fn collect_locs(s: &str, aliases: &HashMap<String, String>, depth: usize, out: &mut Vec<Loc>) {
     if depth > 16 {
-        return None;
+        return;
     }
     let mut i = 0;
     let b = s.as_bytes();
     while i < b.len() {
         if b[i] == b'"' {
-            let end = s[i + 1..].find('"')? + i + 1;
+            let Some(end) = s[i + 1..].find('"').map(|e| e + i + 1) else { return };
             let after = &s[end + 1..];
             if let Some(nums) = after.strip_prefix(':') {
                 let mut it = nums.split(|c: char| !c.is_ascii_digit());
                 let line = it.next().and_then(|x| x.parse().ok());
                 let col = it.next().and_then(|x| x.parse().ok()).unwrap_or(0);
                 if let Some(line) = line {
-                    return Some(Loc { file: s[i + 1..end].to_string(), line, col });
+                    out.push(Loc { file: s[i + 1..end].to_string(), line, col });
                 }
             }
             i = end + 1;
@@ -301,16 +306,13 @@ fn resolve_loc(s: &str, aliases: &HashMap<String, String>, depth: usize) -> Opti
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#' || c == '_'))
                 .map_or(s.len(), |e| e + i);
             if let Some(def) = aliases.get(&s[i..end]) {
-                if let Some(l) = resolve_loc(def, aliases, depth + 1) {
-                    return Some(l);
-                }
+                collect_locs(def, aliases, depth + 1, out);
             }
             i = end;
             continue;
         }
         i += 1;
     }
-    None
 }
 
 /// Index of the bracket closing the one at `open` (`(`, `[`, `{` or `<`).
@@ -486,12 +488,14 @@ mod tests {
 
     #[test]
     fn locations_resolve_through_aliases() {
-        let text = "module {\n  tt.func public @k(%arg0: i32 loc(\"a.py\":3:0)) attributes {noinline = false} {\n    %0 = tt.get_program_id x : i32 loc(#loc2)\n    tt.return loc(#loc3)\n  } loc(#loc)\n} loc(#loc)\n#loc = loc(\"/x/a.py\":3:0)\n#loc1 = loc(\"/x/a.py\":7:11)\n#loc2 = loc(\"pid\"(#loc1))\n#loc3 = loc(\"/x/a.py\":8:4)\n";
+        let text = "module {\n  tt.func public @k(%arg0: i32 loc(\"a.py\":3:0)) attributes {noinline = false} {\n    %0 = tt.get_program_id x : i32 loc(#loc2)\n    %1 = tt.get_program_id y : i32 loc(#loc4)\n    tt.return loc(#loc3)\n  } loc(#loc)\n} loc(#loc)\n#loc = loc(\"/x/a.py\":3:0)\n#loc1 = loc(\"/x/a.py\":7:11)\n#loc2 = loc(\"pid\"(#loc1))\n#loc3 = loc(\"/x/a.py\":8:4)\n#loc4 = loc(callsite(#loc5 at #loc3))\n#loc5 = loc(\"/v/triton/language/standard.py\":216:16)\n";
         let f = parse_module(text).unwrap();
         assert_eq!(f[0].name, "k");
         assert_eq!(f[0].params, vec![("%arg0".to_string(), "i32".to_string())]);
         let op = &f[0].body[0];
         assert_eq!(op.name, "tt.get_program_id");
         assert_eq!(op.loc.as_ref().unwrap().to_string(), "a.py:7:11");
+        // An inlined tl.* helper reports the kernel's call site, not Triton's library line.
+        assert_eq!(f[0].body[1].loc.as_ref().unwrap().to_string(), "a.py:8:4");
     }
 }
