@@ -1,5 +1,6 @@
-//! `mpsrt serve`: the Triton-compatible server with the ONNX engine installed; SIGINT/SIGTERM
-//! stop it gracefully (in-flight requests are drained).
+//! `mpsrt serve`: the Triton-compatible server with the ONNX engine installed. Prints Triton's
+//! model table and endpoints once ready; SIGINT/SIGTERM stop it (in-flight requests drain for up
+//! to `--exit-timeout-secs`, then remaining connections are closed).
 
 use mpsrt::{Error, Result};
 use mpsrt_engine::triton::EngineBackend;
@@ -10,6 +11,20 @@ use std::sync::Arc;
 pub struct ServeArgs {
     #[command(flatten)]
     pub server: ServerOptions,
+}
+
+/// `TRITON_MPS_VERBOSE=1` (the seed's switch) turns on verbose logging like `--log-verbose 1`;
+/// verbose logging needs the server's info-level log lines, so the filter gains them unless
+/// RUST_LOG chose otherwise.
+pub fn apply_env(a: &mut ServeArgs, filter: &mut String) {
+    let seed_verbose = std::env::var("TRITON_MPS_VERBOSE")
+        .is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "off"));
+    if seed_verbose {
+        a.server.log_verbose = a.server.log_verbose.max(1);
+    }
+    if a.server.log_verbose > 0 && std::env::var("RUST_LOG").is_err() {
+        filter.push_str(",mpsrt_serve=info");
+    }
 }
 
 async fn shutdown_signal() {
@@ -31,7 +46,6 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    eprintln!("mpsrt serve: shutting down (draining in-flight requests)");
 }
 
 fn gpu_memory() -> Vec<GpuMemoryInfo> {
@@ -58,6 +72,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::device("serve", format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(mpsrt_serve::serve(a.server, backends, shutdown_signal()))
-        .map_err(|e| Error::device("serve", e.to_string()))
+    let exit_timeout = a.server.exit_timeout_secs;
+    rt.block_on(async move {
+        let server = mpsrt_serve::start(a.server, backends).await?;
+        // What Triton prints at its default log level once it is ready.
+        println!("{}", server.ready_banner());
+        shutdown_signal().await;
+        eprintln!(
+            "mpsrt serve: shutting down (draining in-flight requests for up to {exit_timeout} s)"
+        );
+        server.shutdown().await
+    })
+    .map_err(|e| Error::device("serve", e.to_string()))
 }

@@ -35,9 +35,12 @@ impl Drop for Server {
     }
 }
 
+/// Whether `simple` (the model perf drives) is ready. Not /v2/health/ready: with the GPU
+/// disabled the example `mps_model` (KIND_GPU, the seed's config) is UNAVAILABLE, as in Triton.
 fn ready(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let req = "GET /v2/health/ready HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    let req =
+        "GET /v2/models/simple/ready HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
     let mut resp = String::new();
     s.set_read_timeout(Some(Duration::from_secs(2))).ok();
     s.write_all(req.as_bytes()).is_ok()

@@ -1,5 +1,6 @@
 //! The engine as a Triton backend for `mpsrt serve`: backend `onnxruntime`, platform
-//! `onnxruntime_onnx`, so Triton model repositories written for ONNX Runtime load unchanged.
+//! `onnxruntime_onnx`, so Triton model repositories written for ONNX Runtime load unchanged; the
+//! MPS backend's names (`metal_mps`, `mps`) and its `model.mps` files (ONNX) are accepted too.
 //! `KIND_GPU` instances run on `mps:N`, `KIND_CPU` instances on the CPU.
 
 use crate::session::{Session, SessionOptions};
@@ -67,6 +68,14 @@ impl Backend for EngineBackend {
     }
     fn default_model_filename(&self) -> &str {
         "model.onnx"
+    }
+    /// The Triton MPS backend's names (the fourth seed's config says `backend: "metal_mps"`).
+    fn aliases(&self) -> &[&str] {
+        &["metal_mps", "mps"]
+    }
+    /// The MPS backend's `.mps` model files are ONNX ("currently the same as ONNX").
+    fn alternate_model_filenames(&self) -> &[&str] {
+        &["model.mps"]
     }
 
     fn model_io(&self, model_path: &Path) -> Result<ModelIo, ServeError> {

@@ -20,7 +20,10 @@ async fn start() -> RunningServer {
     o.http_port = 0;
     o.grpc_port = 0;
     o.metrics_port = 0;
-    let backends = ServeBackends::new().with_backend(Arc::new(EngineBackend::default()));
+    // As `mpsrt serve` does: the example `mps_model` (the seed's config) asks for KIND_GPU gpus [0].
+    let gpus = (0..mpsrt_runtime::device_count() as u32).collect();
+    let backends =
+        ServeBackends::new().with_backend(Arc::new(EngineBackend::default())).with_gpus(gpus);
     mpsrt_serve::start(o, backends).await.expect("server starts on the example repository")
 }
 
