@@ -19,7 +19,7 @@ use std::path::PathBuf;
 )]
 struct Cli {
     /// Log level filter (error, warn, info, debug, trace); also RUST_LOG.
-    #[arg(long, global = true, default_value = "warn")]
+    #[arg(long, global = true, default_value = "warn", value_parser = parse_log)]
     log: String,
     #[command(subcommand)]
     command: Command,
@@ -64,12 +64,24 @@ fn parse() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
-fn main() {
-    let mut cli = parse();
-    let mut filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
-    if let Command::Serve(a) = &mut cli.command {
-        serve::apply_env(a, &mut filter);
+/// `--log`: a level, or tracing directives (`mpsrt_serve=debug,warn`). A bare word that is
+/// not a level (`--log bogus`) would silently mean "everything from a target named bogus".
+fn parse_log(s: &str) -> Result<String, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let ok = s.split(',').all(|d| {
+        let level = d.rsplit('=').next().unwrap_or("").trim().to_ascii_lowercase();
+        LEVELS.contains(&level.as_str())
+    });
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("expected a level ({}) or target=level directives", LEVELS.join(", ")))
     }
+}
+
+fn main() {
+    let cli = parse();
+    let filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result = match cli.command {
         Command::Info(a) => info::run(a),

@@ -52,7 +52,12 @@ fn load_inputs(specs: &[String], place: Place) -> Result<HashMap<String, Tensor>
                 Error::invalid("run", format!("--input {spec}: give it as NAME=FILE.npy"))
             })?;
             let t = if place.is_gpu() && t.dtype().gpu_supported() { t.to(place)? } else { t };
-            feeds.insert(key, t);
+            if feeds.insert(key.clone(), t).is_some() {
+                return Err(Error::invalid(
+                    "run",
+                    format!("input {key:?} is given twice (--input {spec} repeats it)"),
+                ));
+            }
         }
     }
     Ok(feeds)
@@ -65,7 +70,29 @@ fn summary(t: &Tensor) -> String {
     format!("{} {:?} [{}{more}]", t.dtype(), t.shape(), head.join(", "))
 }
 
+/// Fails unless `path` can be written, before the model runs (a long run must not end in
+/// "permission denied"). An existing file is opened for writing without truncating it; a new
+/// one is created and removed again.
+fn check_writable(path: &std::path::Path) -> Result<()> {
+    let err = |e: std::io::Error| {
+        Error::io("run", format!("--output {}: cannot write there: {e}", path.display()))
+    };
+    if path.is_dir() {
+        return Err(Error::io("run", format!("--output {} is a directory", path.display())));
+    }
+    if path.exists() {
+        std::fs::OpenOptions::new().append(true).open(path).map_err(err)?;
+    } else {
+        std::fs::OpenOptions::new().write(true).create_new(true).open(path).map_err(err)?;
+        std::fs::remove_file(path).map_err(err)?;
+    }
+    Ok(())
+}
+
 pub fn run(a: RunArgs) -> Result<()> {
+    if let Some(path) = &a.output {
+        check_writable(path)?;
+    }
     let place = place(a.device);
     let session = Session::load(&a.model, place, SessionOptions::default())?;
     let feeds = load_inputs(&a.inputs, place)?;

@@ -9,8 +9,35 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::io("npy", format!("{}: {e}", path.display()))
 }
 
-/// Reads one array from a `.npy` reader into a CPU tensor.
-fn read_array<R: Read>(file: npyz::NpyFile<R>, what: &str) -> Result<Tensor> {
+/// Runs an `npyz` header parse, turning a panic into an error: npyz multiplies the header's
+/// dims unchecked, which panics in debug builds on shapes like `(2**32, 2**32)` (release builds
+/// wrap, and `read_array`'s own checked size refuses the result).
+fn guarded<T>(path: &Path, f: impl FnOnce() -> std::io::Result<T>) -> Result<T> {
+    // The default hook would print the expected panic with a backtrace; the CLI reads its
+    // inputs before any worker thread exists, so the hook is swapped only for this call.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    match r {
+        Ok(r) => r.map_err(|e| io_err(path, e)),
+        Err(_) => Err(Error::shape(
+            "npy",
+            format!("{}: the header's shape overflows the address space", path.display()),
+        )),
+    }
+}
+
+/// Reads one array from a `.npy` reader into a CPU tensor. `data_len`: the bytes after the
+/// header when known (a `.npy` read into memory). The header's shape is checked before
+/// anything is allocated: its byte size must be addressable, fit under the host memory limit
+/// and, when known, be present in the file (a header claiming `(4294967296, 4294967296)` over
+/// 24 bytes is refused, not read as an empty array).
+fn read_array<R: Read>(
+    file: npyz::NpyFile<R>,
+    what: &str,
+    data_len: Option<u64>,
+) -> Result<Tensor> {
     if file.order() == npyz::Order::Fortran {
         return Err(Error::unsupported(
             "npy",
@@ -25,6 +52,29 @@ fn read_array<R: Read>(file: npyz::NpyFile<R>, what: &str) -> Result<Tensor> {
         ));
     };
     let code = ts.to_string();
+    let item: usize = code.get(2..).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let need = shape
+        .iter()
+        .try_fold(item, |a, &d| a.checked_mul(d))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| {
+            Error::shape(
+                "npy",
+                format!(
+                    "{what}: the header's shape {shape:?} of {code} overflows the address space"
+                ),
+            )
+        })?;
+    if let Some(have) = data_len.filter(|&have| have < need as u64) {
+        return Err(Error::shape(
+            "npy",
+            format!(
+                "{what}: the header says shape {shape:?} of {code} ({need} bytes) but the file \
+                 holds {have} bytes of data"
+            ),
+        ));
+    }
+    mpsrt_runtime::check_host_alloc("npy", need.saturating_mul(2))?;
     let bad = |e: std::io::Error| Error::io("npy", format!("{what}: {e}"));
     macro_rules! load {
         ($t:ty) => {{
@@ -56,18 +106,19 @@ pub fn read(path: &Path) -> Result<Vec<(Option<String>, Tensor)>> {
     let is_npz = path.extension().is_some_and(|e| e == "npz");
     if !is_npz {
         let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
-        let file = npyz::NpyFile::new(&bytes[..]).map_err(|e| io_err(path, e))?;
-        return Ok(vec![(None, read_array(file, &path.display().to_string())?)]);
+        // The reader is left at the data: what remains of the slice is its length.
+        let data_len = guarded(path, || npyz::NpyFile::new(&bytes[..]))?.into_inner();
+        let data_len = data_len.len() as u64;
+        let file = guarded(path, || npyz::NpyFile::new(&bytes[..]))?;
+        return Ok(vec![(None, read_array(file, &path.display().to_string(), Some(data_len))?)]);
     }
     let mut npz = npyz::npz::NpzArchive::open(path).map_err(|e| io_err(path, e))?;
     let names: Vec<String> = npz.array_names().map(|s| s.to_string()).collect();
     let mut out = Vec::new();
     for name in names {
-        let file = npz
-            .by_name(&name)
-            .map_err(|e| io_err(path, e))?
+        let file = guarded(path, || npz.by_name(&name))?
             .ok_or_else(|| io_err(path, format!("array {name} vanished")))?;
-        out.push((Some(name.clone()), read_array(file, &name)?));
+        out.push((Some(name.clone()), read_array(file, &name, None)?));
     }
     Ok(out)
 }
