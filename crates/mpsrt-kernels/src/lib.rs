@@ -8,6 +8,7 @@ pub mod conv_gemm;
 pub mod elementwise;
 pub mod layout;
 pub mod matmul;
+pub mod matmul_coop;
 pub mod reduce;
 pub mod softmax;
 #[cfg(feature = "validate")]
@@ -21,6 +22,7 @@ pub use matmul::{
     matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec, OperandLoad,
     MATMUL_META_HEAD,
 };
+pub use matmul_coop::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
