@@ -73,6 +73,40 @@ impl Tensor {
         Tensor { storage, layout, dtype }
     }
 
+    /// A tensor over existing storage, e.g. a window of a buffer a framework plugin handed out
+    /// (`mpsrt-paddle`). Fails unless every element the layout can reach lies inside it.
+    pub fn from_storage(storage: Storage, layout: Layout, dtype: DType) -> Result<Tensor> {
+        if layout.shape.len() != layout.strides.len() {
+            return Err(Error::shape(
+                "from_storage",
+                format!("shape {:?} and strides {:?} differ in rank", layout.shape, layout.strides),
+            ));
+        }
+        if layout.numel() > 0 {
+            let (mut lo, mut hi) = (layout.offset as isize, layout.offset as isize);
+            for (&d, &s) in layout.shape.iter().zip(&layout.strides) {
+                let reach = (d as isize - 1) * s;
+                if reach < 0 {
+                    lo += reach;
+                } else {
+                    hi += reach;
+                }
+            }
+            let elems = storage.len() as isize / dtype.size() as isize;
+            if lo < 0 || hi >= elems {
+                return Err(Error::shape(
+                    "from_storage",
+                    format!(
+                        "layout {:?} (strides {:?}, offset {}) reaches elements {lo}..={hi} of {dtype}, \
+                         the storage holds {elems}",
+                        layout.shape, layout.strides, layout.offset
+                    ),
+                ));
+            }
+        }
+        Ok(Tensor { storage, layout, dtype })
+    }
+
     pub fn shape(&self) -> &[usize] {
         &self.layout.shape
     }

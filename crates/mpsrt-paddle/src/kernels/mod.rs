@@ -1,0 +1,442 @@
+//! Kernel registration. Every Paddle kernel needs two entry points with one body: the
+//! `PD_KernelContext` function (static graphs / the PIR executor) and the "variadic" function
+//! with the exact C++ kernel signature (eager mode; references arrive as pointers, bool / int /
+//! float / DataType by value). [`kernel!`] generates both from one argument list, and both
+//! build the same [`Call`] for the body, which runs mpsrt-tensor ops (the same kernels as the
+//! rest of mpsrt) over tensors that wrap Paddle's device memory.
+
+mod ops;
+
+use crate::abi::arg;
+use crate::capi::{self, api};
+use crate::stats;
+use mpsrt_core::{DType, Error, Result};
+use mpsrt_tensor::{Scalar, Tensor};
+use std::ffi::c_void;
+
+/// One argument of a kernel signature, in order.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    In,
+    InList,
+    Out,
+    Bool,
+    I32,
+    I64,
+    F32,
+    Scalar,
+    IntArray,
+    DType,
+    VecI64,
+    VecI32,
+}
+
+/// A raw variadic argument before it is interpreted by its [`Kind`].
+#[derive(Clone, Copy)]
+pub enum Raw {
+    P(usize),
+    B(bool),
+    I(i64),
+    F(f64),
+}
+impl From<*const c_void> for Raw {
+    fn from(p: *const c_void) -> Raw {
+        Raw::P(p as usize)
+    }
+}
+impl From<*mut c_void> for Raw {
+    fn from(p: *mut c_void) -> Raw {
+        Raw::P(p as usize)
+    }
+}
+impl From<bool> for Raw {
+    fn from(b: bool) -> Raw {
+        Raw::B(b)
+    }
+}
+impl From<i32> for Raw {
+    fn from(v: i32) -> Raw {
+        Raw::I(v as i64)
+    }
+}
+impl From<i64> for Raw {
+    fn from(v: i64) -> Raw {
+        Raw::I(v)
+    }
+}
+impl From<f32> for Raw {
+    fn from(v: f32) -> Raw {
+        Raw::F(v as f64)
+    }
+}
+
+/// An attribute value.
+#[derive(Clone, Debug)]
+pub enum Val {
+    B(bool),
+    I(i64),
+    F(f64),
+    S(Scalar),
+    Ints(Vec<i64>),
+    /// `None`: DataType::UNDEFINED (keep the input's type).
+    D(Option<DType>),
+}
+
+/// One kernel invocation, whichever entry point it came through.
+pub struct Call {
+    pub name: &'static str,
+    pub dev_ctx: *const c_void,
+    pub ins: Vec<*const c_void>,
+    pub lists: Vec<Vec<*const c_void>>,
+    pub attrs: Vec<Val>,
+    pub outs: Vec<*mut c_void>,
+}
+
+impl Call {
+    fn new(name: &'static str) -> Call {
+        Call {
+            name,
+            dev_ctx: std::ptr::null(),
+            ins: vec![],
+            lists: vec![],
+            attrs: vec![],
+            outs: vec![],
+        }
+    }
+
+    /// Input `i` as an mpsrt tensor over Paddle's memory.
+    pub fn input(&self, i: usize) -> Result<Tensor> {
+        capi::input(self.name, self.ins[i])
+    }
+    /// Tensor list input `i`.
+    pub fn input_list(&self, i: usize) -> Result<Vec<Tensor>> {
+        self.lists[i].iter().map(|&t| capi::input(self.name, t)).collect()
+    }
+    /// Store `t` as output `i` (cast to the dtype Paddle inferred).
+    pub fn store(&self, i: usize, t: &Tensor) -> Result<()> {
+        capi::store(self.name, self.dev_ctx, self.outs[i], t)
+    }
+    /// The dtype Paddle's InferMeta gave output `i`.
+    pub fn out_dtype(&self, i: usize) -> Result<DType> {
+        Ok(capi::out_meta(self.name, self.outs[i])?.dtype)
+    }
+    pub fn out_shape(&self, i: usize) -> Result<Vec<usize>> {
+        Ok(capi::out_meta(self.name, self.outs[i])?.dims)
+    }
+    pub fn bool(&self, i: usize) -> bool {
+        matches!(self.attrs.get(i), Some(Val::B(true)))
+    }
+    pub fn int(&self, i: usize) -> i64 {
+        match self.attrs.get(i) {
+            Some(Val::I(v)) => *v,
+            Some(Val::S(s)) => s.as_i64(),
+            _ => 0,
+        }
+    }
+    pub fn float(&self, i: usize) -> f64 {
+        match self.attrs.get(i) {
+            Some(Val::F(v)) => *v,
+            Some(Val::I(v)) => *v as f64,
+            Some(Val::S(s)) => s.as_f64(),
+            _ => 0.0,
+        }
+    }
+    pub fn scalar(&self, i: usize) -> Scalar {
+        match self.attrs.get(i) {
+            Some(Val::S(s)) => *s,
+            Some(Val::F(v)) => Scalar::F(*v),
+            Some(Val::I(v)) => Scalar::I(*v),
+            Some(Val::B(b)) => Scalar::B(*b),
+            _ => Scalar::F(0.0),
+        }
+    }
+    pub fn ints(&self, i: usize) -> Vec<i64> {
+        match self.attrs.get(i) {
+            Some(Val::Ints(v)) => v.clone(),
+            _ => vec![],
+        }
+    }
+    pub fn dtype(&self, i: usize) -> Option<DType> {
+        match self.attrs.get(i) {
+            Some(Val::D(d)) => *d,
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, kind: Kind, raw: Raw) -> Result<()> {
+        let a = api()?;
+        let p = match raw {
+            Raw::P(p) => p,
+            _ => 0,
+        };
+        match (kind, raw) {
+            (Kind::In, _) => self.ins.push(p as *const c_void),
+            (Kind::Out, _) => self.outs.push(p as *mut c_void),
+            (Kind::InList, _) => {
+                // `const std::vector<const DenseTensor*>&`: libstdc++'s {begin, end, cap}.
+                let v = p as *const *const *const c_void;
+                // SAFETY: Paddle passes a live std::vector of tensor pointers.
+                let list = unsafe {
+                    let (b, e) = (*v, *v.add(1));
+                    let n = e.offset_from(b).max(0) as usize;
+                    std::slice::from_raw_parts(b, n).to_vec()
+                };
+                self.lists.push(list);
+            }
+            (Kind::Bool, Raw::B(b)) => self.attrs.push(Val::B(b)),
+            (Kind::I32 | Kind::I64, Raw::I(v)) => self.attrs.push(Val::I(v)),
+            (Kind::F32, Raw::F(v)) => self.attrs.push(Val::F(v)),
+            (Kind::Scalar, _) => self.attrs.push(Val::S(capi::scalar(p as *mut c_void)?)),
+            (Kind::IntArray, _) => self.attrs.push(Val::Ints(capi::int_array(p as *mut c_void)?)),
+            (Kind::DType, Raw::I(v)) => {
+                let mut phi = v as i32;
+                // SAFETY: PD_DatatTypeAttr reads a phi::DataType (an int) through the pointer.
+                let c = unsafe { (a.PD_DatatTypeAttr)(&mut phi as *mut i32 as *mut c_void) };
+                self.attrs.push(Val::D(if c == 0 {
+                    None
+                } else {
+                    Some(capi::dtype_from_pd(self.name, c)?)
+                }));
+            }
+            // SAFETY: Paddle passes a live std::vector; the list points into it.
+            (Kind::VecI64, _) => self
+                .attrs
+                .push(Val::Ints(unsafe { capi::list_i64((a.PD_ListInt64Attr)(p as *mut c_void)) })),
+            (Kind::VecI32, _) => {
+                // SAFETY: as above.
+                let v = unsafe { capi::list_i32((a.PD_ListInt32Attr)(p as *mut c_void)) };
+                self.attrs.push(Val::Ints(v.into_iter().map(i64::from).collect()));
+            }
+            (k, _) => {
+                return Err(Error::invalid(
+                    self.name,
+                    format!("argument kind {k:?} got a value of the wrong type"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn from_ctx(name: &'static str, ctx: *mut c_void, kinds: &[Kind]) -> Result<Call> {
+        let a = api()?;
+        let mut c = Call::new(name);
+        let (mut ii, mut ai, mut oi) = (0usize, 0usize, 0usize);
+        // SAFETY: `ctx` is the live PD_KernelContext of this launch; indices follow the
+        // registered signature.
+        unsafe {
+            c.dev_ctx = (a.PD_KernelContextGetDeviceContext)(ctx);
+            for &k in kinds {
+                match k {
+                    Kind::In => {
+                        c.ins.push((a.PD_KernelContextInputAt)(ctx, ii));
+                        ii += 1;
+                        continue;
+                    }
+                    Kind::InList => {
+                        let l = (a.PD_KernelContextMultiInputAt)(ctx, ii);
+                        let v = std::slice::from_raw_parts(l.data as *const *const c_void, l.size)
+                            .to_vec();
+                        (a.PD_DeletePointerList)(l);
+                        c.lists.push(v);
+                        ii += 1;
+                        continue;
+                    }
+                    Kind::Out => {
+                        c.outs.push((a.PD_KernelContextOutputAt)(ctx, oi));
+                        oi += 1;
+                        continue;
+                    }
+                    Kind::Bool => c.attrs.push(Val::B((a.PD_KernelContextBoolAttrAt)(ctx, ai))),
+                    Kind::I32 => {
+                        c.attrs.push(Val::I((a.PD_KernelContextInt32AttrAt)(ctx, ai) as i64))
+                    }
+                    Kind::I64 => c.attrs.push(Val::I((a.PD_KernelContextInt64AttrAt)(ctx, ai))),
+                    Kind::F32 => {
+                        c.attrs.push(Val::F((a.PD_KernelContextFloatAttrAt)(ctx, ai) as f64))
+                    }
+                    Kind::Scalar => c
+                        .attrs
+                        .push(Val::S(capi::scalar((a.PD_KernelContextScalarAttrAt)(ctx, ai))?)),
+                    Kind::IntArray => c
+                        .attrs
+                        .push(Val::Ints(capi::int_array((a.PD_KernelContextIntArrayAttrAt)(
+                            ctx, ai,
+                        ))?)),
+                    Kind::DType => {
+                        let d = (a.PD_KernelContextDataTypeAttrAt)(ctx, ai);
+                        c.attrs.push(Val::D(if d == 0 {
+                            None
+                        } else {
+                            Some(capi::dtype_from_pd(name, d)?)
+                        }));
+                    }
+                    Kind::VecI64 => {
+                        c.attrs.push(Val::Ints(capi::list_i64(
+                            (a.PD_KernelContextListInt64AttrAt)(ctx, ai),
+                        )))
+                    }
+                    Kind::VecI32 => {
+                        let v = capi::list_i32((a.PD_KernelContextListInt32AttrAt)(ctx, ai));
+                        c.attrs.push(Val::Ints(v.into_iter().map(i64::from).collect()));
+                    }
+                }
+                ai += 1;
+            }
+        }
+        Ok(c)
+    }
+}
+
+pub type Body = fn(&Call) -> Result<()>;
+
+/// Run a kernel body behind the FFI boundary: panics are caught, and an error is raised in
+/// Paddle's frame as a C++ exception (outside `catch_unwind`, which must not see a foreign
+/// exception), so Python gets an exception naming the op and the process lives.
+pub fn run(name: &'static str, build: impl FnOnce() -> Result<Call>, body: Body) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let c = build()?;
+        let dt = c
+            .ins
+            .first()
+            .and_then(|&t| capi::meta(name, t).ok())
+            .map(|m| m.dtype.name().to_string());
+        crate::log!("kernel {name} ({}) attrs {:?}", dt.as_deref().unwrap_or("-"), c.attrs);
+        if fail_op().is_some_and(|f| f == name) {
+            return Err(Error::device(name, "failing on purpose (MPSRT_PADDLE_FAIL_OP)"));
+        }
+        body(&c)?;
+        stats::count_kernel(name, dt.as_deref().unwrap_or("-"));
+        Ok::<(), Error>(())
+    }));
+    let (code, msg) = match r {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => (capi::error_code(e.kind), format!("mpsrt: {e}")),
+        Err(p) => (12, format!("mpsrt: [{name}] internal error: {}", crate::panic_message(&p))),
+    };
+    stats::set_error(&msg);
+    capi::throw_cxx(code, &msg);
+    // No C++ runtime to throw with: report at the next synchronize / read.
+    eprintln!("[mpsrt] {msg}");
+    stats::set_pending_error(&msg);
+}
+
+/// Test hook: `MPSRT_PADDLE_FAIL_OP=<kernel>` makes that kernel fail, to exercise the error path.
+fn fail_op() -> Option<&'static str> {
+    static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    F.get_or_init(|| std::env::var("MPSRT_PADDLE_FAIL_OP").ok()).as_deref()
+}
+
+pub fn run_ctx(name: &'static str, ctx: *mut c_void, kinds: &'static [Kind], body: Body) {
+    run(name, || Call::from_ctx(name, ctx, kinds), body)
+}
+
+pub fn run_var(name: &'static str, dev: *const c_void, args: &[(Kind, Raw)], body: Body) {
+    run(
+        name,
+        || {
+            let mut c = Call::new(name);
+            c.dev_ctx = dev;
+            for &(k, r) in args {
+                c.push(k, r)?;
+            }
+            Ok(c)
+        },
+        body,
+    )
+}
+
+/// A kernel ready to register: name, signature, both entry points and its dtypes.
+pub struct KernelDef {
+    pub name: &'static str,
+    pub kinds: &'static [Kind],
+    pub ctx: extern "C-unwind" fn(*mut c_void),
+    pub var: *mut c_void,
+    pub dtypes: &'static [DType],
+}
+
+macro_rules! vty {
+    (In) => { *const c_void };
+    (InList) => { *const c_void };
+    (Out) => { *mut c_void };
+    (Bool) => { bool };
+    (I32) => { i32 };
+    (I64) => { i64 };
+    (F32) => { f32 };
+    (Scalar) => { *mut c_void };
+    (IntArray) => { *mut c_void };
+    (DType) => { i32 };
+    (VecI64) => { *mut c_void };
+    (VecI32) => { *mut c_void };
+}
+
+/// `kernel!("add", body, [F32, F16], [x: In, y: In, out: Out])`: both entry points.
+macro_rules! kernel {
+    ($name:literal, $body:expr, $dtypes:expr, [$($p:ident : $k:ident),*]) => {{
+        const KINDS: &[$crate::kernels::Kind] = &[$($crate::kernels::Kind::$k),*];
+        extern "C-unwind" fn var(dev: *const c_void, $($p: vty!($k)),*) {
+            $crate::kernels::run_var($name, dev, &[$(($crate::kernels::Kind::$k, $crate::kernels::Raw::from($p))),*], $body)
+        }
+        extern "C-unwind" fn ctx(k: *mut c_void) {
+            $crate::kernels::run_ctx($name, k, KINDS, $body)
+        }
+        $crate::kernels::KernelDef { name: $name, kinds: KINDS, ctx, var: var as *mut c_void, dtypes: $dtypes }
+    }};
+}
+pub(crate) use {kernel, vty};
+
+extern "C-unwind" fn args_def(_key: *const c_void, _kernel: *mut c_void) {}
+
+/// Register every kernel for backend "mps". Returns how many (name, dtype) pairs.
+pub fn register_all() -> Result<usize> {
+    let a = api()?;
+    let mut n = 0;
+    for def in ops::all() {
+        let mut ins = vec![];
+        let mut attrs = vec![];
+        let mut outs = vec![];
+        for &k in def.kinds {
+            match k {
+                Kind::In => ins.push(arg::TENSOR),
+                Kind::InList => ins.push(arg::LIST_TENSOR),
+                Kind::Out => outs.push(arg::TENSOR),
+                Kind::Bool => attrs.push(arg::BOOL),
+                Kind::I32 => attrs.push(arg::INT32),
+                Kind::I64 => attrs.push(arg::INT64),
+                Kind::F32 => attrs.push(arg::FLOAT32),
+                Kind::Scalar => attrs.push(arg::SCALAR),
+                Kind::IntArray => attrs.push(arg::INT_ARRAY),
+                Kind::DType => attrs.push(arg::DATA_TYPE),
+                Kind::VecI64 => attrs.push(arg::LIST_INT64),
+                Kind::VecI32 => attrs.push(arg::LIST_INT32),
+            }
+        }
+        let cname = std::ffi::CString::new(def.name).expect("kernel names have no NUL");
+        for &dt in def.dtypes {
+            // SAFETY: arrays and strings outlive the call (Paddle copies them).
+            unsafe {
+                (a.PD_RegisterPhiKernel)(
+                    cname.as_ptr(),
+                    c"mps".as_ptr(),
+                    capi::dtype_to_pd(dt),
+                    0,
+                    ins.len(),
+                    ins.as_ptr(),
+                    attrs.len(),
+                    attrs.as_ptr(),
+                    outs.len(),
+                    outs.as_ptr(),
+                    args_def,
+                    def.ctx,
+                    def.var,
+                );
+            }
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Names of the registered kernels with their dtypes (for tests and `mpsrt.paddle`).
+pub fn registered() -> Vec<(&'static str, Vec<&'static str>)> {
+    ops::all().iter().map(|d| (d.name, d.dtypes.iter().map(|t| t.name()).collect())).collect()
+}

@@ -1,0 +1,337 @@
+//! The registered kernels: each body reads Paddle's arguments through [`Call`] and runs the
+//! mpsrt-tensor op that the rest of mpsrt uses. Signatures follow Paddle 3.3's
+//! `paddle/phi/kernels/*_kernel.h` exactly (the variadic entry point depends on it).
+
+use super::{kernel, vty, Call, KernelDef};
+use mpsrt_core::{DType, Error, Layout, Result};
+use mpsrt_tensor::{self as mt, Tensor};
+use std::ffi::c_void;
+
+const F: &[DType] = &[DType::F32, DType::F16];
+const FI: &[DType] = &[DType::F32, DType::F16, DType::I32];
+const FIB: &[DType] = &[DType::F32, DType::F16, DType::I32, DType::Bool];
+/// Every dtype Paddle can hold on the device (raw copies work for all of them).
+const ALL: &[DType] = &[
+    DType::F32,
+    DType::F16,
+    DType::I32,
+    DType::Bool,
+    DType::U8,
+    DType::I8,
+    DType::I64,
+    DType::F64,
+];
+
+/// An 8-byte element view reinterpreted as int32 pairs (WGSL has no 64-bit types; moving bytes
+/// does not need them).
+fn as_words(t: &Tensor) -> Result<Tensor> {
+    let l = t.layout();
+    let mut shape = l.shape.clone();
+    shape.push(2);
+    let mut strides: Vec<isize> = l.strides.iter().map(|s| s * 2).collect();
+    strides.push(1);
+    let layout = Layout { shape, strides, offset: l.offset * 2 };
+    Tensor::from_storage(t.storage().clone(), layout, DType::I32)
+}
+
+/// `contiguous(input) -> out`: the dense copy of a strided view (no CPU fallback exists).
+fn contiguous(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    if x.numel() == 0 {
+        return c.store(0, &x);
+    }
+    if x.dtype().size() == 8 {
+        let dense = as_words(&x)?.contiguous()?;
+        return store_raw(c, 0, &dense);
+    }
+    c.store(0, &x.contiguous()?)
+}
+
+/// Allocate output `i` and copy `t`'s bytes into it unchanged (byte count must match).
+fn store_raw(c: &Call, i: usize, t: &Tensor) -> Result<()> {
+    let a = crate::capi::api()?;
+    let m = crate::capi::out_meta(c.name, c.outs[i])?;
+    let bytes = m.dims.iter().product::<usize>() * m.dtype.size();
+    if bytes != t.numel() * t.dtype().size() {
+        return Err(Error::shape(
+            c.name,
+            format!("{bytes} output bytes, result has {}", t.numel() * t.dtype().size()),
+        ));
+    }
+    let mut st = 0;
+    // SAFETY: live context and output tensor; size 0 = numel × element size.
+    let ptr = unsafe {
+        (a.PD_DeviceContextAllocateTensor)(
+            c.dev_ctx,
+            c.outs[i],
+            0,
+            crate::capi::dtype_to_pd(m.dtype),
+            &mut st,
+        )
+    };
+    if st != 0 {
+        return Err(Error::device(c.name, "Paddle could not allocate the output"));
+    }
+    crate::memory::store(c.name, ptr as usize, t)
+}
+
+/// `strided_copy(input, dims, out_stride, offset) -> out`: `out` becomes a view with those
+/// strides and byte offset, and receives `input`'s values. Dense destinations only for now.
+fn strided_copy(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    let (dims, strides, offset) = (c.ints(0), c.ints(1), c.int(2));
+    let shape: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+    let dense = Layout::contiguous(&shape).strides;
+    let is_dense = shape
+        .iter()
+        .zip(strides.iter().zip(&dense))
+        .all(|(&d, (&s, &w))| d <= 1 || s as isize == w);
+    if !is_dense || strides.len() != shape.len() {
+        return Err(Error::unsupported(
+            c.name,
+            format!("copy into a non-contiguous view (dims {dims:?}, strides {strides:?}) is not supported on mps yet"),
+        ));
+    }
+    let a = crate::capi::api()?;
+    let mut st = 0;
+    // SAFETY: live output tensor; arrays outlive the calls.
+    let ptr = unsafe {
+        (a.PD_TensorSetDims)(c.outs[0], dims.len() as i64, dims.as_ptr(), &mut st);
+        let mut p = (a.PD_TensorGetDataPointer)(c.outs[0], &mut st);
+        if p.is_null() {
+            p = (a.PD_DeviceContextAllocateTensor)(
+                c.dev_ctx,
+                c.outs[0],
+                0,
+                crate::capi::dtype_to_pd(x.dtype()),
+                &mut st,
+            );
+        }
+        p as usize + offset as usize
+    };
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let t = if x.dtype().size() == 8 { as_words(&x)?.contiguous()? } else { x.contiguous()? };
+    crate::memory::store(c.name, ptr, &t)
+}
+
+/// `transpose(x, perm)`: the permuted view made dense.
+fn transpose(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    let perm: Vec<isize> = c.ints(0).iter().map(|&a| a as isize).collect();
+    if x.dtype().size() == 8 {
+        let mut p = perm.clone();
+        p.push(x.ndim() as isize);
+        return store_raw(c, 0, &as_words(&x)?.permute(&p)?.contiguous()?);
+    }
+    c.store(0, &x.permute(&perm)?.contiguous()?)
+}
+
+fn assign(c: &Call) -> Result<()> {
+    contiguous(c)
+}
+
+macro_rules! binary {
+    ($($f:ident => $op:path;)*) => {$(
+        fn $f(c: &Call) -> Result<()> {
+            c.store(0, &$op(&c.input(0)?, &c.input(1)?)?)
+        }
+    )*};
+}
+binary! {
+    add => mt::add; subtract => mt::subtract; multiply => mt::multiply; divide => mt::divide;
+    maximum => mt::maximum; minimum => mt::minimum;
+    equal => mt::equal; not_equal => mt::not_equal; less_than => mt::less; less_equal => mt::less_equal;
+    greater_than => mt::greater; greater_equal => mt::greater_equal;
+}
+
+macro_rules! unary {
+    ($($f:ident => $op:path;)*) => {$(
+        fn $f(c: &Call) -> Result<()> {
+            c.store(0, &$op(&c.input(0)?)?)
+        }
+    )*};
+}
+unary! {
+    abs => mt::abs; exp => mt::exp; log => mt::log; sqrt => mt::sqrt; relu => mt::relu;
+    sigmoid => mt::sigmoid; tanh => mt::tanh; silu => mt::silu; hardswish => mt::hardswish;
+    negative => mt::neg; floor => mt::floor; ceil => mt::ceil; reciprocal => mt::reciprocal;
+}
+
+fn gelu(c: &Call) -> Result<()> {
+    c.store(0, &mt::gelu(&c.input(0)?, c.bool(0))?)
+}
+fn leaky_relu(c: &Call) -> Result<()> {
+    c.store(0, &mt::leaky_relu(&c.input(0)?, c.float(0))?)
+}
+fn clip(c: &Call) -> Result<()> {
+    c.store(0, &mt::clip(&c.input(0)?, Some(c.float(0)), Some(c.float(1)))?)
+}
+fn where_(c: &Call) -> Result<()> {
+    c.store(0, &mt::where_(&c.input(0)?, &c.input(1)?, &c.input(2)?)?)
+}
+
+fn place() -> mpsrt_core::Place {
+    mpsrt_core::Place::Gpu(mpsrt_runtime::current_device())
+}
+
+fn full(c: &Call) -> Result<()> {
+    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+    c.store(0, &mt::full(&shape, c.scalar(1), dt, place())?)
+}
+fn full_like(c: &Call) -> Result<()> {
+    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+    c.store(0, &mt::full(&shape, c.scalar(0), dt, place())?)
+}
+
+fn scale(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    let (s, b, after) = (c.scalar(0), c.scalar(1), c.bool(2));
+    let r = if after {
+        mt::add_scalar(&mt::multiply_scalar(&x, s)?, b)?
+    } else {
+        mt::multiply_scalar(&mt::add_scalar(&x, b)?, s)?
+    };
+    c.store(0, &r)
+}
+
+/// `cast`: on the device between the types WGSL has; to int64 / float64 (no 64-bit types on
+/// the GPU) the values are converted on the host and written back.
+fn cast(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    let want = match c.dtype(0) {
+        Some(d) => d,
+        None => c.out_dtype(0)?,
+    };
+    if want.gpu_supported() {
+        return c.store(0, &x.astype(want)?);
+    }
+    let host = x.to(mpsrt_core::Place::Cpu)?.astype(want)?;
+    let m = crate::capi::out_meta(c.name, c.outs[0])?;
+    let back = Tensor::from_bytes(&host.to_bytes()?, DType::I32, &[host.numel() * 2], place())?;
+    debug_assert_eq!(m.dtype, want);
+    store_raw(c, 0, &back)
+}
+
+fn matmul(c: &Call) -> Result<()> {
+    let (mut x, mut y) = (c.input(0)?, c.input(1)?);
+    if c.bool(0) && x.ndim() >= 2 {
+        x = x.transpose(-1, -2)?;
+    }
+    if c.bool(1) && y.ndim() >= 2 {
+        y = y.transpose(-1, -2)?;
+    }
+    c.store(0, &mt::matmul(&x, &y)?)
+}
+
+fn softmax(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    if x.ndim() == 0 {
+        return c.store(0, &mt::full(&[], 1.0, x.dtype(), place())?);
+    }
+    c.store(0, &mt::softmax(&x, c.int(0) as isize)?)
+}
+fn log_softmax(c: &Call) -> Result<()> {
+    let x = c.input(0)?;
+    if x.ndim() == 0 {
+        return c.store(0, &mt::full(&[], 0.0, x.dtype(), place())?);
+    }
+    c.store(0, &mt::log_softmax(&x, c.int(0) as isize)?)
+}
+
+/// Reduction axes: Paddle's empty list (or every axis) means all.
+fn axes(x: &Tensor, dims: &[i64]) -> Option<Vec<isize>> {
+    if dims.is_empty()
+        || dims.len() >= x.ndim() && x.ndim() > 0 && {
+            let mut d: Vec<i64> =
+                dims.iter().map(|&a| if a < 0 { a + x.ndim() as i64 } else { a }).collect();
+            d.sort_unstable();
+            d.dedup();
+            d.len() == x.ndim()
+        }
+    {
+        None
+    } else {
+        Some(dims.iter().map(|&d| d as isize).collect())
+    }
+}
+
+macro_rules! reduction {
+    ($($f:ident => $op:path, keep = $keep:literal;)*) => {$(
+        fn $f(c: &Call) -> Result<()> {
+            let x = c.input(0)?;
+            let ax = axes(&x, &c.ints(0));
+            let r = if x.ndim() == 0 { x.clone() } else { $op(&x, ax.as_deref(), c.bool($keep))? };
+            c.store(0, &r)
+        }
+    )*};
+}
+// sum(x, dims, out_dtype, keep_dim); mean/max/min(x, dims, keep_dim)
+reduction! {
+    sum => mt::sum, keep = 2;
+    mean => mt::mean, keep = 1;
+    max => mt::max, keep = 1;
+    min => mt::min, keep = 1;
+}
+
+fn concat(c: &Call) -> Result<()> {
+    let xs = c.input_list(0)?;
+    let refs: Vec<&Tensor> = xs.iter().filter(|t| t.numel() > 0).collect();
+    if refs.is_empty() {
+        let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+        return c.store(0, &mt::empty(&shape, dt, place())?);
+    }
+    c.store(0, &mt::concat(&refs, c.scalar(0).as_i64() as isize)?)
+}
+
+/// Every kernel the plugin registers.
+pub fn all() -> Vec<KernelDef> {
+    vec![
+        kernel!("contiguous", contiguous, ALL, [x: In, out: Out]),
+        kernel!("assign", assign, ALL, [x: In, out: Out]),
+        kernel!("strided_copy", strided_copy, ALL, [x: In, dims: VecI64, strides: VecI64, offset: I64, out: Out]),
+        kernel!("transpose", transpose, ALL, [x: In, axis: VecI32, out: Out]),
+        kernel!("add", add, FI, [x: In, y: In, out: Out]),
+        kernel!("subtract", subtract, FI, [x: In, y: In, out: Out]),
+        kernel!("multiply", multiply, FI, [x: In, y: In, out: Out]),
+        kernel!("divide", divide, F, [x: In, y: In, out: Out]),
+        kernel!("maximum", maximum, FI, [x: In, y: In, out: Out]),
+        kernel!("minimum", minimum, FI, [x: In, y: In, out: Out]),
+        kernel!("equal", equal, FIB, [x: In, y: In, out: Out]),
+        kernel!("not_equal", not_equal, FIB, [x: In, y: In, out: Out]),
+        kernel!("less_than", less_than, FI, [x: In, y: In, out: Out]),
+        kernel!("less_equal", less_equal, FI, [x: In, y: In, out: Out]),
+        kernel!("greater_than", greater_than, FI, [x: In, y: In, out: Out]),
+        kernel!("greater_equal", greater_equal, FI, [x: In, y: In, out: Out]),
+        kernel!("abs", abs, F, [x: In, out: Out]),
+        kernel!("exp", exp, F, [x: In, out: Out]),
+        kernel!("log", log, F, [x: In, out: Out]),
+        kernel!("sqrt", sqrt, F, [x: In, out: Out]),
+        kernel!("relu", relu, F, [x: In, out: Out]),
+        kernel!("sigmoid", sigmoid, F, [x: In, out: Out]),
+        kernel!("tanh", tanh, F, [x: In, out: Out]),
+        kernel!("silu", silu, F, [x: In, out: Out]),
+        kernel!("hardswish", hardswish, F, [x: In, out: Out]),
+        kernel!("negative", negative, F, [x: In, out: Out]),
+        kernel!("floor", floor, F, [x: In, out: Out]),
+        kernel!("ceil", ceil, F, [x: In, out: Out]),
+        kernel!("reciprocal", reciprocal, F, [x: In, out: Out]),
+        kernel!("gelu", gelu, F, [x: In, approximate: Bool, out: Out]),
+        kernel!("leaky_relu", leaky_relu, F, [x: In, alpha: F32, out: Out]),
+        kernel!("clip", clip, F, [x: In, min: Scalar, max: Scalar, out: Out]),
+        kernel!("where", where_, FI, [cond: In, x: In, y: In, out: Out]),
+        kernel!("full", full, FIB, [shape: IntArray, val: Scalar, dtype: DType, out: Out]),
+        kernel!("full_like", full_like, FIB, [x: In, val: Scalar, dtype: DType, out: Out]),
+        kernel!("scale", scale, F, [x: In, sc: Scalar, bias: Scalar, after: Bool, out: Out]),
+        kernel!("cast", cast, FIB, [x: In, dtype: DType, out: Out]),
+        kernel!("matmul", matmul, F, [x: In, y: In, tx: Bool, ty: Bool, out: Out]),
+        kernel!("softmax", softmax, F, [x: In, axis: I32, out: Out]),
+        kernel!("log_softmax", log_softmax, F, [x: In, axis: I32, out: Out]),
+        kernel!("sum", sum, F, [x: In, dims: IntArray, dtype: DType, keep: Bool, out: Out]),
+        kernel!("mean", mean, F, [x: In, dims: IntArray, keep: Bool, out: Out]),
+        kernel!("max", max, F, [x: In, dims: IntArray, keep: Bool, out: Out]),
+        kernel!("min", min, F, [x: In, dims: IntArray, keep: Bool, out: Out]),
+        kernel!("concat", concat, FIB, [xs: InList, axis: Scalar, out: Out]),
+    ]
+}

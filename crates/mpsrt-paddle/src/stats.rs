@@ -1,0 +1,71 @@
+//! What the plugin did, readable from Python through the exported `mpsrt_paddle_*` functions:
+//! kernel launches per op (so a test can prove an op ran on the device), copies by direction,
+//! the last error, and the `MPSRT_PADDLE_LOG=1` debug log.
+
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub static LOG: AtomicBool = AtomicBool::new(false);
+
+/// `eprintln!` behind `MPSRT_PADDLE_LOG=1`.
+#[macro_export]
+macro_rules! log {
+    ($($t:tt)*) => {
+        if $crate::stats::LOG.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("[mpsrt-paddle] {}", format!($($t)*));
+        }
+    };
+}
+
+static KERNELS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+static COPIES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+static LAST_ERROR: Mutex<String> = Mutex::new(String::new());
+static PENDING: Mutex<Option<String>> = Mutex::new(None);
+
+pub fn count_kernel(name: &str, dtype: &str) {
+    *KERNELS.lock().entry(format!("{name}/{dtype}")).or_default() += 1;
+}
+
+pub fn count_copy(dir: usize) {
+    COPIES[dir].fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn set_error(msg: &str) {
+    *LAST_ERROR.lock() = msg.to_string();
+}
+
+/// A kernel error that could not be raised where it happened; the next sync or read reports it.
+pub fn set_pending_error(msg: &str) {
+    set_error(msg);
+    *PENDING.lock() = Some(msg.to_string());
+}
+
+pub fn take_pending_error() -> Option<String> {
+    PENDING.lock().take()
+}
+
+pub fn last_error() -> String {
+    LAST_ERROR.lock().clone()
+}
+
+/// `{"kernels": {"add/float32": 3, ...}, "h2d": n, "d2h": n, "d2d": n}` as JSON.
+pub fn json() -> String {
+    let k = KERNELS.lock();
+    let items: Vec<String> = k.iter().map(|(n, c)| format!("\"{n}\": {c}")).collect();
+    format!(
+        "{{\"kernels\": {{{}}}, \"h2d\": {}, \"d2h\": {}, \"d2d\": {}, \"chunk_bytes\": {}}}",
+        items.join(", "),
+        COPIES[0].load(Ordering::Relaxed),
+        COPIES[1].load(Ordering::Relaxed),
+        COPIES[2].load(Ordering::Relaxed),
+        crate::memory::chunk_bytes()
+    )
+}
+
+pub fn reset() {
+    KERNELS.lock().clear();
+    for c in &COPIES {
+        c.store(0, Ordering::Relaxed);
+    }
+}
