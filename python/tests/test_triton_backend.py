@@ -377,7 +377,7 @@ def test_tutorial_05_layer_norm_forward(M, N, block):
 
 
 # --------------------------------------------------------------------------------------------
-# Beyond the tutorials: 2-D grids, tl.where, reductions over both axes, transposes
+# Beyond the tutorials: 2-D grids, tl.where, reductions over both axes, transposes, cumsum
 @triton.jit
 def tile_stats_kernel(x_ptr, rows_ptr, cols_ptr, out_ptr, M, N, stride,
                       BM: tl.constexpr, BN: tl.constexpr):
@@ -410,6 +410,27 @@ def test_2d_grid_where_and_reductions_over_both_axes():
     np.testing.assert_allclose(rows.numpy(), want_rows, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(cols.numpy(), want_cols, rtol=1e-6)
     np.testing.assert_array_equal(out.numpy(), y.T)
+
+
+@triton.jit
+def cumsum_kernel(x_ptr, out_ptr, rows_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.cumsum(x, axis=0), mask=mask)
+    flat = tl.load(x_ptr + rn, mask=rn < N, other=0)
+    tl.store(rows_ptr + rn, tl.cumsum(flat, axis=0), mask=rn < N)
+
+
+def test_cumsum_over_both_shapes():
+    M, N = 13, 30
+    x = rng.integers(-50, 50, (M, N)).astype(np.int32)
+    out = mpsrt.empty([M, N], dtype="int32", place="mps")
+    row = mpsrt.empty([N], dtype="int32", place="mps")
+    cumsum_kernel[(1, )](dev(x), out, row, M, N, BM=16, BN=32)
+    np.testing.assert_array_equal(out.numpy(), np.cumsum(x, axis=0))
+    np.testing.assert_array_equal(row.numpy(), np.cumsum(x[0]))
 
 
 @triton.jit

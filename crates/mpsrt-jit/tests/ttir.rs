@@ -83,6 +83,13 @@ fn two_d_grid_where_reductions_and_transpose() {
 }
 
 #[test]
+fn cumsum_scans_in_workgroup_memory() {
+    let k = compile("cumsum", 256);
+    assert_eq!(k.bindings.iter().map(|b| b.dtype).collect::<Vec<_>>(), [I32, I32, I32]);
+    assert!(k.wgsl.contains("wg1["), "ping-pong scan buffers");
+}
+
+#[test]
 fn unsupported_op_names_the_op_and_the_python_line() {
     let e = compile_ttir(&fixture("unsupported_atomic"), None, &CompileOptions::default())
         .unwrap_err()

@@ -256,6 +256,7 @@ impl TtirLowerer {
                 Ok(Vec::new())
             }
             "tt.reduce" => self.reduce(op, &ops).map(|v| vec![v]),
+            "tt.scan" => self.scan(op, &ops).map(|v| vec![v]),
             "tt.dot" => self.dot(&ops, tys).map(|v| vec![v]),
             "scf.for" => self.for_op(op),
             "scf.if" => self.if_op(op, &ops),
@@ -462,7 +463,7 @@ impl TtirLowerer {
     fn combiner(&self, op: &Op) -> Result<RedOp> {
         let r =
             op.regions.first().ok_or_else(|| self.err("tt.reduce without a combiner region"))?;
-        let body: Vec<&Op> = r.ops.iter().filter(|o| o.name != "tt.reduce.return").collect();
+        let body: Vec<&Op> = r.ops.iter().filter(|o| !o.name.ends_with(".return")).collect();
         let args: Vec<&str> = r.args.iter().map(|(n, _)| n.as_str()).collect();
         if let [c] = body[..] {
             let ins = operands(&c.body);
@@ -482,6 +483,70 @@ impl TtirLowerer {
             "reduction combiner [{}] is not supported (sum, max and min are)",
             names.join(", ")
         )))
+    }
+
+    /// `tt.scan` (`tl.cumsum`, `tl.cummax`, ...): an inclusive Hillis-Steele scan along `axis`
+    /// in workgroup memory, ping-ponging between the two scratch arrays (log2(len) passes).
+    fn scan(&mut self, op: &Op, ops: &[String]) -> Result<V> {
+        if ops.len() != 1 {
+            return Err(
+                self.err(format!("scans of {} tensors at once are not supported", ops.len()))
+            );
+        }
+        if op.body.contains("reverse = true") {
+            return Err(self.err("reverse scans are not supported"));
+        }
+        let axis = parse::int_attr(&op.body, "axis").unwrap_or(0) as usize;
+        let red = self.combiner(op)?;
+        let v = self.get(&ops[0])?;
+        let t = self.tensor(&v);
+        self.check_rank(&t.shape)?;
+        let (len, stride) = match (t.shape.as_slice(), axis) {
+            ([n], 0) => (*n, 1),
+            ([m, n], 0) => (*m, *n),
+            ([_, n], 1) => (*n, 1),
+            _ => return Err(self.err(format!("axis {axis} of shape {:?}", t.shape))),
+        };
+        let (ty, numel) = (t.ty, t.numel());
+        let d = ty.dtype().unwrap_or(DType::I32);
+        self.em.use_scratch(0, numel);
+        self.em.use_scratch(1, numel);
+        let b = bits(&t.at("i"), ty);
+        self.em.for_each(numel, |em| em.line(format!("wg0[e] = {b};")));
+        self.em.barrier();
+        let mut src = 0;
+        let mut step = 1;
+        while step < len {
+            let dst = 1 - src;
+            let (cur, prev) = (
+                unbits(&format!("wg{src}[e]"), ty),
+                unbits(&format!("wg{src}[e - {}u]", step * stride), ty),
+            );
+            let comb = crate::value::normalize(
+                &match red {
+                    RedOp::Sum => format!("{prev} + {cur}"),
+                    RedOp::Max => format!("max({prev}, {cur})"),
+                    RedOp::Min => format!("min({prev}, {cur})"),
+                },
+                d,
+            );
+            let (keep, set) = (bits(&cur, ty), bits(&comb, ty));
+            self.em.for_each(numel, |em| {
+                em.open(format!("if ((e / {stride}u) % {len}u >= {step}u)"));
+                em.line(format!("wg{dst}[e] = {set};"));
+                em.else_();
+                em.line(format!("wg{dst}[e] = {keep};"));
+                em.close();
+            });
+            self.em.barrier();
+            src = dst;
+            step *= 2;
+        }
+        let out = self.em.decl_block(ty, &t.shape);
+        let (lhs, rhs) = (out.at("i"), unbits(&format!("wg{src}[e]"), ty));
+        self.em.for_each(numel, |em| em.line(format!("{lhs} = {rhs};")));
+        self.em.barrier();
+        Ok(V::T(out))
     }
 
     fn dot(&mut self, ops: &[String], tys: &str) -> Result<V> {

@@ -77,4 +77,6 @@ write("05_layer_norm_fwd", lambda: T._layer_norm_fwd_fused.warmup(
 t = dev((37, 29))
 write("tile_stats_2d", lambda: T.tile_stats_kernel.warmup(t, t, t, t, 37, 29, 29, BM=16, BN=8,
                                                   grid=(1, )))
+c = dev((13, 30), "int32")
+write("cumsum", lambda: T.cumsum_kernel.warmup(c, c, c, 13, 30, BM=16, BN=32, grid=(1, )))
 write("unsupported_atomic", lambda: T.unsupported_kernel.warmup(x, 8, BLOCK=8, grid=(1, )))
