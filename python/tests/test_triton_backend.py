@@ -439,6 +439,12 @@ def unsupported_kernel(x_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(x_ptr + offs, 1.0, mask=offs < n)
 
 
+def test_64_bit_scalar_is_an_error_not_a_truncation():
+    x = dev(np.zeros(8, np.float32))
+    with pytest.raises(Exception, match="does not fit in 32 bits"):
+        add_kernel[(1, )](x, x, x, 1 << 33, BLOCK_SIZE=8)
+
+
 def test_unsupported_op_names_op_and_line():
     x = dev(np.zeros(8, np.float32))
     with pytest.raises(Exception) as e:

@@ -406,7 +406,16 @@ fn triton_launch(
                 (3, _) => wg[0],
                 (4, _) => wg[1],
                 (5, Some(Arg::Ptr(t))) => t.layout().offset as u32,
-                (6, Some(Arg::Int(v))) => *v as i32 as u32,
+                (6, Some(Arg::Int(v))) => match i32::try_from(*v) {
+                    Ok(x) => x as u32,
+                    // Triton types such ints i64; the kernel computes in 32 bits.
+                    Err(_) => {
+                        return Err(Error::invalid(
+                            op,
+                            format!("argument {a} = {v} does not fit in 32 bits (64-bit integers are not supported on the GPU)"),
+                        ))
+                    }
+                },
                 (6 | 8, Some(Arg::Bool(b))) => u32::from(*b),
                 (7, Some(Arg::Float(v))) => (*v as f32).to_bits(),
                 (7, Some(Arg::Int(v))) => (*v as f32).to_bits(),
