@@ -50,6 +50,41 @@ pub fn render(state: &State) -> String {
             );
         }
     }
+    // Per instance (not a Triton family): how requests spread over instances and devices.
+    type InstGetter = fn(&crate::scheduler::InstanceStats) -> u64;
+    let per_instance: [(&str, &str, InstGetter); 3] = [
+        (
+            "mpsrt_instance_exec_count",
+            "Number of model executions performed by this instance",
+            |i| i.executions.load(Ordering::Relaxed),
+        ),
+        (
+            "mpsrt_instance_inference_count",
+            "Number of inferences (batch elements) performed by this instance",
+            |i| i.inferences.load(Ordering::Relaxed),
+        ),
+        (
+            "mpsrt_instance_compute_infer_duration_us",
+            "Cumulative compute inference duration of this instance in microseconds",
+            |i| i.infer_ns.load(Ordering::Relaxed) / 1000,
+        ),
+    ];
+    for (name, help, get) in per_instance {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for m in &models {
+            for i in m.scheduler.instances() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{model=\"{}\",version=\"{}\",instance=\"{}\",device=\"{}\"}} {}",
+                    escape(&m.name),
+                    m.version,
+                    escape(&i.name),
+                    i.device,
+                    get(i)
+                );
+            }
+        }
+    }
     if let Some(f) = &state.gpu_memory {
         let gpus = f();
         for (name, help, total) in [

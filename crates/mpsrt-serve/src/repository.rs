@@ -525,17 +525,7 @@ impl ModelManager {
     /// is created (a huge `count` must not hold the load lock or spawn thousands of threads).
     fn check_limits(&self, config: &ModelConfig) -> Result<(), ServeError> {
         let name = &config.name;
-        let per_group = |g: &crate::proto::inference::ModelInstanceGroup| {
-            let count = usize::try_from(g.count.max(1)).unwrap_or(1);
-            let gpus = if Kind::try_from(g.kind).unwrap_or(Kind::Auto) == Kind::Gpu {
-                g.gpus.len().max(1)
-            } else {
-                1
-            };
-            count.saturating_mul(gpus)
-        };
-        let total: usize =
-            config.instance_group.iter().map(per_group).fold(0, usize::saturating_add);
+        let total = self.instance_count(config)?;
         if total > self.limits.max_instances {
             return Err(ServeError::invalid(format!(
                 "model '{name}': instance_group asks for {total} instances, more than the limit of {} on this machine (--max-instances-per-model)",
@@ -567,7 +557,7 @@ impl ModelManager {
         }
         let mut instances = Vec::new();
         for device in self.instance_devices(config)? {
-            instances.push(backend.load(path, config, device)?);
+            instances.push((backend.load(path, config, device)?, device));
         }
         let stats = Arc::new(ModelStats::default());
         let scheduler = Scheduler::start(name, instances, batch_policy(config), stats.clone())?;
@@ -580,36 +570,82 @@ impl ModelManager {
         })
     }
 
-    /// One device per instance: `count` instances per group; KIND_AUTO prefers a GPU.
+    /// The GPUs a group's instances go to, as Triton places them: `count` instances on each GPU
+    /// the group lists, or on each GPU of the machine when it lists none; `None` for a CPU group
+    /// (KIND_CPU, or KIND_AUTO without GPUs). A listed index the machine lacks is an error.
+    fn group_gpus(
+        &self,
+        config: &ModelConfig,
+        g: &crate::proto::inference::ModelInstanceGroup,
+    ) -> Result<Option<Vec<u32>>, ServeError> {
+        let machine = &self.backends.gpus;
+        let kind = Kind::try_from(g.kind).unwrap_or(Kind::Auto);
+        let group = if g.name.is_empty() { String::new() } else { format!(" '{}'", g.name) };
+        if kind == Kind::Cpu || (kind == Kind::Auto && g.gpus.is_empty() && machine.is_empty()) {
+            return Ok(None);
+        }
+        if g.gpus.is_empty() {
+            if machine.is_empty() {
+                return Err(ServeError::unavailable(format!(
+                    "model '{}': instance group{group} asks for KIND_GPU but no GPU is available",
+                    config.name
+                )));
+            }
+            return Ok(Some(machine.clone()));
+        }
+        let mut out = Vec::with_capacity(g.gpus.len());
+        for &i in &g.gpus {
+            match u32::try_from(i).ok().filter(|u| machine.contains(u)) {
+                Some(u) if !out.contains(&u) => out.push(u),
+                Some(_) => {}
+                None => {
+                    let have = if machine.is_empty() {
+                        "no GPU".to_string()
+                    } else {
+                        let l: Vec<String> = machine.iter().map(|g| format!("mps:{g}")).collect();
+                        format!("GPUs {}", l.join(", "))
+                    };
+                    return Err(ServeError::unavailable(format!(
+                        "model '{}': instance group{group} lists GPU {i}, but this server has {have}",
+                        config.name
+                    )));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Instances a config asks for, without creating them (for the limit check).
+    fn instance_count(&self, config: &ModelConfig) -> Result<usize, ServeError> {
+        if config.instance_group.is_empty() {
+            return Ok(1);
+        }
+        let mut total = 0usize;
+        for g in &config.instance_group {
+            let count = usize::try_from(g.count.max(1)).unwrap_or(1);
+            let places = self.group_gpus(config, g)?.map_or(1, |v| v.len());
+            total = total.saturating_add(count.saturating_mul(places));
+        }
+        Ok(total)
+    }
+
+    /// One device per instance: `count` instances per group and listed GPU (see `group_gpus`);
+    /// no instance_group means one instance on the first GPU, else on the CPU.
     fn instance_devices(&self, config: &ModelConfig) -> Result<Vec<InstanceDevice>, ServeError> {
         let gpus = &self.backends.gpus;
-        let mut out = Vec::new();
         if config.instance_group.is_empty() {
-            out.push(gpus.first().map_or(InstanceDevice::Cpu, |&g| InstanceDevice::Gpu(g)));
-            return Ok(out);
+            return Ok(vec![gpus.first().map_or(InstanceDevice::Cpu, |&g| InstanceDevice::Gpu(g))]);
         }
+        let mut out = Vec::new();
         for g in &config.instance_group {
-            let count = if g.count == 0 { 1 } else { g.count };
-            let kind = Kind::try_from(g.kind).unwrap_or(Kind::Auto);
-            let pool: Vec<u32> = if g.gpus.is_empty() {
-                gpus.clone()
-            } else {
-                g.gpus.iter().filter_map(|&x| u32::try_from(x).ok()).collect()
-            };
-            for i in 0..usize::try_from(count).unwrap_or(1) {
-                let dev = match kind {
-                    Kind::Cpu => InstanceDevice::Cpu,
-                    Kind::Gpu if pool.is_empty() => {
-                        return Err(ServeError::unavailable(format!(
-                        "model '{}': instance group '{}' asks for KIND_GPU but no GPU is available",
-                        config.name, g.name
-                    )))
+            let count = usize::try_from(g.count.max(1)).unwrap_or(1);
+            match self.group_gpus(config, g)? {
+                None => out.extend(std::iter::repeat_n(InstanceDevice::Cpu, count)),
+                Some(list) => {
+                    for gpu in list {
+                        out.extend(std::iter::repeat_n(InstanceDevice::Gpu(gpu), count));
                     }
-                    Kind::Gpu => InstanceDevice::Gpu(pool[i % pool.len()]),
-                    _ if pool.is_empty() => InstanceDevice::Cpu,
-                    _ => InstanceDevice::Gpu(pool[i % pool.len()]),
-                };
-                out.push(dev);
+                }
             }
         }
         Ok(out)

@@ -4,13 +4,13 @@
 //! Each free instance forms its own batch from the queue head, which is how Triton's dynamic
 //! batcher behaves from the client's point of view: batches grow while instances are busy.
 
-use crate::backend::ModelInstance;
+use crate::backend::{InstanceDevice, ModelInstance};
 use crate::stats::{BatchTimes, ModelStats};
 use crate::types::{HostTensor, ServeError, TensorData};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -49,6 +49,18 @@ struct State {
     closed: bool,
 }
 
+/// What one instance has run (the `mpsrt_instance_*` metrics): how requests spread over instances.
+#[derive(Debug)]
+pub struct InstanceStats {
+    /// Triton-style instance name, `<model>_<index>`.
+    pub name: String,
+    /// `cpu` or `mps:N`.
+    pub device: String,
+    pub executions: AtomicU64,
+    pub inferences: AtomicU64,
+    pub infer_ns: AtomicU64,
+}
+
 struct Shared {
     state: Mutex<State>,
     cv: Condvar,
@@ -61,13 +73,14 @@ struct Shared {
 pub struct Scheduler {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    instances: Vec<Arc<InstanceStats>>,
 }
 
 impl Scheduler {
     /// Starts one executor thread per instance.
     pub fn start(
         model: &str,
-        instances: Vec<Box<dyn ModelInstance>>,
+        instances: Vec<(Box<dyn ModelInstance>, InstanceDevice)>,
         policy: BatchPolicy,
         stats: Arc<ModelStats>,
     ) -> Result<Self, ServeError> {
@@ -79,15 +92,32 @@ impl Scheduler {
             model: model.to_string(),
         });
         let mut threads = Vec::new();
-        for (i, instance) in instances.into_iter().enumerate() {
+        let mut stats = Vec::new();
+        for (i, (instance, device)) in instances.into_iter().enumerate() {
             let sh = shared.clone();
+            let st = Arc::new(InstanceStats {
+                name: format!("{model}_{i}"),
+                device: match device {
+                    InstanceDevice::Cpu => "cpu".into(),
+                    InstanceDevice::Gpu(g) => format!("mps:{g}"),
+                },
+                executions: AtomicU64::new(0),
+                inferences: AtomicU64::new(0),
+                infer_ns: AtomicU64::new(0),
+            });
+            stats.push(st.clone());
             let h = std::thread::Builder::new()
                 .name(format!("mpsrt-exec-{model}-{i}"))
-                .spawn(move || worker(sh, instance))
+                .spawn(move || worker(sh, instance, st))
                 .map_err(|e| ServeError::internal(format!("cannot start executor thread: {e}")))?;
             threads.push(h);
         }
-        Ok(Self { shared, threads: Mutex::new(threads) })
+        Ok(Self { shared, threads: Mutex::new(threads), instances: stats })
+    }
+
+    /// Counters of each instance, in instance order.
+    pub fn instances(&self) -> &[Arc<InstanceStats>] {
+        &self.instances
     }
 
     /// Queues a request, or refuses it when the queue is full or the model is unloading.
@@ -201,13 +231,18 @@ fn next_batch(sh: &Shared) -> Option<Vec<Pending>> {
     }
 }
 
-fn worker(sh: Arc<Shared>, mut instance: Box<dyn ModelInstance>) {
+fn worker(sh: Arc<Shared>, mut instance: Box<dyn ModelInstance>, st: Arc<InstanceStats>) {
     while let Some(batch) = next_batch(&sh) {
-        run_batch(&sh, instance.as_mut(), batch);
+        run_batch(&sh, instance.as_mut(), &st, batch);
     }
 }
 
-fn run_batch(sh: &Shared, instance: &mut dyn ModelInstance, batch: Vec<Pending>) {
+fn run_batch(
+    sh: &Shared,
+    instance: &mut dyn ModelInstance,
+    st: &InstanceStats,
+    batch: Vec<Pending>,
+) {
     let start = Instant::now();
     let sizes: Vec<usize> = batch.iter().map(|p| p.batch).collect();
     let total: usize = sizes.iter().sum();
@@ -233,6 +268,9 @@ fn run_batch(sh: &Shared, instance: &mut dyn ModelInstance, batch: Vec<Pending>)
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| instance.execute(merged, &ask)))
         .unwrap_or_else(|_| Err(ServeError::internal("model execution panicked")));
     let t_infer = t1.elapsed();
+    st.executions.fetch_add(1, Ordering::Relaxed);
+    st.inferences.fetch_add(total as u64, Ordering::Relaxed);
+    st.infer_ns.fetch_add(u64::try_from(t_infer.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
     let t2 = Instant::now();
     let split = result.and_then(|outs| {
         if sizes.len() == 1 {

@@ -2,6 +2,7 @@
 
 mod common;
 mod fuzz;
+mod gpus;
 mod grpc;
 mod hardening;
 mod http;

@@ -200,8 +200,10 @@ async fn instance_groups_pick_devices_and_counts() {
     };
     let mixed = groups(
         "devices",
-        "instance_group [ { count: 3 kind: KIND_GPU }, { kind: KIND_CPU }, { count: 1 kind: KIND_GPU gpus: [ 5 ] } ]",
+        "instance_group [ { count: 3 kind: KIND_GPU }, { kind: KIND_CPU }, { count: 1 kind: KIND_GPU gpus: [ 1 ] } ]",
     );
+    let bad_index =
+        groups("badindex", "instance_group [ { count: 1 kind: KIND_GPU gpus: [ 5 ] } ]");
     let gpu_less = groups("nogpu", "instance_group [ { count: 1 kind: KIND_GPU } ]");
     let auto = groups("autodev", "instance_group [ { count: 2 kind: KIND_AUTO } ]");
     let auto_cpu = groups("autocpu", "instance_group [ { count: 2 kind: KIND_AUTO } ]");
@@ -211,10 +213,16 @@ async fn instance_groups_pick_devices_and_counts() {
     let dir = repo(&[
         ("devices", Some(mixed.as_str()), &[(1, "simple")]),
         ("autodev", Some(auto.as_str()), &[(1, "simple")]),
+        ("badindex", Some(bad_index.as_str()), &[(1, "simple")]),
     ]);
     let s = mpsrt_serve::start(options(&dir), backends().with_gpus(vec![0, 1])).await.unwrap();
-    assert_eq!(loaded("devices"), [Gpu(0), Gpu(1), Gpu(0), Cpu, Gpu(5)]);
-    assert_eq!(loaded("autodev"), [Gpu(0), Gpu(1)]);
+    // As Triton: `count` instances on each GPU the group lists (all GPUs when it lists none).
+    assert_eq!(loaded("devices"), [Gpu(0), Gpu(0), Gpu(0), Gpu(1), Gpu(1), Gpu(1), Cpu, Gpu(1)]);
+    assert_eq!(loaded("autodev"), [Gpu(0), Gpu(0), Gpu(1), Gpu(1)]);
+    let (state, reason) = state_of(&index(&client(), &http(&s)).await, "badindex");
+    assert_eq!(state, "UNAVAILABLE");
+    assert!(reason.contains("lists GPU 5, but this server has GPUs mps:0, mps:1"), "{reason}");
+    assert!(loaded("badindex").is_empty(), "no instance may load for a bad index");
     s.shutdown().await.unwrap();
 
     // Without GPUs, KIND_GPU cannot be honoured (UNAVAILABLE with the reason); KIND_AUTO uses the CPU.
