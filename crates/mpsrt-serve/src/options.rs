@@ -75,6 +75,10 @@ pub struct ServerOptions {
     /// 4 x the machine's CPU threads, at least 16.
     #[arg(long, value_name = "N")]
     pub max_instances_per_model: Option<usize>,
+    /// Most instances (one executor thread each) over all models together. Default: 16 x the
+    /// machine's CPU threads, at least 64.
+    #[arg(long, value_name = "N")]
+    pub max_total_instances: Option<usize>,
     /// Largest `max_batch_size` a model config may set.
     #[arg(long, default_value_t = 4096)]
     pub max_batch_size_limit: usize,
@@ -104,6 +108,7 @@ impl ServerOptions {
             request_body_timeout_secs: 60,
             idle_timeout_secs: 300,
             max_instances_per_model: None,
+            max_total_instances: None,
             max_batch_size_limit: 4096,
             max_stream_inflight: 16,
         }
@@ -112,6 +117,14 @@ impl ServerOptions {
     /// The in-flight request-bytes budget in effect.
     pub fn inflight_budget(&self) -> usize {
         self.max_inflight_request_bytes.unwrap_or(self.max_request_bytes.saturating_mul(4)).max(1)
+    }
+
+    /// The server-wide instance bound in effect.
+    pub fn total_instance_limit(&self) -> usize {
+        self.max_total_instances.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+            (16 * cpus).max(64)
+        })
     }
 
     /// The per-model instance bound in effect.

@@ -40,13 +40,16 @@ struct ModelEntry {
 /// Bounds a model config must respect to load (`--max-instances-per-model`, `--max-batch-size-limit`).
 #[derive(Debug, Clone, Copy)]
 pub struct LoadLimits {
+    /// Instances one model may ask for.
     pub max_instances: usize,
+    /// Instances (one executor thread each) the whole server may run, over all models.
+    pub max_total_instances: usize,
     pub max_batch_size: usize,
 }
 
 impl Default for LoadLimits {
     fn default() -> Self {
-        Self { max_instances: 64, max_batch_size: 4096 }
+        Self { max_instances: 64, max_total_instances: 256, max_batch_size: 4096 }
     }
 }
 
@@ -530,6 +533,22 @@ impl ModelManager {
             return Err(ServeError::invalid(format!(
                 "model '{name}': instance_group asks for {total} instances, more than the limit of {} on this machine (--max-instances-per-model)",
                 self.limits.max_instances
+            )));
+        }
+        // Server-wide: the other models' running instances plus this one's (a reload replaces
+        // its own). Loads are serialized, so the sum cannot race.
+        let others: usize = self
+            .models
+            .read()
+            .iter()
+            .filter(|(n, _)| n.as_str() != name.as_str())
+            .flat_map(|(_, e)| e.ready.values())
+            .map(|m| m.scheduler.instances().len())
+            .sum();
+        if others.saturating_add(total) > self.limits.max_total_instances {
+            return Err(ServeError::invalid(format!(
+                "model '{name}': its {total} instances and the {others} other models' instances exceed the server's limit of {} (--max-total-instances)",
+                self.limits.max_total_instances
             )));
         }
         let mbs = usize::try_from(config.max_batch_size).unwrap_or(0);

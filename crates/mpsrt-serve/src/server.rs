@@ -111,6 +111,7 @@ pub async fn start(
         Arc::new(ModelManager::new(options.model_repository.clone(), backends).with_limits(
             crate::repository::LoadLimits {
                 max_instances: options.instance_limit(),
+                max_total_instances: options.total_instance_limit(),
                 max_batch_size: options.max_batch_size_limit,
             },
         ));

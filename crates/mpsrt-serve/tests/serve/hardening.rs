@@ -269,6 +269,9 @@ async fn huge_instance_count_and_bad_configs_fail_at_load() {
         "\"OUTPUT7\"",
         1,
     );
+    let many =
+        SIMPLE_CONFIG.replace("\"simple\"", "\"many\"").replace("count: 2 kind", "count: 3 kind");
+    let over = SIMPLE_CONFIG.replace("\"simple\"", "\"zzover\"");
     let dir = repo(&[
         ("simple", Some(SIMPLE_CONFIG), &[(1, "simple")]),
         ("huge", Some(huge.as_str()), &[(1, "simple")]),
@@ -277,9 +280,14 @@ async fn huge_instance_count_and_bad_configs_fail_at_load() {
         ("wrongtype", Some(wrong_type.as_str()), &[(1, "simple")]),
         ("wrongdims", Some(wrong_dims.as_str()), &[(1, "simple")]),
         ("wrongout", Some(wrong_out.as_str()), &[(1, "simple")]),
+        ("many", Some(many.as_str()), &[(1, "simple")]),
+        ("zzover", Some(over.as_str()), &[(1, "simple")]),
     ]);
     let t = Instant::now();
-    let s = start(options(&dir)).await;
+    let mut o = options(&dir);
+    // Loads go in name order: many (3) + simple (2) = 5 fit in 6; zzover (2 more) does not.
+    o.max_total_instances = Some(6);
+    let s = start(o).await;
     assert!(t.elapsed() < Duration::from_secs(5), "load took {:?}", t.elapsed());
     let (c, base) = (client(), http(&s));
     let idx = index(&c, &base).await;
@@ -295,6 +303,7 @@ async fn huge_instance_count_and_bad_configs_fail_at_load() {
         ("wrongtype", "'INPUT0' is FP32 in the config but INT32 in the model file"),
         ("wrongdims", "dims [8] in the config but [16] in the model file"),
         ("wrongout", "'OUTPUT7' is not an output of the model file"),
+        ("zzover", "the 5 other models' instances exceed the server's limit of 6"),
     ];
     for (name, want) in cases {
         let r = reason(name);
