@@ -48,6 +48,12 @@ lines += ["", "## Light models", ""]
 for k in ("light/cpu", "light/gpu"):
     for name, (label, detail) in r.get(k, {}).get("cases", {}).items():
         lines.append(f"- {k} {name}: {label} {detail[:120]}")
+# Hand-written notes (chosen semantics) survive regeneration: they live in their own file.
+notes = "crates/mpsrt-engine/conformance/semantics.md"
+try:
+    lines += ["", open(notes).read().rstrip()]
+except FileNotFoundError:
+    pass
 open("CONFORMANCE.md", "w").write("\n".join(lines) + "\n")
 if update:
     base = {k: {"pass": v["pass"]} for k, v in r.items()}

@@ -417,7 +417,15 @@ pub fn infer_data_movement(cx: &mut Cx, ins: &[InferIn]) -> Result<Vec<OutInfo>>
                     if d == 0.0 {
                         return Err(cx.invalid("Range delta must not be 0"));
                     }
-                    Dim::Known(((l - s) / d).ceil().max(0.0) as usize)
+                    // As onnxruntime: a NaN or infinite bound has no element count (the cast
+                    // would make NaN 0 elements and infinity usize::MAX).
+                    let count = ((l - s) / d).ceil();
+                    if !count.is_finite() {
+                        return Err(cx.invalid(format!(
+                            "Range({s}, {l}, {d}): the number of elements is not finite"
+                        )));
+                    }
+                    Dim::Known(count.max(0.0) as usize)
                 }
                 _ => cx.fresh(),
             };
