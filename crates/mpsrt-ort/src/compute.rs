@@ -148,7 +148,11 @@ impl Compiled {
             })?;
             let bytes = ort::tensor_bytes(v, elem, &dims)?;
             let shape: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
-            let t = Tensor::from_bytes(bytes, dtype, &shape, Place::Cpu)
+            // Types the GPU holds go straight from ORT's buffer to the device (one copy);
+            // int64/float64 stay on the host, where the engine narrows them itself.
+            let place = self.session.place();
+            let at = if place.is_gpu() && dtype.gpu_supported() { place } else { Place::Cpu };
+            let t = Tensor::from_bytes(bytes, dtype, &shape, at)
                 .map_err(|e| self.err(format!("input {name:?}: {e}")))?;
             feeds.insert(name.clone(), t);
         }

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The ONNX Runtime plugin EP (`mpsrt.ort`) beside mpsrt's own `mpsrt.onnx.InferenceSession` and
+Microsoft's WebGPU plugin EP (`onnxruntime-ep-webgpu`, when importable), on the same ONNX files.
+
+  python3 bench/ort_ep.py DIR [--iters N] [--models a,b] [--runtimes ep,mpsrt,webgpu]
+
+DIR holds the files `bench/engine_torch.py export DIR` writes: torchvision resnet50 /
+densenet121 / mobilenet_v3_small / efficientnet_b0 (input `x`, batch 1 and 32) and BERT-base
+(`input_ids`, `attention_mask`, int64, sequence 128, batch 1 and 8). One JSON line per
+(model, batch, runtime): p50/p90/mean ms of `run` (host arrays in, host arrays out, as a
+user's onnxruntime program does), the device, and for the EPs the share of ORT kernels that ran
+on that EP (from ORT's profile of one run), plus max |ours - onnxruntime CPU| on that input as a
+correctness check. The WebGPU EP wheel: `pip download --no-deps onnxruntime-ep-webgpu==0.4.0`
+(py3-none manylinux x86_64; it needs onnxruntime >= 1.24.4 and libvulkan.so.1).
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+import mpsrt
+import mpsrt.onnx
+import mpsrt.ort
+
+BATCHES = {"bert_base": (1, 8)}  # the CNNs: (1, 32)
+SEQ = 128
+
+
+def feeds(name, batch, rng):
+    if name == "bert_base":
+        return {"input_ids": rng.integers(0, 30000, size=(batch, SEQ)).astype(np.int64),
+                "attention_mask": np.ones((batch, SEQ), np.int64)}
+    return {"x": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+
+
+def timed(run, iters):
+    for _ in range(3):
+        run()
+    lat = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        run()
+        lat.append((time.perf_counter() - t0) * 1e3)
+    lat.sort()
+    return {"p50_ms": lat[len(lat) // 2], "p90_ms": lat[int(len(lat) * 0.9)],
+            "mean_ms": sum(lat) / len(lat), "iterations": iters}
+
+
+def share(path, ep, x):
+    """Fraction of ORT kernel runs on `ep` in one profiled run."""
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = "/tmp/ort_ep_profile"
+    s = ort.InferenceSession(path, so, providers=[ep, "CPUExecutionProvider"])
+    s.run(None, x)
+    prof = s.end_profiling()
+    with open(prof) as f:
+        events = json.load(f)
+    os.remove(prof)
+    prov = [e["args"]["provider"] for e in events
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    return sum(p == ep for p in prov) / max(len(prov), 1)
+
+
+def main():
+    args = sys.argv[1:]
+    iters = int(args[args.index("--iters") + 1]) if "--iters" in args else 30
+    models = (args[args.index("--models") + 1].split(",") if "--models" in args else
+              ["resnet50", "densenet121", "mobilenet_v3_small", "efficientnet_b0", "bert_base"])
+    runtimes = (args[args.index("--runtimes") + 1].split(",") if "--runtimes" in args else
+                ["ep", "mpsrt", "webgpu"])
+    root = args[0]
+    device = mpsrt.mps.get_device_name() if mpsrt.mps.is_available() else "cpu"
+    mpsrt.ort.register()
+    webgpu = None
+    if "webgpu" in runtimes:
+        try:
+            import onnxruntime_ep_webgpu as webgpu
+            ort.register_execution_provider_library("webgpu", webgpu.get_library_path())
+        except Exception as e:  # noqa: BLE001 - reported, the other runtimes still run
+            print(json.dumps({"skipped": "webgpu", "reason": str(e)[:300]}), flush=True)
+            webgpu = None
+    rng = np.random.default_rng(0)
+    for name in models:
+        path = os.path.join(root, f"{name}.onnx")
+        if not os.path.exists(path):
+            print(json.dumps({"skipped": name, "reason": f"{path} is missing"}), flush=True)
+            continue
+        cpu = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        sessions = {}
+        t0 = time.perf_counter()
+        if "ep" in runtimes:
+            sessions["mpsrt_ep"] = (ort.InferenceSession(
+                path, providers=[mpsrt.ort.get_ep_name(), "CPUExecutionProvider"]),
+                mpsrt.ort.get_ep_name(), time.perf_counter() - t0)
+        if "mpsrt" in runtimes:
+            t0 = time.perf_counter()
+            sessions["mpsrt_session"] = (mpsrt.onnx.InferenceSession(
+                path, providers=["CUDAExecutionProvider"]), None, time.perf_counter() - t0)
+        if webgpu is not None:
+            t0 = time.perf_counter()
+            try:
+                sessions["webgpu_ep"] = (ort.InferenceSession(
+                    path, providers=[webgpu.get_ep_name(), "CPUExecutionProvider"]),
+                    webgpu.get_ep_name(), time.perf_counter() - t0)
+            except Exception as e:  # noqa: BLE001
+                print(json.dumps({"skipped": f"webgpu {name}", "reason": str(e)[:300]}), flush=True)
+        for batch in BATCHES.get(name, (1, 32)):
+            x = feeds(name, batch, rng)
+            ref = cpu.run(None, x)[0]
+            for label, (sess, ep, load_s) in sessions.items():
+                try:
+                    out = sess.run(None, x)[0]
+                    row = {"runtime": label, "model": name, "batch": batch, "device": device,
+                           "load_s": round(load_s, 2),
+                           "max_abs_diff_vs_ort_cpu": float(np.abs(out - ref).max())}
+                    row.update(timed(lambda: sess.run(None, x), iters))
+                    if ep is not None:
+                        row["ep_kernel_share"] = round(share(path, ep, x), 3)
+                    row["onnxruntime"] = ort.__version__
+                except Exception as e:  # noqa: BLE001 - one failing case must not hide the rest
+                    row = {"runtime": label, "model": name, "batch": batch, "error": str(e)[:400]}
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
