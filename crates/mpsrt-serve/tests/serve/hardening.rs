@@ -431,3 +431,23 @@ async fn stream_answers_every_request_in_order_despite_an_oversize_one() {
     assert!(end.is_err(), "stream ended silently: {end:?}");
     s.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_limit_holds_extra_clients_until_a_slot_frees() {
+    let mut o = options(&standard_repo());
+    o.max_connections = 2;
+    o.http_header_timeout_secs = 1;
+    let s = start(o).await;
+    let url = format!("{}/v2/health/live", http(&s));
+    // Two silent sockets take both slots; a third client is not served while they hold them...
+    let mut a = TcpStream::connect(s.http_addr).await.unwrap();
+    let mut b = TcpStream::connect(s.http_addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let quick = reqwest::Client::builder().timeout(Duration::from_millis(400)).build().unwrap();
+    assert!(quick.get(&url).send().await.is_err(), "served past the connection limit");
+    // ...and is once the header timeout has closed the silent ones.
+    assert!(closed_within(&mut a, Duration::from_secs(3)).await);
+    assert!(closed_within(&mut b, Duration::from_secs(3)).await);
+    assert_eq!(client().get(&url).send().await.unwrap().status(), 200);
+    s.shutdown().await.unwrap();
+}
