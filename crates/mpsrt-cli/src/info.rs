@@ -29,6 +29,9 @@ pub fn run(args: InfoArgs) -> mpsrt::Result<()> {
                     "driver": p.driver, "total_memory": p.total_memory, "total_memory_source": p.total_memory_source,
                     "unified_memory": p.unified_memory, "shader_f16": p.shader_f16, "subgroups": p.subgroups,
                     "subgroup_size": [p.subgroup_min_size, p.subgroup_max_size],
+                    "cooperative_matrix": p.coop_matrix.iter().map(|c| serde_json::json!({
+                        "m": c.m, "n": c.n, "k": c.k, "ab": c.ab.to_string(), "cr": c.cr.to_string(),
+                    })).collect::<Vec<_>>(),
                     "limits": {
                         "max_buffer_size": p.max_buffer_size,
                         "max_storage_buffer_binding_size": p.max_storage_buffer_binding_size,
@@ -72,6 +75,11 @@ pub fn run(args: InfoArgs) -> mpsrt::Result<()> {
         println!(
             "  features        shader-f16={} subgroups={} (size {}..{})",
             p.shader_f16, p.subgroups, p.subgroup_min_size, p.subgroup_max_size
+        );
+        let coop: Vec<String> = p.coop_matrix.iter().map(|c| c.to_string()).collect();
+        println!(
+            "  matrix units    {}",
+            if coop.is_empty() { "none".to_string() } else { coop.join(", ") }
         );
         println!(
             "  max buffer      {} (storage binding {})",

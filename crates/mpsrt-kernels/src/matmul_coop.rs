@@ -214,6 +214,22 @@ pub enum CoopDecline {
     TooSmall,
     /// Turned off with `MPSRT_COOP_MATMUL=0`.
     Disabled,
+    /// Something the kernel does not do yet or a device feature it needs (named).
+    Unsupported(&'static str),
+}
+
+impl std::fmt::Display for CoopDecline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CoopDecline::NoConfig => {
+                f.write_str("no cooperative-matrix configuration with f16 A/B (8x8 or 16x16)")
+            }
+            CoopDecline::SubgroupSize(lo, hi) => write!(f, "subgroup size varies ({lo}..{hi})"),
+            CoopDecline::TooSmall => f.write_str("a dimension is smaller than one tile"),
+            CoopDecline::Disabled => f.write_str("MPSRT_COOP_MATMUL=0"),
+            CoopDecline::Unsupported(what) => f.write_str(what),
+        }
+    }
 }
 
 /// Pick the cooperative kernel for an f16 product of shape `[m, n, k]` from the adapter's

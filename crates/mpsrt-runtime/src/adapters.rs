@@ -1,6 +1,7 @@
 //! Adapter discovery and the properties we report for a device: name, backend, type, limits,
 //! features and total memory (with where that number came from, so nothing is made up).
 
+use mpsrt_core::DType;
 use wgpu::{Adapter, Backend, DeviceType};
 
 /// What `mpsrt info` and `mpsrt.mps.get_device_properties()` show for a GPU device.
@@ -33,6 +34,60 @@ pub struct DeviceProperties {
     pub max_compute_workgroups_per_dimension: u32,
     pub max_compute_invocations_per_workgroup: u32,
     pub max_compute_workgroup_storage_size: u32,
+    /// Cooperative-matrix (tensor core / simdgroup matrix) configurations the device was opened
+    /// with (`EXPERIMENTAL_COOPERATIVE_MATRIX`); empty when the adapter has none or it was not
+    /// requested (`MPSRT_COOP_MATMUL=0`).
+    pub coop_matrix: Vec<CoopMatrixConfig>,
+}
+
+/// One cooperative-matrix configuration: `C[m×n] += A[m×k] · B[k×n]` over one subgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoopMatrixConfig {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Element type of A and B.
+    pub ab: DType,
+    /// Element type of the accumulator C and the result.
+    pub cr: DType,
+}
+
+impl std::fmt::Display for CoopMatrixConfig {
+    /// `16x16x16 f16->f32`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = |t: DType| match t {
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+            DType::I32 => "i32",
+            _ => "?",
+        };
+        write!(f, "{}x{}x{} {}->{}", self.m, self.n, self.k, short(self.ab), short(self.cr))
+    }
+}
+
+/// The adapter's configurations in mpsrt's dtypes (u32 ones, which mpsrt has no dtype for and
+/// no kernel uses, are left out).
+pub(crate) fn coop_configs(adapter: &Adapter) -> Vec<CoopMatrixConfig> {
+    use wgpu::CooperativeScalarType as T;
+    let dt = |t: T| match t {
+        T::F32 => Some(DType::F32),
+        T::F16 => Some(DType::F16),
+        T::I32 => Some(DType::I32),
+        T::U32 => None,
+    };
+    adapter
+        .cooperative_matrix_properties()
+        .into_iter()
+        .filter_map(|c| {
+            Some(CoopMatrixConfig {
+                m: c.m_size,
+                n: c.n_size,
+                k: c.k_size,
+                ab: dt(c.ab_type)?,
+                cr: dt(c.cr_type)?,
+            })
+        })
+        .collect()
 }
 
 impl DeviceProperties {
@@ -187,5 +242,10 @@ pub(crate) fn properties(
         max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
         max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        coop_matrix: if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            coop_configs(adapter)
+        } else {
+            Vec::new()
+        },
     }
 }

@@ -151,12 +151,25 @@ impl GpuDevice {
         if unified && config.unified_fast_path {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }
+        // Matrix units (issue 23): only where the adapter has them; `MPSRT_COOP_MATMUL=0` keeps
+        // the experimental feature off entirely (an escape hatch should a driver misbehave).
+        if std::env::var("MPSRT_COOP_MATMUL").map_or(true, |v| v.trim() != "0") {
+            wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         let features = adapter.features() & wanted;
+        let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            // SAFETY: wgpu's opt-in for experimental features; the only shaders using them are
+            // the cooperative GEMM's (mpsrt-kernels/matmul_coop.rs), which stay inside the
+            // staged workgroup tiles, and are validated by naga and tested against references.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let desc = wgpu::DeviceDescriptor {
             label: Some("mpsrt"),
             required_features: features,
             required_limits: adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: experimental,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };

@@ -16,7 +16,7 @@ mod pipeline;
 mod registry;
 mod storage;
 
-pub use adapters::{AdapterSummary, DeviceProperties};
+pub use adapters::{AdapterSummary, CoopMatrixConfig, DeviceProperties};
 pub use allocator::MemoryStats;
 pub use bind_cache::BindCacheStats;
 pub use cpu::{check_host_alloc, cpu_memory_usage, host_vec, set_cpu_memory_limit, CpuBuffer};

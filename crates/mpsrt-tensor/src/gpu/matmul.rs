@@ -1,7 +1,9 @@
 //! GPU launch for matrix products: coalesce the broadcast batch dims, pick GEMV (M = 1, or
 //! N = 1 by swapping the operands' roles through strides) or the tiled GEMM, choose the tile
 //! size and each operand's load path (`vec4` along its contiguous axis when aligned), and
-//! record one dispatch. The f32 result is cast by the caller.
+//! record one dispatch. The f32 result is cast by the caller. An f16 product without epilogue
+//! runs on the matrix units (`mpsrt_kernels::matmul_coop`) when [`plan_f16_gemm`] finds a
+//! usable cooperative-matrix configuration on the device; the tiled GEMM stays the fallback.
 //!
 //! A `B` operand larger than the adapter's `max_storage_buffer_binding_size` (VGG's 392 MiB
 //! fully-connected weight against lavapipe's 128 MiB) is solved in column blocks, each binding
@@ -14,7 +16,8 @@ use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
-use mpsrt_runtime::{Binding, GpuDevice, Kernel, Pipeline, Storage};
+use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
+use mpsrt_runtime::{Binding, DeviceProperties, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -43,6 +46,63 @@ pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
 pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
+static COOP: SpecCache<CoopMatmulSpec> = OnceLock::new();
+
+/// Whether an f16 product `[m, n, k]` (with `batch_dims` coalesced batch dims, `epilogue` when
+/// it carries C, a residual or an activation) runs on the matrix units of a device with `props`,
+/// and with which configuration; else why not (the tiled GEMM then runs). Pure, so the choice is
+/// tested on lavapipe with fake configuration lists; `enabled` is `MPSRT_COOP_MATMUL != 0`.
+pub fn plan_f16_gemm(
+    props: &DeviceProperties,
+    mnk: [usize; 3],
+    batch_dims: usize,
+    epilogue: bool,
+    enabled: bool,
+) -> std::result::Result<CoopMatmulSpec, CoopDecline> {
+    if !enabled {
+        return Err(CoopDecline::Disabled);
+    }
+    let configs: Vec<CoopConfig> = props
+        .coop_matrix
+        .iter()
+        .map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: c.ab, cr: c.cr })
+        .collect();
+    let spec = plan_coop_matmul(
+        &configs,
+        (props.subgroup_min_size, props.subgroup_max_size),
+        mnk,
+        batch_dims,
+    )?;
+    if !props.shader_f16 {
+        return Err(CoopDecline::Unsupported("the device lacks shader-f16"));
+    }
+    if !props.subgroups {
+        return Err(CoopDecline::Unsupported("the device lacks subgroups"));
+    }
+    if epilogue {
+        return Err(CoopDecline::Unsupported("C/residual/activation epilogues are not fused yet"));
+    }
+    Ok(spec)
+}
+
+fn coop_enabled() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_MATMUL", 1) != 0)
+}
+
+/// The kernel a plain (no epilogue) `[m, n, k]` product of `dtype` takes on GPU `device`, in
+/// words: `"coop 16x16 float32 accumulation"`, or `"tiled (<why not coop>)"`; for benchmarks
+/// and reports.
+pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Result<String> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    if dtype != DType::F16 {
+        return Ok(format!("tiled ({dtype})"));
+    }
+    Ok(match plan_f16_gemm(dev.properties(), mnk, 0, false, coop_enabled()) {
+        Ok(s) => format!("coop {0}x{0} {1} accumulation", s.size, s.acc),
+        Err(why) => format!("tiled ({why})"),
+    })
+}
 
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
 /// (`MPSRT_GEMM_TILE128_MIN`, default 128); fewer, and 64×64 tiles keep more workgroups busy.
@@ -217,6 +277,25 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
         // The GEMV kernel has no activation epilogue: a separate elementwise pass.
         return maybe_apply(result, p.act);
+    }
+    if dtype == DType::F16 {
+        let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
+        let props = dev.properties();
+        if let Ok(spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
+            let pl = cached(&COOP, &dev, op, spec, CoopMatmulSpec::render)?;
+            let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
+            let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));
+            if gx > maxd || gy > maxd {
+                return Err(Error::invalid(
+                    op,
+                    format!("[{mm}, {nn}] output exceeds the dispatch limit"),
+                ));
+            }
+            let binds = [abuf, bbuf, Binding::from(&**outb)];
+            let wg = [gx as u32, gy as u32, z as u32];
+            dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
+            return Ok(result);
+        }
     }
     let f32x = dtype == DType::F32;
     let a_base_ok = oa % 4 == 0 && aligned(&ab);

@@ -1,0 +1,95 @@
+//! Which kernel an f16 matmul takes (issue 23): the matrix-unit (cooperative-matrix) GEMM where
+//! the device reports a usable configuration, else the tiled GEMM. Lavapipe has no matrix
+//! units, so the choice is tested with the real device's properties and fake configuration
+//! lists; the GPU numerics of the cooperative kernel are checked by `bench_ops_a` on a GPU that
+//! has them (the existing f16 matmul tests cover the fallback here).
+
+mod common;
+
+use mpsrt_kernels::CoopDecline;
+use mpsrt_runtime::{CoopMatrixConfig, DeviceProperties};
+use mpsrt_tensor::{self as mt, plan_f16_gemm, DType};
+
+fn cfg(s: u32, ab: DType, cr: DType) -> CoopMatrixConfig {
+    CoopMatrixConfig { m: s, n: s, k: s, ab, cr }
+}
+
+/// The first GPU's properties, or `None` when there is none (then `devices()` enforces
+/// `MPSRT_REQUIRE_GPU`).
+fn gpu_props() -> Option<DeviceProperties> {
+    common::gpus().first()?;
+    Some(mpsrt_runtime::gpu_device(0).unwrap().properties().clone())
+}
+
+/// A device like this one, but with matrix units `coop`, a fixed subgroup of 32, and f16 shaders.
+fn with_units(props: &DeviceProperties, coop: Vec<CoopMatrixConfig>) -> DeviceProperties {
+    let mut p = props.clone();
+    p.coop_matrix = coop;
+    (p.subgroup_min_size, p.subgroup_max_size) = (32, 32);
+    (p.shader_f16, p.subgroups) = (true, true);
+    p
+}
+
+#[test]
+fn this_device_without_matrix_units_keeps_the_tiled_gemm() {
+    let Some(props) = gpu_props() else { return };
+    if !props.coop_matrix.is_empty() {
+        return; // a GPU with matrix units: bench_ops_a checks the cooperative kernel there
+    }
+    let big = [4096, 4096, 4096];
+    assert_eq!(plan_f16_gemm(&props, big, 0, false, true), Err(CoopDecline::NoConfig));
+    let name = mt::matmul_kernel_name(0, DType::F16, big).unwrap();
+    assert!(name.starts_with("tiled ("), "{name}");
+    assert_eq!(mt::matmul_kernel_name(0, DType::F32, big).unwrap(), "tiled (float32)");
+}
+
+#[test]
+fn fake_configuration_lists_choose_the_tile() {
+    let Some(props) = gpu_props() else { return };
+    let big = [4096, 4096, 4096];
+    // NVIDIA (Vulkan): 16×16×16 f16→f32 and f16→f16.
+    let nv =
+        with_units(&props, vec![cfg(16, DType::F16, DType::F16), cfg(16, DType::F16, DType::F32)]);
+    let s = plan_f16_gemm(&nv, big, 2, false, true).unwrap();
+    assert_eq!((s.size, s.acc, s.subgroup, s.batch_dims), (16, DType::F32, 32, 2));
+    // Apple (Metal simdgroup matrices): 8×8 only.
+    let apple = with_units(
+        &props,
+        vec![
+            cfg(8, DType::F32, DType::F32),
+            cfg(8, DType::F16, DType::F16),
+            cfg(8, DType::F16, DType::F32),
+        ],
+    );
+    let s = plan_f16_gemm(&apple, big, 0, false, true).unwrap();
+    assert_eq!((s.size, s.acc), (8, DType::F32));
+    // wgpu's Vulkan minimum (8×8 f32 only): no f16 kernel.
+    let f32_only = with_units(&props, vec![cfg(8, DType::F32, DType::F32)]);
+    assert_eq!(plan_f16_gemm(&f32_only, big, 0, false, true), Err(CoopDecline::NoConfig));
+}
+
+#[test]
+fn forced_and_structural_fallbacks() {
+    let Some(props) = gpu_props() else { return };
+    let nv = with_units(&props, vec![cfg(16, DType::F16, DType::F32)]);
+    let big = [512, 512, 512];
+    // MPSRT_COOP_MATMUL=0.
+    assert_eq!(plan_f16_gemm(&nv, big, 0, false, false), Err(CoopDecline::Disabled));
+    // Epilogues (C, residual, activation) stay on the tiled GEMM for now.
+    assert!(matches!(plan_f16_gemm(&nv, big, 0, true, true), Err(CoopDecline::Unsupported(_))));
+    // A device without f16 shaders or subgroups.
+    let mut no_f16 = nv.clone();
+    no_f16.shader_f16 = false;
+    assert!(matches!(
+        plan_f16_gemm(&no_f16, big, 0, false, true),
+        Err(CoopDecline::Unsupported(_))
+    ));
+    let mut no_sg = nv.clone();
+    no_sg.subgroups = false;
+    assert!(matches!(plan_f16_gemm(&no_sg, big, 0, false, true), Err(CoopDecline::Unsupported(_))));
+    // A variable subgroup size, and a product thinner than one tile (a GEMV-like row block).
+    let mut var_sg = nv.clone();
+    var_sg.subgroup_max_size = 64;
+    assert_eq!(plan_f16_gemm(&var_sg, big, 0, false, true), Err(CoopDecline::SubgroupSize(32, 64)));
+    assert_eq!(plan_f16_gemm(&nv, [4, 512, 512], 0, false, true), Err(CoopDecline::TooSmall));
+}
