@@ -46,7 +46,7 @@ mod source;
 mod ttir;
 mod value;
 
-pub use ttir::compile_ttir;
+pub use ttir::{compile_ttir, compile_ttir_widening};
 
 use mpsrt_core::{DType, Error, Result};
 

@@ -54,6 +54,22 @@ fn tutorial_02_fused_softmax() {
 }
 
 #[test]
+fn workgroup_widens_to_keep_blocks_in_registers() {
+    // A 1024-element row at num_warps = 2 (64 invocations) would be 16 elements each; widening
+    // (up to the device limit) gives 128 invocations of 8, and never beyond the limit.
+    let opts = CompileOptions { max_workgroup_size: 64, ..CompileOptions::default() };
+    let text = fixture("02_fused_softmax");
+    let k = mpsrt_jit::compile_ttir_widening(&text, None, &opts, 1024).unwrap();
+    validate(&k).unwrap();
+    assert_eq!(k.workgroup_size, 128);
+    assert_eq!(
+        mpsrt_jit::compile_ttir_widening(&text, None, &opts, 64).unwrap().workgroup_size,
+        64
+    );
+    assert_eq!(compile_ttir(&text, None, &opts).unwrap().workgroup_size, 64);
+}
+
+#[test]
 fn tutorial_03_matmul() {
     for name in ["03_matmul", "03_matmul_leaky_relu"] {
         let k = compile(name, 128);

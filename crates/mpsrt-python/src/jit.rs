@@ -303,11 +303,15 @@ fn triton_compiler_version() -> String {
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
 /// size; workgroup memory is not capped here (the driver compares `workgroup_bytes` with the
 /// device limit, so Triton raises OutOfResources and the autotuner skips the config).
+/// With `widen`, the workgroup may grow past `max_threads` up to the device limit so that no
+/// invocation holds more than 8 elements of a block (see `mpsrt_jit::compile_ttir_widening`).
 #[pyfunction]
+#[pyo3(signature = (ttir, max_threads, widen=false))]
 fn triton_compile<'py>(
     py: Python<'py>,
     ttir: String,
     max_threads: u32,
+    widen: bool,
 ) -> PyRes<Bound<'py, pyo3::types::PyDict>> {
     let k = py
         .detach(move || {
@@ -323,7 +327,8 @@ fn triton_compile<'py>(
                 max_workgroup_storage: u32::MAX,
                 f16: false,
             };
-            mpsrt_jit::compile_ttir(&ttir, None, &opts)
+            let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
+            mpsrt_jit::compile_ttir_widening(&ttir, None, &opts, device_max)
         })
         .py_err()?;
     let d = pyo3::types::PyDict::new(py);

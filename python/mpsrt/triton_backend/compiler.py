@@ -115,7 +115,9 @@ class WgpuBackend(BaseBackend):
         # The module text with locations, so errors can name the kernel's source line.
         text = str(mod)
         try:
-            k = _C.triton_compile(text, int(threads))
+            # num_warps is a hint: the workgroup may grow (up to the device limit) so that no
+            # invocation holds more than 8 elements of a block; max_threads is a hard cap.
+            k = _C.triton_compile(text, int(threads), widen=not opt.max_threads)
         except Exception as e:  # the Rust error names the op and the kernel's source line
             raise RuntimeError(f"[mpsrt triton backend] {e}") from None
         metadata["name"] = k["name"]

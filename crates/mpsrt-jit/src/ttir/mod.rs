@@ -23,6 +23,22 @@ pub fn compile_ttir(
     kernel_name: Option<&str>,
     opts: &CompileOptions,
 ) -> Result<CompiledKernel> {
+    compile_ttir_widening(ttir, kernel_name, opts, opts.max_workgroup_size)
+}
+
+/// [`compile_ttir`], letting the workgroup grow past `opts.max_workgroup_size` (Triton's
+/// `num_warps * 32`, a hint here) up to `device_max` (a power of two) until no invocation holds
+/// more than [`crate::emit::UNROLL`] elements of the largest block: those loops are unrolled,
+/// which keeps the per-invocation arrays in registers (runtime-indexed ones spill on NVIDIA).
+pub fn compile_ttir_widening(
+    ttir: &str,
+    kernel_name: Option<&str>,
+    opts: &CompileOptions,
+    device_max: u32,
+) -> Result<CompiledKernel> {
+    if !device_max.is_power_of_two() {
+        return Err(Error::invalid("triton", "device_max must be a power of two"));
+    }
     if !opts.max_workgroup_size.is_power_of_two() {
         return Err(Error::invalid("triton", "max_workgroup_size must be a power of two"));
     }
@@ -51,9 +67,15 @@ pub fn compile_ttir(
     }
     let sig = signature(func)?;
     let key = crate::cache_key(ttir, &func.name, &sig, opts);
-    let max_wg = opts.max_workgroup_size as usize;
+    let mut max_wg = opts.max_workgroup_size as usize;
     let mut low = lower::TtirLowerer::new(max_wg);
     low.run(func, &sig)?;
+    let wide = low.em.max_numel.div_ceil(crate::emit::UNROLL).next_power_of_two();
+    if wide > max_wg && (device_max as usize) > max_wg {
+        max_wg = wide.min(device_max as usize);
+        low = lower::TtirLowerer::new(max_wg);
+        low.run(func, &sig)?;
+    }
     let wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
     if wg != max_wg {
         low = lower::TtirLowerer::new(wg);
