@@ -1,5 +1,7 @@
 //! The factory (`MpsrtExecutionProvider`: devices, EP creation) and the EP (`GetCapability`,
-//! `Compile`). Every callback runs inside [`crate::guard`], so a panic becomes an `OrtStatus`.
+//! `Compile`). Every callback that does work runs inside [`crate::guard`], so a panic becomes an
+//! `OrtStatus`; the ones that only return a constant or store one value through an out pointer
+//! contain nothing that can panic (and an unwind out of an `extern "C"` fn aborts, never UB).
 
 use crate::abi::*;
 use crate::compute;
