@@ -58,11 +58,35 @@ fn matvec_and_f16(dev: &mpsrt_runtime::GpuDevice, k: usize) -> Result<()> {
     let gb = (k * k * 4) as f64 / (ms * 1e-3) / 1e9;
     let tf = 2.0 * (k * k) as f64 / (ms * 1e-3) / 1e12;
     println!("{{\"bench\": \"matmul_f32_gemv\", \"shape\": [1, {k}, {k}], \"ms\": {ms:.4}, \"tflops\": {tf:.4}, \"gbps\": {gb:.1}}}");
+    f16_check()?;
     let a = mt::randn(&[k, k], DType::F32, p)?.astype(DType::F16)?;
     let b = mt::randn(&[k, k], DType::F32, p)?.astype(DType::F16)?;
-    let ms = time(5, dev, &|| mt::matmul(&a, &b))?;
+    // 20 timed calls after 3 warm-ups, as `bench/torch_reference.py ops` times torch's.
+    let ms = time(20, dev, &|| mt::matmul(&a, &b))?;
     let tf = 2.0 * (k as f64).powi(3) / (ms * 1e-3) / 1e12;
-    println!("{{\"bench\": \"matmul_f16\", \"shape\": [{k}, {k}, {k}], \"ms\": {ms:.4}, \"tflops\": {tf:.3}}}");
+    let kernel = mt::matmul_kernel_name(0, DType::F16, [k, k, k])?;
+    println!("{{\"bench\": \"matmul_f16\", \"shape\": [{k}, {k}, {k}], \"ms\": {ms:.4}, \"tflops\": {tf:.3}, \"kernel\": \"{kernel}\"}}");
+    Ok(())
+}
+
+/// f16 matmuls on the GPU against the f32 CPU product of the same (f16-rounded) values: odd
+/// sizes (partial tiles), a transposed B and a broadcast batch, so a matrix-unit kernel that
+/// ran wrong shows here. Prints the kernel and the largest error relative to max |reference|.
+fn f16_check() -> Result<()> {
+    let g = Place::Gpu(0);
+    let (z, m, n, k) = (3usize, 200usize, 264usize, 136usize);
+    let a = mt::randn(&[z, m, k], DType::F32, Place::Cpu)?.astype(DType::F16)?;
+    let bt = mt::randn(&[n, k], DType::F32, Place::Cpu)?.astype(DType::F16)?;
+    let want = mt::matmul(&a.astype(DType::F32)?, &bt.astype(DType::F32)?.transpose(0, 1)?)?;
+    let got = mt::matmul(&a.to(g)?, &bt.to(g)?.transpose(0, 1)?)?;
+    let (want, got) = (want.to_f64_vec()?, got.astype(DType::F32)?.to_f64_vec()?);
+    let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+    let err = want.iter().zip(&got).fold(0.0f64, |e, (w, g)| e.max((w - g).abs()));
+    let rel = err / scale;
+    // f16 output rounding alone is 2^-11 of a value; f16 accumulation over K=136 adds a few more.
+    let ok = rel < 4e-3 && got.iter().all(|v| v.is_finite());
+    let kernel = mt::matmul_kernel_name(0, DType::F16, [m, n, k])?;
+    println!("{{\"bench\": \"matmul_f16_check\", \"shape\": [{z}, {m}, {n}, {k}], \"kernel\": \"{kernel}\", \"max_abs_err\": {err:.5}, \"max_ref\": {scale:.3}, \"rel_err\": {rel:.2e}, \"ok\": {ok}}}");
     Ok(())
 }
 
