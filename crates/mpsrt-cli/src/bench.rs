@@ -12,9 +12,10 @@ pub enum BenchCommand {
 
 #[derive(clap::Args)]
 pub struct ElementwiseArgs {
-    /// Elements per operand for the bandwidth test.
-    #[arg(long, default_value_t = 64 << 20)]
-    size: usize,
+    /// Elements per operand for the bandwidth test; default 64M, or fewer where the adapter's
+    /// storage binding or memory limit holds less (128 MiB on lavapipe: 32M).
+    #[arg(long)]
+    size: Option<usize>,
     /// Timed iterations of the large add.
     #[arg(long, default_value_t = 50)]
     iters: usize,
@@ -89,6 +90,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// 64M f32 elements, or as many as one storage binding holds (larger operands would be
+/// windowed: several dispatches, no longer one kernel's bandwidth) and a quarter of the
+/// memory limit fits three times (two operands and the result, plus the result in flight).
+fn default_size(place: Place) -> mpsrt::Result<usize> {
+    let mut n = 64usize << 20;
+    if let Place::Gpu(i) = place {
+        let dev = device::gpu_device(i)?;
+        let bind = dev.properties().max_storage_buffer_binding_size / 4;
+        let mem = dev.memory_stats().limit / 4 / 4 / 4;
+        n = n.min(bind as usize).min(mem as usize);
+    }
+    // A multiple of 1M keeps the vec4 path and round numbers.
+    Ok((n >> 20 << 20).max(1 << 20))
+}
+
 pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
     let BenchCommand::Elementwise(a) = cmd;
     let place = match &a.place {
@@ -100,9 +116,13 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         Place::Gpu(i) => device::gpu_device(i)?.properties().display_name(),
         Place::Cpu => "CPU reference backend".to_string(),
     };
+    let size = match a.size {
+        Some(n) => n,
+        None => default_size(place)?,
+    };
     // Bandwidth: c = a + b reads 2 and writes 1 f32 per element.
-    let x = mpsrt::full(&[a.size], 1.0, DType::F32, place)?;
-    let y = mpsrt::full(&[a.size], 2.0, DType::F32, place)?;
+    let x = mpsrt::full(&[size], 1.0, DType::F32, place)?;
+    let y = mpsrt::full(&[size], 2.0, DType::F32, place)?;
     for _ in 0..3 {
         mpsrt::add(&x, &y)?;
     }
@@ -125,7 +145,7 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         }
     }
     let timing = delta(submit_timing(place)?, timing0);
-    let bytes = 3.0 * 4.0 * a.size as f64 * a.iters as f64;
+    let bytes = 3.0 * 4.0 * size as f64 * a.iters as f64;
     let gbps = bytes / secs / 1e9;
     // Eager overhead: many tiny ops recorded back to back, then one synchronize.
     let s = mpsrt::full(&[16], 1.0, DType::F32, place)?;
@@ -159,7 +179,7 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"device": name, "place": place.to_string(), "add_elements": a.size, "add_iters": a.iters,
+            serde_json::json!({"device": name, "place": place.to_string(), "add_elements": size, "add_iters": a.iters,
                 "add_gbps": gbps, "add_ms": secs * 1e3 / a.iters as f64, "tiny_ops": a.tiny_ops, "tiny_op_us": us,
                 "tiny_op_record_us": record_us, "tiny_bind_cache": binds,
                 "tiny_submit_timing": timing_json(tiny_timing),
@@ -169,7 +189,7 @@ pub fn run(cmd: BenchCommand) -> mpsrt::Result<()> {
         println!("device: {name}");
         println!(
             "f32 add, {} elements: {:.3} ms/op, {gbps:.1} GB/s (3 x 4 bytes/element)",
-            a.size,
+            size,
             secs * 1e3 / a.iters as f64
         );
         println!(

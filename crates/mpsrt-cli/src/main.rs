@@ -41,7 +41,8 @@ struct BenchArgs {
 enum Command {
     /// Show devices, backends, features, limits and memory.
     Info(info::InfoArgs),
-    /// Run the seed's basic-usage demo on the GPU (CPU if none) and print what ran where.
+    /// Create tensors on the GPU (CPU if none), run a few ops (add, multiply, exp, log, sqrt,
+    /// relu, sigmoid), check each against the CPU reference and print the values and the device.
     Demo(demo::DemoArgs),
     /// Benchmark an ONNX model (latency percentiles), or a micro-benchmark subcommand.
     Bench(BenchArgs),

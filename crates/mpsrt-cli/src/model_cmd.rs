@@ -115,6 +115,10 @@ pub struct ModelBenchArgs {
     /// Batch size substituted for dynamic (and leading) batch dims.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
+    /// The full shape of one input, `NAME=D0,D1,...` (repeatable): needed for inputs whose
+    /// non-batch dims are dynamic (sequence lengths, image sizes); overrides `--batch` there.
+    #[arg(long = "shape", value_name = "NAME=D0,D1,...", value_parser = parse_shape)]
+    pub shapes: Vec<(String, Vec<usize>)>,
     /// Timed iterations.
     #[arg(long, default_value_t = 20)]
     pub iterations: usize,
@@ -159,6 +163,23 @@ fn summarize(prof: &[StepProfile], n: usize) -> (Vec<(String, usize, f64)>, Vec<
     (ops, slow)
 }
 
+/// A model input's dims as `N, seq, 4`.
+fn dims_text(dims: &[impl std::fmt::Display]) -> String {
+    dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// `NAME=D0,D1,...` of `--shape`.
+fn parse_shape(s: &str) -> std::result::Result<(String, Vec<usize>), String> {
+    let (name, dims) =
+        s.rsplit_once('=').ok_or_else(|| format!("expected NAME=D0,D1,..., got '{s}'"))?;
+    let dims = dims
+        .split(',')
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim().parse::<usize>().map_err(|e| format!("dim '{d}' of '{s}': {e}")))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok((name.to_string(), dims))
+}
+
 fn random_input(dtype: DType, shape: &[usize], place: Place) -> Result<Tensor> {
     let t = if dtype.is_float() {
         mpsrt::rand(shape, DType::F32, Place::Cpu)?.astype(dtype)?
@@ -193,18 +214,57 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
     let session = Session::load(&model, place, opts)?;
     let mut feeds = HashMap::new();
     let mut shapes = Vec::new();
+    for (name, _) in &a.shapes {
+        if !session.inputs().iter().any(|i| &i.name == name) {
+            let names: Vec<&str> = session.inputs().iter().map(|i| i.name.as_str()).collect();
+            return Err(Error::invalid(
+                "bench",
+                format!("--shape names '{name}', which is not an input of the model (inputs: {names:?})"),
+            ));
+        }
+    }
     for info in session.inputs() {
-        let shape: Vec<usize> = info
-            .shape
-            .iter()
-            .enumerate()
-            .map(|(i, d)| match d.known() {
-                Some(n) if i == 0 && n == 1 => a.batch,
-                Some(n) => n,
-                None if i == 0 => a.batch,
-                None => 1,
-            })
-            .collect();
+        let given = a.shapes.iter().rev().find(|(n, _)| n == &info.name).map(|(_, s)| s);
+        let shape: Vec<usize> = match given {
+            Some(s) => {
+                let fits = s.len() == info.shape.len()
+                    && s.iter().zip(&info.shape).all(|(&v, d)| d.known().is_none_or(|n| n == v));
+                if !fits {
+                    return Err(Error::invalid(
+                        "bench",
+                        format!(
+                            "--shape {}={s:?} does not match the model's input [{}]",
+                            info.name,
+                            dims_text(&info.shape)
+                        ),
+                    ));
+                }
+                s.clone()
+            }
+            None => {
+                let mut shape = Vec::with_capacity(info.shape.len());
+                for (i, d) in info.shape.iter().enumerate() {
+                    shape.push(match d.known() {
+                        Some(n) if i == 0 && n == 1 => a.batch,
+                        Some(n) => n,
+                        None if i == 0 => a.batch,
+                        None => {
+                            return Err(Error::invalid(
+                                "bench",
+                                format!(
+                                    "input '{}' has dynamic dim {i} (shape [{}]): give its \
+                                     shape with --shape {}=D0,D1,...",
+                                    info.name,
+                                    dims_text(&info.shape),
+                                    info.name
+                                ),
+                            ))
+                        }
+                    });
+                }
+                shape
+            }
+        };
         shapes.push(shape.clone());
         feeds.insert(info.name.clone(), random_input(info.dtype, &shape, place)?);
     }
