@@ -69,7 +69,7 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
         return u64::MAX;
     };
     let step = pow / 16;
-    n.div_ceil(step).checked_mul(step).unwrap_or(u64::MAX)
+    n.div_ceil(step).saturating_mul(step)
 }
 
 impl Allocator {
