@@ -267,11 +267,22 @@ impl Emitter {
             self.for_each(m * n, |em| em.line(format!("{s}[i] = {base};")));
             self.open(format!("for (var {kk} = 0u; {kk} < {k}u; {kk}++)"));
             self.line(format!("let {bk} = bitcast<f32>(wg1[{kk} * {n}u + lid % {n}u]);"));
-            self.open(format!("for (var i = 0u; i < {r}u; i++)"));
-            self.line(format!(
+            let step = format!(
                 "{s}[i] = fma(bitcast<f32>(wg0[(i * {rows_per_i}u + lid / {n}u) * {k}u + {kk}]), {bk}, {s}[i]);"
-            ));
-            self.close();
+            );
+            if r <= UNROLL {
+                // Constant indices keep the accumulators in registers (see `for_each`).
+                for i in 0..r {
+                    self.open(String::new());
+                    self.line(format!("let i = {i}u;"));
+                    self.line(&step);
+                    self.close();
+                }
+            } else {
+                self.open(format!("for (var i = 0u; i < {r}u; i++)"));
+                self.line(&step);
+                self.close();
+            }
             self.close();
             let fin =
                 crate::value::normalize(&format!("{s}[i]"), out_ty.dtype().unwrap_or(DType::F32));
