@@ -239,7 +239,8 @@ fn jit_launch(
 ) -> PyRes<()> {
     let args = convert(&args)?;
     let grid = [grid.0, grid.1, grid.2];
-    py.detach(move || launch_jit(source, name, args, grid, num_warps)).py_err()
+    crate::guard::detach(py, "jit_launch", move || launch_jit(source, name, args, grid, num_warps))
+        .py_err()
 }
 
 /// Compiles a Triton-language kernel without launching it; returns (wgsl, entry, workgroup_size).
@@ -272,7 +273,7 @@ fn wgsl_launch(
     workgroups: (u32, u32, u32),
 ) -> PyRes<()> {
     let ts: Vec<Tensor> = tensors.iter().map(|t| t.get().inner.clone()).collect();
-    py.detach(move || {
+    crate::guard::detach(py, "wgsl_launch", move || {
         let op = "compile_kernel";
         let refs: Vec<&Tensor> = ts.iter().collect();
         let dev = launch_device(op, &refs)?;
@@ -361,7 +362,7 @@ fn triton_compile<'py>(
 /// Builds the pipeline of a compiled Triton kernel (WGSL) on `device`.
 #[pyfunction]
 fn triton_load(py: Python<'_>, wgsl: String, device: usize) -> PyRes<TritonPipeline> {
-    py.detach(move || {
+    crate::guard::detach(py, "triton_load", move || {
         let dev = mpsrt_runtime::gpu_device(device)?;
         let pipeline = dev.pipeline(Kernel { source: &wgsl, entry: mpsrt_jit::ENTRY_POINT })?;
         Ok(TritonPipeline { pipeline, device })
@@ -388,7 +389,7 @@ fn triton_launch(
         .collect();
     let args = convert(&kinds)?;
     let (pipeline, device) = (pipe.pipeline.clone(), pipe.device);
-    py.detach(move || {
+    crate::guard::detach(py, "triton_launch", move || {
         let op = "triton";
         let tensors: Vec<&Tensor> =
             args.iter().filter_map(|a| if let Arg::Ptr(t) = a { Some(t) } else { None }).collect();
