@@ -15,8 +15,10 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
     for size in [8, 16] {
         for acc in [DType::F32, DType::F16] {
             for subgroup in [32, 64] {
-                for batch_dims in [0, 1, 2] {
-                    let spec = CoopMatmulSpec { size, acc, subgroup, batch_dims };
+                for (batch_dims, vec_a, vec_b) in
+                    [(0, false, false), (1, true, false), (2, false, true), (0, true, true)]
+                {
+                    let spec = CoopMatmulSpec { size, acc, subgroup, batch_dims, vec_a, vec_b };
                     let src = spec.render().unwrap();
                     let msl = wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
                     assert!(msl.contains("simdgroup"), "{spec:?}: no simdgroup matrix in MSL");
@@ -29,9 +31,30 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
 #[test]
 fn render_rejects_what_the_planner_never_asks_for() {
     let bad = [
-        CoopMatmulSpec { size: 32, acc: DType::F32, subgroup: 32, batch_dims: 0 },
-        CoopMatmulSpec { size: 16, acc: DType::I32, subgroup: 32, batch_dims: 0 },
-        CoopMatmulSpec { size: 16, acc: DType::F32, subgroup: 24, batch_dims: 0 },
+        CoopMatmulSpec {
+            size: 32,
+            acc: DType::F32,
+            subgroup: 32,
+            batch_dims: 0,
+            vec_a: false,
+            vec_b: false,
+        },
+        CoopMatmulSpec {
+            size: 16,
+            acc: DType::I32,
+            subgroup: 32,
+            batch_dims: 0,
+            vec_a: false,
+            vec_b: false,
+        },
+        CoopMatmulSpec {
+            size: 16,
+            acc: DType::F32,
+            subgroup: 24,
+            batch_dims: 0,
+            vec_a: false,
+            vec_b: false,
+        },
     ];
     for s in bad {
         assert!(s.render().is_err(), "{s:?}");
@@ -49,7 +72,7 @@ fn planner_picks_from_the_configuration_list() {
     ];
     let p = plan_coop_matmul(&nv, (32, 32), big, 0).unwrap();
     assert_eq!((p.size, p.acc, p.subgroup), (16, DType::F32, 32));
-    assert_eq!((p.block_m(), p.block_n(), p.threads()), (64, 64, 128));
+    assert_eq!((p.block_m(), p.block_n(), p.threads()), (128, 128, 128));
     // Apple-like: 8×8 only, f32×f32 / f16×f16 / f16→f32.
     let apple = [
         cfg(8, DType::F32, DType::F32),
@@ -58,6 +81,7 @@ fn planner_picks_from_the_configuration_list() {
     ];
     let p = plan_coop_matmul(&apple, (32, 32), big, 1).unwrap();
     assert_eq!((p.size, p.acc, p.batch_dims), (8, DType::F32, 1));
+    assert_eq!((p.block_m(), p.block_n()), (64, 64));
     // f16 accumulation only: taken (the caller's tolerance is the f16 GEMM's).
     let p = plan_coop_matmul(&[cfg(16, DType::F16, DType::F16)], (32, 32), big, 0).unwrap();
     assert_eq!(p.acc, DType::F16);

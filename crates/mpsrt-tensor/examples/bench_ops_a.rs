@@ -70,23 +70,33 @@ fn matvec_and_f16(dev: &mpsrt_runtime::GpuDevice, k: usize) -> Result<()> {
 }
 
 /// f16 matmuls on the GPU against the f32 CPU product of the same (f16-rounded) values: odd
-/// sizes (partial tiles), a transposed B and a broadcast batch, so a matrix-unit kernel that
-/// ran wrong shows here. Prints the kernel and the largest error relative to max |reference|.
+/// sizes (partial tiles), a broadcast batch, and each operand once transposed (strided staging)
+/// and once contiguous (8-wide staging), so a matrix-unit kernel that ran wrong shows here.
+/// Prints the kernel and the largest error relative to max |reference|.
 fn f16_check() -> Result<()> {
     let g = Place::Gpu(0);
     let (z, m, n, k) = (3usize, 200usize, 264usize, 136usize);
-    let a = mt::randn(&[z, m, k], DType::F32, Place::Cpu)?.astype(DType::F16)?;
-    let bt = mt::randn(&[n, k], DType::F32, Place::Cpu)?.astype(DType::F16)?;
-    let want = mt::matmul(&a.astype(DType::F32)?, &bt.astype(DType::F32)?.transpose(0, 1)?)?;
-    let got = mt::matmul(&a.to(g)?, &bt.to(g)?.transpose(0, 1)?)?;
-    let (want, got) = (want.to_f64_vec()?, got.astype(DType::F32)?.to_f64_vec()?);
-    let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs()));
-    let err = want.iter().zip(&got).fold(0.0f64, |e, (w, g)| e.max((w - g).abs()));
-    let rel = err / scale;
-    // f16 output rounding alone is 2^-11 of a value; f16 accumulation over K=136 adds a few more.
-    let ok = rel < 4e-3 && got.iter().all(|v| v.is_finite());
-    let kernel = mt::matmul_kernel_name(0, DType::F16, [m, n, k])?;
-    println!("{{\"bench\": \"matmul_f16_check\", \"shape\": [{z}, {m}, {n}, {k}], \"kernel\": \"{kernel}\", \"max_abs_err\": {err:.5}, \"max_ref\": {scale:.3}, \"rel_err\": {rel:.2e}, \"ok\": {ok}}}");
+    let h = |shape: &[usize]| -> Result<Tensor> {
+        mt::randn(shape, DType::F32, Place::Cpu)?.astype(DType::F16)
+    };
+    // (A [z, m, k] contiguous, B = [n, k]ᵀ) and (A = [z, k, m]ᵀ, B [k, n] contiguous).
+    let cases = [
+        ("a_bT", h(&[z, m, k])?, h(&[n, k])?.transpose(0, 1)?),
+        ("aT_b", h(&[z, k, m])?.transpose(1, 2)?, h(&[k, n])?),
+    ];
+    for (name, a, b) in cases {
+        let want = mt::matmul(&a.astype(DType::F32)?, &b.astype(DType::F32)?)?;
+        let got = mt::matmul(&a.to(g)?, &b.to(g)?)?;
+        let (want, got) = (want.to_f64_vec()?, got.astype(DType::F32)?.to_f64_vec()?);
+        let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        let err = want.iter().zip(&got).fold(0.0f64, |e, (w, g)| e.max((w - g).abs()));
+        let rel = err / scale;
+        // f16 output rounding alone is 2^-11 of a value; f16 accumulation over K=136 adds a
+        // few more; an indexing error is O(1).
+        let ok = rel < 4e-3 && got.iter().all(|v| v.is_finite());
+        let kernel = mt::matmul_kernel_name(0, DType::F16, [m, n, k])?;
+        println!("{{\"bench\": \"matmul_f16_check\", \"case\": \"{name}\", \"shape\": [{z}, {m}, {n}, {k}], \"kernel\": \"{kernel}\", \"max_abs_err\": {err:.5}, \"max_ref\": {scale:.3}, \"rel_err\": {rel:.2e}, \"ok\": {ok}}}");
+    }
     Ok(())
 }
 

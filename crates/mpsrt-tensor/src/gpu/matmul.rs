@@ -281,7 +281,12 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     if dtype == DType::F16 {
         let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
         let props = dev.properties();
-        if let Ok(spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
+        if let Ok(mut spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
+            // 8 f16 per load where the operand runs contiguously along K (A) / N (B) in whole
+            // 16-byte vectors: offsets, strides and the contiguous extent multiples of 8.
+            let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
+            spec.vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
+            spec.vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
             let pl = cached(&COOP, &dev, op, spec, CoopMatmulSpec::render)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));
