@@ -15,6 +15,7 @@
 mod direct;
 mod grpc;
 mod http;
+mod instances;
 mod report;
 
 use crate::model_cmd::Device;
@@ -83,6 +84,10 @@ pub struct PerfArgs {
     /// Print one JSON object per line instead of a table.
     #[arg(long = "json-output")]
     json_output: bool,
+    /// The server's metrics endpoint HOST:PORT, read for executions per instance (default: the
+    /// server's host, port 8002); `none` to skip.
+    #[arg(long = "metrics-url", value_name = "HOST:PORT")]
+    metrics_url: Option<String>,
 }
 
 /// One input or output as the server's model metadata describes it.
@@ -461,6 +466,8 @@ pub struct Level {
     pub first_error: Option<String>,
     pub wall_s: f64,
     pub server: Option<ServerSummary>,
+    /// (instance, device, executions) over the timed requests, when the server reports them.
+    pub instances: Vec<(String, String, u64)>,
 }
 
 /// Shared by the workers of one level.
@@ -558,6 +565,15 @@ pub fn capacity(n: usize) -> usize {
     n.min(1 << 20)
 }
 
+/// Where to read per-instance counts: `--metrics-url`, else the server's host on port 8002.
+fn metrics_addr(a: &PerfArgs, t: &Target) -> Option<String> {
+    match a.metrics_url.as_deref() {
+        Some("none") => None,
+        Some(u) => Some(u.trim_start_matches("http://").trim_end_matches('/').to_string()),
+        None => Some(format!("{}:8002", t.addr.ip())),
+    }
+}
+
 /// Runs one concurrency level: warm-up, stats snapshot, timed requests, stats snapshot.
 async fn run_level(
     a: &PerfArgs,
@@ -591,6 +607,11 @@ async fn run_level(
     let warm_error = sh.warm_error.lock().await.clone();
     let before =
         if warm_error.is_none() { snapshot(control, target, a.protocol).await } else { None };
+    let metrics = metrics_addr(a, target);
+    let inst_before = match &metrics {
+        Some(m) if warm_error.is_none() => instances::scrape(m, &target.model).await,
+        _ => None,
+    };
     sh.abort.store(warm_error.is_some(), Ordering::Release);
     sh.go.wait().await;
     let mut outs = Vec::with_capacity(concurrency);
@@ -604,6 +625,10 @@ async fn run_level(
         ));
     }
     let after = snapshot(control, target, a.protocol).await;
+    let inst_after = match (&metrics, &inst_before) {
+        (Some(m), Some(_)) => instances::scrape(m, &target.model).await,
+        _ => None,
+    };
     let start = outs.iter().map(|o| o.start).min().unwrap_or_else(Instant::now);
     let end = outs.iter().map(|o| o.end).max().unwrap_or_else(Instant::now);
     let mut level = Level {
@@ -615,6 +640,10 @@ async fn run_level(
         server: match (before, after) {
             (Some(b), Some(a)) => a.since(&b),
             _ => None,
+        },
+        instances: match (inst_before, inst_after) {
+            (Some(b), Some(a)) => instances::since(&b, &a),
+            _ => Vec::new(),
         },
     };
     for o in outs {

@@ -26,6 +26,7 @@ fn free_port() -> u16 {
 struct Server {
     child: Child,
     http: u16,
+    metrics: u16,
 }
 
 impl Drop for Server {
@@ -60,7 +61,7 @@ fn start_server() -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut server = Server { child, http };
+    let mut server = Server { child, http, metrics };
     let t0 = Instant::now();
     while !ready(http) {
         if let Ok(Some(st)) = server.child.try_wait() {
@@ -87,6 +88,7 @@ fn perf_measures_simple_and_reports_the_overhead() {
     let url = format!("127.0.0.1:{}", server.http);
     let out = mpsrt()
         .args(["perf", "-m", "simple", "-u", &url, "--requests", "50", "--warmup", "5"])
+        .args(["--metrics-url", &format!("127.0.0.1:{}", server.metrics)])
         .args(["--concurrency-range", "1:2", "--json-output", "--device", "cpu", "--direct"])
         .arg(root().join("examples/model_repository/simple/1/model.onnx"))
         .output()
@@ -107,6 +109,16 @@ fn perf_measures_simple_and_reports_the_overhead() {
         assert!(v["throughput_rps"].as_f64().unwrap() > 0.0, "{v}");
         // mpsrt serve has the statistics extension: the timed requests show up there.
         assert_eq!(v["server"]["requests"], 50, "{v}");
+        // And its per-instance series: simple's one instance (on the CPU here) ran them all,
+        // one execution per request at concurrency 1, batched at most 2 by 2 at concurrency 2.
+        let inst = v["instances"].as_array().unwrap();
+        assert_eq!(inst.len(), 1, "{v}");
+        assert_eq!(
+            (inst[0]["instance"].as_str(), inst[0]["device"].as_str()),
+            (Some("simple_0"), Some("cpu"))
+        );
+        let n = inst[0]["executions"].as_u64().unwrap();
+        assert!(if c == 1 { n == 50 } else { (25..=50).contains(&n) }, "{v}");
     }
     let direct = lines.iter().find(|v| v["kind"] == "direct").expect("direct line");
     assert_eq!(direct["requests"], 50);

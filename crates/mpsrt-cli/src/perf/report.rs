@@ -124,7 +124,8 @@ impl Reporter {
                 json!({"concurrency": lv.concurrency, "requests": l.len() + lv.errors,
                     "errors": lv.errors, "first_error": lv.first_error,
                     "throughput_rps": r1(rps), "p50_us": r1(p50), "p90_us": r1(p90),
-                    "p99_us": r1(p99), "mean_us": r1(m), "server": server}),
+                    "p99_us": r1(p99), "mean_us": r1(m), "server": server,
+                    "instances": lv.instances.iter().map(|(i, d, n)| json!({"instance": i, "device": d, "executions": n})).collect::<Vec<_>>()}),
             );
             return;
         }
@@ -146,6 +147,11 @@ impl Reporter {
         );
         if let Some(e) = &lv.first_error {
             println!("      first error: {e}");
+        }
+        if !lv.instances.is_empty() {
+            let per: Vec<String> =
+                lv.instances.iter().map(|(i, d, n)| format!("{i} on {d}: {n}")).collect();
+            println!("      executions per instance: {}", per.join(", "));
         }
     }
 
