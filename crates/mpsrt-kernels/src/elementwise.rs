@@ -256,30 +256,34 @@ impl ElementwiseSpec {
     }
 
     fn scalar_base(&self) -> usize {
-        2
+        3
     }
     fn operand_base(&self) -> usize {
-        2 + self.num_scalars
+        3 + self.num_scalars
     }
 
-    /// The metadata block: `[numel, base, scalars.., (shape.., (offset, strides..) per input) | offsets..]`.
+    /// The metadata block: `[numel, base, out_shift, scalars.., (shape.., (offset, strides..) per
+    /// input) | offsets..]`.
     ///
     /// A launch split into binding windows (`mpsrt-tensor/src/gpu/window.rs`) records one
     /// dispatch per range of output elements: `numel` is the range's length, the output is bound
     /// from the range's first element, and `offsets` are relative to each input's binding. In
     /// `Strided` mode the kernel decodes coordinates from `base + e` (`base`: the range's first
     /// element) and `offsets` may be negative; `Linear`/`Vec4` ignore `base` (the caller folds
-    /// it into the offsets).
+    /// it into the offsets). `out_shift` places the range's first element in the output's
+    /// binding, in storage units (elements; words for packed outputs; vec4s in `Vec4` mode).
+    #[allow(clippy::too_many_arguments)]
     pub fn meta(
         &self,
         numel: usize,
         base: usize,
+        out_shift: usize,
         scalars: &[u32],
         shape: &[usize],
         offsets: &[isize],
         strides: &[Vec<isize>],
     ) -> Vec<u32> {
-        let mut w = vec![numel as u32, base as u32];
+        let mut w = vec![numel as u32, base as u32, out_shift as u32];
         w.extend_from_slice(scalars);
         match self.mode {
             Mode::Linear | Mode::Vec4 => w.extend(offsets.iter().map(|&o| o as u32)),
@@ -438,7 +442,7 @@ impl ElementwiseSpec {
                 };
                 let _ = writeln!(
                     s,
-                    "  if (t + {k}u * total < n4) {{ out[t + {k}u * total] = vec4<{}>({}, {}, {}, {}); }}",
+                    "  if (t + {k}u * total < n4) {{ out[t + {k}u * total + mw(2u)] = vec4<{}>({}, {}, {}, {}); }}",
                     storage_ty(self.output),
                     lane("x"),
                     lane("y"),
@@ -451,7 +455,7 @@ impl ElementwiseSpec {
         }
         let _ = writeln!(s, "  if (t * {ept}u >= numel) {{ return; }}");
         if ept == 1 {
-            s.push_str("  out[t] = val(t);\n}\n");
+            s.push_str("  out[t + mw(2u)] = val(t);\n}\n");
             return s;
         }
         let zero = match out_t {
@@ -463,12 +467,12 @@ impl ElementwiseSpec {
             let _ = writeln!(s, "  var r{k} = {zero};\n  if (t * {ept}u + {k}u < numel) {{ r{k} = val(t * {ept}u + {k}u); }}");
         }
         match self.output {
-            DType::F16 => s.push_str("  out[t] = pack2x16float(vec2<f32>(r0, r1));\n"),
+            DType::F16 => s.push_str("  out[t + mw(2u)] = pack2x16float(vec2<f32>(r0, r1));\n"),
             DType::Bool => s.push_str(
-                "  out[t] = select(0u, 1u, r0) | (select(0u, 1u, r1) << 8u) | (select(0u, 1u, r2) << 16u) | (select(0u, 1u, r3) << 24u);\n",
+                "  out[t + mw(2u)] = select(0u, 1u, r0) | (select(0u, 1u, r1) << 8u) | (select(0u, 1u, r2) << 16u) | (select(0u, 1u, r3) << 24u);\n",
             ),
             _ => s.push_str(
-                "  out[t] = (u32(r0) & 0xffu) | ((u32(r1) & 0xffu) << 8u) | ((u32(r2) & 0xffu) << 16u) | ((u32(r3) & 0xffu) << 24u);\n",
+                "  out[t + mw(2u)] = (u32(r0) & 0xffu) | ((u32(r1) & 0xffu) << 8u) | ((u32(r2) & 0xffu) << 16u) | ((u32(r3) & 0xffu) << 24u);\n",
             ),
         }
         s.push_str("}\n");

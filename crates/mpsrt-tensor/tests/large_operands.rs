@@ -44,6 +44,20 @@ fn cases() -> Vec<Case> {
             |x, _| x[0].transpose(0, 1)?.contiguous(),
             0.0,
         ),
+        // Output rows (300, 600) not a multiple of the 64-element alignment: ranges end where
+        // a row ends and the output is bound from the aligned element before the next range.
+        case(
+            "transpose copy, short rows",
+            vec![f32s(&[300, 60], 19)],
+            |x, _| x[0].transpose(0, 1)?.contiguous(),
+            0.0,
+        ),
+        case(
+            "transpose copy f16",
+            vec![f32s(&[600, 70], 20).astype(DType::F16).unwrap()],
+            |x, _| x[0].transpose(0, 1)?.contiguous(),
+            0.0,
+        ),
         case(
             "stepped slice copy",
             vec![f32s(&[600, 257], 3)],
@@ -200,8 +214,9 @@ fn every_op_family_matches_cpu_past_a_lowered_binding_limit() {
 fn what_cannot_be_windowed_is_a_clear_error() {
     init();
     for p in gpus() {
-        // A transposed copy whose 64 neighbouring outputs lie 64 x 4 KB apart in the source.
-        let x = f32s(&[30, 1024], 16).to(p).unwrap();
+        // A transposed f16 copy: each thread writes one packed word of 2 outputs, whose
+        // sources lie 80 KB apart.
+        let x = f32s(&[2, 40_000], 16).astype(DType::F16).unwrap().to(p).unwrap();
         let e = x.transpose(0, 1).unwrap().contiguous().unwrap_err();
         assert_eq!(e.kind, ErrorKind::OutOfMemory, "{e}");
         let msg = e.to_string();

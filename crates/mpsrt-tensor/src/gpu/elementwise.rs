@@ -137,9 +137,11 @@ pub(crate) fn eval(
         let spec = &key.1;
         let tune = tuning();
         let ept = spec.elements_per_thread_with(tune) as usize;
-        let (limit, align) = window::limits(&dev);
-        // Ranges start on an aligned output element that is also a whole thread's first.
-        let unit = (align as usize / out.size()).max(ept);
+        let (limit, _) = window::limits(&dev);
+        // Ranges start on a whole thread's first element; the output is bound from the aligned
+        // element at or before it and the kernel shifts its stores (ranges may then end where
+        // a transposed view's row ends, the only place such a view's span stays small).
+        let unit = ept;
         // The kernel counts elements in u32: keep a range well inside it.
         let max_points = (u32::MAX as usize / 2) / unit * unit;
         let whole = n <= max_points
@@ -191,7 +193,10 @@ pub(crate) fn eval(
                 let first = if linear { o + w.start } else { o };
                 rel.push(w.rel(k, first as isize));
             }
-            let meta = spec.meta(w.len, w.start, &words, &cshape, &rel, &cstrides);
+            let out_base = w.base[nin].map_or(0, |b| b.0);
+            // In storage units: vec4s, packed words or elements.
+            let shift = (w.start - out_base) / if mode == Mode::Vec4 { 4 } else { ept };
+            let meta = spec.meta(w.len, w.start, shift, &words, &cshape, &rel, &cstrides);
             let threads = (w.len as u64).div_ceil(ept as u64);
             let wg = grid(
                 threads.div_ceil(tune.workgroup as u64),

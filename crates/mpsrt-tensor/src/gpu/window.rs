@@ -71,7 +71,9 @@ impl Window {
 /// Binding limits of `dev`: (max bytes per binding, offset alignment in bytes).
 pub(crate) fn limits(dev: &GpuDevice) -> (u64, u64) {
     let p = dev.properties();
-    (p.max_storage_buffer_binding_size, (p.min_storage_buffer_offset_alignment as u64).max(4))
+    // At least 256 bytes (a multiple of every adapter's power-of-two alignment): a window then
+    // starts on a whole vec4 / packed word of any dtype, which kernels' store shifts rely on.
+    (p.max_storage_buffer_binding_size, (p.min_storage_buffer_offset_alignment as u64).max(256))
 }
 
 /// Whether `buffer` can be bound whole.
