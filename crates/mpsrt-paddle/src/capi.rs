@@ -62,7 +62,10 @@ api_table! {
     PD_TensorGetDim: fn(*const T, usize, St) -> i64;
     PD_TensorGetNumStrides: fn(*const T, St) -> i64;
     PD_TensorGetStride: fn(*const T, usize, St) -> i64;
+    PD_TensorGetOffset: fn(*const T, St) -> usize;
     PD_TensorSetDims: fn(*mut T, i64, *const i64, St);
+    PD_TensorSetStrides: fn(*mut T, i64, *const i64, St);
+    PD_TensorSetOffset: fn(*mut T, i64, St);
     PD_DeviceContextAllocateTensor: fn(*const T, *mut T, usize, c_int, St) -> *mut c_void;
     PD_IntArrayGetDataPointer: fn(*mut T) -> PD_List;
     PD_RegisterPhiKernel: fn(*const c_char, *const c_char, c_int, c_int, usize, *const c_int, usize,
@@ -217,18 +220,9 @@ pub fn out_meta(op: &str, out: *mut T) -> Result<Meta> {
     meta(op, out)
 }
 
-/// Store `result` into Paddle's output tensor: allocate it through the device context (dims
-/// and dtype were set by InferMeta; the result is cast to that dtype and must have as many
-/// elements), then copy the data into the window.
-pub fn store(op: &str, dev_ctx: *const T, out: *mut T, result: &Tensor) -> Result<()> {
-    if out.is_null() {
-        return Ok(());
-    }
-    let a = api()?;
-    let mut st = 0;
-    // SAFETY: live output tensor; InferMeta ran before the kernel.
-    let pd_dt = unsafe { (a.PD_TensorGetPDDataType)(out, &mut st) };
-    let want = dtype_from_pd(op, pd_dt)?;
+/// Check `result` against the output Paddle's InferMeta described (element count) and cast it
+/// to that dtype. Runs inside the kernel body; the allocation happens later, in [`allocate`].
+pub fn prepare(op: &str, out: *mut T, result: &Tensor) -> Result<Tensor> {
     let m = meta(op, out)?;
     let n: usize = m.dims.iter().product();
     if n != result.numel() {
@@ -241,15 +235,66 @@ pub fn store(op: &str, dev_ctx: *const T, out: *mut T, result: &Tensor) -> Resul
             ),
         ));
     }
-    let r = if result.dtype() == want { result.clone() } else { result.astype(want)? };
-    // SAFETY: live context and output; size 0 = numel × element size.
-    let ptr =
-        unsafe { (a.PD_DeviceContextAllocateTensor)(dev_ctx, out, 0, pd_dt, &mut st) } as usize;
-    check(op, st, "allocate output")?;
-    if r.numel() == 0 {
-        return Ok(());
+    if result.dtype() == m.dtype {
+        Ok(result.clone())
+    } else {
+        result.astype(m.dtype)
     }
-    memory::store(op, ptr, &r)
+}
+
+/// Allocate output `out` through the device context (numel × element size). Paddle's allocator
+/// may throw a C++ exception (e.g. out of memory): call this outside `catch_unwind`, so the
+/// exception reaches Paddle's own handler.
+///
+/// # Safety
+/// `dev_ctx` and `out` must be the live pointers of the current launch.
+pub unsafe fn allocate(op: &str, dev_ctx: *const T, out: *mut T) -> Result<usize> {
+    let a = api()?;
+    let mut st = 0;
+    // SAFETY: per the contract; size 0 = numel × element size.
+    let ptr = unsafe {
+        let dt = (a.PD_TensorGetPDDataType)(out, &mut st);
+        (a.PD_DeviceContextAllocateTensor)(dev_ctx, out, 0, dt, &mut st)
+    };
+    check(op, st, "allocate output")?;
+    Ok(ptr as usize)
+}
+
+/// Make `out` a view with `dims`, `strides` and byte `offset` into its allocation (allocating it
+/// first if it has none) and return the address of its first element (`strided_copy`).
+///
+/// # Safety
+/// As [`allocate`].
+pub unsafe fn restride(
+    op: &str,
+    dev_ctx: *const T,
+    out: *mut T,
+    dims: &[i64],
+    strides: &[i64],
+    offset: i64,
+) -> Result<usize> {
+    let a = api()?;
+    let mut st = 0;
+    // SAFETY: per the contract; the arrays outlive the calls.
+    unsafe {
+        let mut p = (a.PD_TensorGetDataPointer)(out, &mut st);
+        if p.is_null() {
+            (a.PD_TensorSetDims)(out, dims.len() as i64, dims.as_ptr(), &mut st);
+            p = (a.PD_DeviceContextAllocateTensor)(
+                dev_ctx,
+                out,
+                0,
+                (a.PD_TensorGetPDDataType)(out, &mut st),
+                &mut st,
+            );
+        }
+        let base = p as usize - (a.PD_TensorGetOffset)(out, &mut st);
+        (a.PD_TensorSetDims)(out, dims.len() as i64, dims.as_ptr(), &mut st);
+        (a.PD_TensorSetStrides)(out, strides.len() as i64, strides.as_ptr(), &mut st);
+        (a.PD_TensorSetOffset)(out, offset, &mut st);
+        check(op, st, "strided_copy output metadata")?;
+        Ok(base + offset as usize)
+    }
 }
 
 /// `phi::Scalar` (Paddle 3.x `ScalarBase<Tensor>`, no vtable): `bool is_from_tensor_;

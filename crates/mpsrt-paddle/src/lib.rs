@@ -147,3 +147,46 @@ pub extern "C" fn mpsrt_paddle_last_error(buf: *mut c_char, len: usize) -> usize
 pub extern "C" fn mpsrt_paddle_reset_stats() {
     let _ = std::panic::catch_unwind(stats::reset);
 }
+
+/// Device `index` as JSON: name, backend, type, total memory, unified memory, max buffer size
+/// and mpsrt's allocator statistics (`{"error": ...}` when there is no such device).
+#[no_mangle]
+pub extern "C" fn mpsrt_paddle_device_json(index: i32, buf: *mut c_char, len: usize) -> usize {
+    std::panic::catch_unwind(|| {
+        let s = match mpsrt_runtime::gpu_device(index.max(0) as usize) {
+            Ok(d) => {
+                let p = d.properties();
+                let m = d.memory_stats();
+                format!(
+                    "{{\"name\": {:?}, \"backend\": {:?}, \"device_type\": {:?}, \"total_memory\": {}, \
+                     \"unified_memory\": {}, \"max_buffer_size\": {}, \"allocated\": {}, \"reserved\": {}, \
+                     \"peak_allocated\": {}, \"limit\": {}, \"chunk_bytes\": {}}}",
+                    p.name,
+                    p.backend,
+                    p.device_type,
+                    p.total_memory,
+                    p.unified_memory,
+                    p.max_buffer_size,
+                    m.allocated,
+                    m.reserved,
+                    m.peak_allocated,
+                    m.limit,
+                    memory::chunk_bytes()
+                )
+            }
+            Err(e) => format!("{{\"error\": {:?}}}", e.to_string()),
+        };
+        write_c(&s, buf, len)
+    })
+    .unwrap_or(0)
+}
+
+/// Release mpsrt's cached buffers of device `index` to the driver.
+#[no_mangle]
+pub extern "C" fn mpsrt_paddle_empty_cache(index: i32) {
+    let _ = std::panic::catch_unwind(|| {
+        if let Ok(d) = mpsrt_runtime::gpu_device(index.max(0) as usize) {
+            d.empty_cache();
+        }
+    });
+}

@@ -318,9 +318,9 @@ pub unsafe fn fill(iface: *mut C_DeviceInterface) {
         };
     }
     type D = extern "C-unwind" fn(C_Device) -> C_Status;
-    type DS = extern "C-unwind" fn(C_Device, C_Stream) -> C_Status;
-    type DE = extern "C-unwind" fn(C_Device, C_Event) -> C_Status;
-    type DSE = extern "C-unwind" fn(C_Device, C_Stream, C_Event) -> C_Status;
+    type DevStream = extern "C-unwind" fn(C_Device, C_Stream) -> C_Status;
+    type DevEvent = extern "C-unwind" fn(C_Device, C_Event) -> C_Status;
+    type StreamEvent = extern "C-unwind" fn(C_Device, C_Stream, C_Event) -> C_Status;
     type Cp = extern "C-unwind" fn(C_Device, *mut c_void, *const c_void, usize) -> C_Status;
     type ACp =
         extern "C-unwind" fn(C_Device, C_Stream, *mut c_void, *const c_void, usize) -> C_Status;
@@ -335,19 +335,19 @@ pub unsafe fn fill(iface: *mut C_DeviceInterface) {
         slot::CREATE_STREAM,
         create_stream as extern "C-unwind" fn(C_Device, *mut C_Stream) -> C_Status
     );
-    set!(slot::DESTROY_STREAM, destroy_stream as DS);
-    set!(slot::QUERY_STREAM, sync_stream as DS);
+    set!(slot::DESTROY_STREAM, destroy_stream as DevStream);
+    set!(slot::QUERY_STREAM, sync_stream as DevStream);
     set!(
         slot::CREATE_EVENT,
         create_event as extern "C-unwind" fn(C_Device, *mut C_Event) -> C_Status
     );
-    set!(slot::RECORD_EVENT, record_event as DSE);
-    set!(slot::DESTROY_EVENT, destroy_event as DE);
-    set!(slot::QUERY_EVENT, query_event as DE);
+    set!(slot::RECORD_EVENT, record_event as StreamEvent);
+    set!(slot::DESTROY_EVENT, destroy_event as DevEvent);
+    set!(slot::QUERY_EVENT, query_event as DevEvent);
     set!(slot::SYNC_DEVICE, sync_device as D);
-    set!(slot::SYNC_STREAM, sync_stream as DS);
-    set!(slot::SYNC_EVENT, sync_event as DE);
-    set!(slot::STREAM_WAIT_EVENT, stream_wait_event as DSE);
+    set!(slot::SYNC_STREAM, sync_stream as DevStream);
+    set!(slot::SYNC_EVENT, sync_event as DevEvent);
+    set!(slot::STREAM_WAIT_EVENT, stream_wait_event as StreamEvent);
     set!(
         slot::DEV_ALLOC,
         allocate as extern "C-unwind" fn(C_Device, *mut *mut c_void, usize) -> C_Status

@@ -18,6 +18,9 @@ mod reduce;
 mod shape_ops;
 mod tensor;
 
+// Linked for its exported C symbols (`InitPlugin`, `mpsrt_paddle_*`): Paddle loads this
+// library as its 'mps' CustomDevice plugin.
+pub use mpsrt_paddle;
 use mpsrt_core::{DType, Error, ErrorKind, Place};
 use pyo3::exceptions::{
     PyMemoryError, PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,

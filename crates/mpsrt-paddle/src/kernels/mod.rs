@@ -82,6 +82,14 @@ pub enum Val {
     D(Option<DType>),
 }
 
+/// A result waiting to be written into Paddle's output `out` once the body has returned.
+pub enum Pending {
+    /// Allocate the output (dims / dtype from InferMeta) and copy the tensor in.
+    Out { out: usize, tensor: Tensor },
+    /// `strided_copy`: re-view the output with dims / strides / byte offset, then copy.
+    Strided { out: usize, tensor: Tensor, dims: Vec<i64>, strides: Vec<i64>, offset: i64 },
+}
+
 /// One kernel invocation, whichever entry point it came through.
 pub struct Call {
     pub name: &'static str,
@@ -90,6 +98,7 @@ pub struct Call {
     pub lists: Vec<Vec<*const c_void>>,
     pub attrs: Vec<Val>,
     pub outs: Vec<*mut c_void>,
+    pub pending: std::cell::RefCell<Vec<Pending>>,
 }
 
 impl Call {
@@ -101,6 +110,7 @@ impl Call {
             lists: vec![],
             attrs: vec![],
             outs: vec![],
+            pending: Default::default(),
         }
     }
 
@@ -112,9 +122,28 @@ impl Call {
     pub fn input_list(&self, i: usize) -> Result<Vec<Tensor>> {
         self.lists[i].iter().map(|&t| capi::input(self.name, t)).collect()
     }
-    /// Store `t` as output `i` (cast to the dtype Paddle inferred).
+    /// Store `t` as output `i` (cast to the dtype Paddle inferred). The copy into Paddle's
+    /// memory happens after the body returns (see [`run`]).
     pub fn store(&self, i: usize, t: &Tensor) -> Result<()> {
-        capi::store(self.name, self.dev_ctx, self.outs[i], t)
+        if self.outs[i].is_null() {
+            return Ok(());
+        }
+        let t = capi::prepare(self.name, self.outs[i], t)?;
+        self.pending.borrow_mut().push(Pending::Out { out: i, tensor: t });
+        Ok(())
+    }
+    /// Store `t`'s bytes unchanged as output `i` (byte counts must match).
+    pub fn store_raw(&self, i: usize, t: &Tensor) -> Result<()> {
+        let m = capi::out_meta(self.name, self.outs[i])?;
+        let bytes = m.dims.iter().product::<usize>() * m.dtype.size();
+        if bytes != t.numel() * t.dtype().size() {
+            return Err(Error::shape(
+                self.name,
+                format!("{bytes} output bytes, result has {}", t.numel() * t.dtype().size()),
+            ));
+        }
+        self.pending.borrow_mut().push(Pending::Out { out: i, tensor: t.clone() });
+        Ok(())
     }
     /// The dtype Paddle's InferMeta gave output `i`.
     pub fn out_dtype(&self, i: usize) -> Result<DType> {
@@ -291,33 +320,73 @@ pub type Body = fn(&Call) -> Result<()>;
 
 /// Run a kernel body behind the FFI boundary: panics are caught, and an error is raised in
 /// Paddle's frame as a C++ exception (outside `catch_unwind`, which must not see a foreign
-/// exception), so Python gets an exception naming the op and the process lives.
+/// exception), so Python gets an exception naming the op and the process lives. Paddle calls
+/// that may throw themselves (allocating the outputs) also run outside `catch_unwind`.
 pub fn run(name: &'static str, build: impl FnOnce() -> Result<Call>, body: Body) {
+    // Reading the arguments calls into Paddle, which may throw (a C++ exception must not meet
+    // `catch_unwind`); the code around those calls does not panic.
+    let built = build();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let c = build()?;
+        let c = built?;
         let dt = c
             .ins
             .first()
-            .and_then(|&t| capi::meta(name, t).ok())
-            .map(|m| m.dtype.name().to_string());
-        crate::log!("kernel {name} ({}) attrs {:?}", dt.as_deref().unwrap_or("-"), c.attrs);
+            .or(c.lists.first().and_then(|l| l.first()))
+            .copied()
+            .or(c.outs.first().map(|&o| o as *const c_void))
+            .and_then(|t| capi::meta(name, t).ok())
+            .map(|m| m.dtype.name());
+        crate::log!("kernel {name} ({}) attrs {:?}", dt.unwrap_or("-"), c.attrs);
         if fail_op().is_some_and(|f| f == name) {
             return Err(Error::device(name, "failing on purpose (MPSRT_PADDLE_FAIL_OP)"));
         }
         body(&c)?;
-        stats::count_kernel(name, dt.as_deref().unwrap_or("-"));
-        Ok::<(), Error>(())
+        Ok::<_, Error>((c, dt))
     }));
-    let (code, msg) = match r {
-        Ok(Ok(())) => return,
+    let err = match r {
+        Ok(Ok((c, dt))) => match finish(&c) {
+            Ok(()) => {
+                stats::count_kernel(name, dt.unwrap_or("-"));
+                return;
+            }
+            Err(e) => (capi::error_code(e.kind), format!("mpsrt: {e}")),
+        },
         Ok(Err(e)) => (capi::error_code(e.kind), format!("mpsrt: {e}")),
         Err(p) => (12, format!("mpsrt: [{name}] internal error: {}", crate::panic_message(&p))),
     };
+    let (code, msg) = err;
     stats::set_error(&msg);
     capi::throw_cxx(code, &msg);
     // No C++ runtime to throw with: report at the next synchronize / read.
     eprintln!("[mpsrt] {msg}");
     stats::set_pending_error(&msg);
+}
+
+/// Allocate the outputs (Paddle may throw: no `catch_unwind` here) and copy the results in
+/// (Rust only: under `catch_unwind`).
+fn finish(c: &Call) -> Result<()> {
+    for p in c.pending.borrow().iter() {
+        let (addr, t) = match p {
+            // SAFETY: live pointers of this launch.
+            Pending::Out { out, tensor } => unsafe {
+                (capi::allocate(c.name, c.dev_ctx, c.outs[*out])?, tensor)
+            },
+            // SAFETY: as above.
+            Pending::Strided { out, tensor, dims, strides, offset } => unsafe {
+                (capi::restride(c.name, c.dev_ctx, c.outs[*out], dims, strides, *offset)?, tensor)
+            },
+        };
+        if t.numel() == 0 {
+            continue;
+        }
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::memory::store(c.name, addr, t)
+        }))
+        .unwrap_or_else(|p| {
+            Err(Error::device(c.name, format!("internal error: {}", crate::panic_message(&p))))
+        })?;
+    }
+    Ok(())
 }
 
 /// Test hook: `MPSRT_PADDLE_FAIL_OP=<kernel>` makes that kernel fail, to exercise the error path.

@@ -2,7 +2,7 @@
 //! mpsrt-tensor op that the rest of mpsrt uses. Signatures follow Paddle 3.3's
 //! `paddle/phi/kernels/*_kernel.h` exactly (the variadic entry point depends on it).
 
-use super::{kernel, vty, Call, KernelDef};
+use super::{kernel, vty, Call, KernelDef, Pending};
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_tensor::{self as mt, Tensor};
 use std::ffi::c_void;
@@ -42,37 +42,9 @@ fn contiguous(c: &Call) -> Result<()> {
     }
     if x.dtype().size() == 8 {
         let dense = as_words(&x)?.contiguous()?;
-        return store_raw(c, 0, &dense);
+        return c.store_raw(0, &dense);
     }
     c.store(0, &x.contiguous()?)
-}
-
-/// Allocate output `i` and copy `t`'s bytes into it unchanged (byte count must match).
-fn store_raw(c: &Call, i: usize, t: &Tensor) -> Result<()> {
-    let a = crate::capi::api()?;
-    let m = crate::capi::out_meta(c.name, c.outs[i])?;
-    let bytes = m.dims.iter().product::<usize>() * m.dtype.size();
-    if bytes != t.numel() * t.dtype().size() {
-        return Err(Error::shape(
-            c.name,
-            format!("{bytes} output bytes, result has {}", t.numel() * t.dtype().size()),
-        ));
-    }
-    let mut st = 0;
-    // SAFETY: live context and output tensor; size 0 = numel × element size.
-    let ptr = unsafe {
-        (a.PD_DeviceContextAllocateTensor)(
-            c.dev_ctx,
-            c.outs[i],
-            0,
-            crate::capi::dtype_to_pd(m.dtype),
-            &mut st,
-        )
-    };
-    if st != 0 {
-        return Err(Error::device(c.name, "Paddle could not allocate the output"));
-    }
-    crate::memory::store(c.name, ptr as usize, t)
 }
 
 /// `strided_copy(input, dims, out_stride, offset) -> out`: `out` becomes a view with those
@@ -92,28 +64,9 @@ fn strided_copy(c: &Call) -> Result<()> {
             format!("copy into a non-contiguous view (dims {dims:?}, strides {strides:?}) is not supported on mps yet"),
         ));
     }
-    let a = crate::capi::api()?;
-    let mut st = 0;
-    // SAFETY: live output tensor; arrays outlive the calls.
-    let ptr = unsafe {
-        (a.PD_TensorSetDims)(c.outs[0], dims.len() as i64, dims.as_ptr(), &mut st);
-        let mut p = (a.PD_TensorGetDataPointer)(c.outs[0], &mut st);
-        if p.is_null() {
-            p = (a.PD_DeviceContextAllocateTensor)(
-                c.dev_ctx,
-                c.outs[0],
-                0,
-                crate::capi::dtype_to_pd(x.dtype()),
-                &mut st,
-            );
-        }
-        p as usize + offset as usize
-    };
-    if x.numel() == 0 {
-        return Ok(());
-    }
     let t = if x.dtype().size() == 8 { as_words(&x)?.contiguous()? } else { x.contiguous()? };
-    crate::memory::store(c.name, ptr, &t)
+    c.pending.borrow_mut().push(Pending::Strided { out: 0, tensor: t, dims, strides, offset });
+    Ok(())
 }
 
 /// `transpose(x, perm)`: the permuted view made dense.
@@ -123,7 +76,7 @@ fn transpose(c: &Call) -> Result<()> {
     if x.dtype().size() == 8 {
         let mut p = perm.clone();
         p.push(x.ndim() as isize);
-        return store_raw(c, 0, &as_words(&x)?.permute(&p)?.contiguous()?);
+        return c.store_raw(0, &as_words(&x)?.permute(&p)?.contiguous()?);
     }
     c.store(0, &x.permute(&perm)?.contiguous()?)
 }
@@ -185,6 +138,29 @@ fn full_like(c: &Call) -> Result<()> {
     c.store(0, &mt::full(&shape, c.scalar(0), dt, place())?)
 }
 
+/// `gaussian(shape, mean, std, seed, dtype)`: mpsrt's generator (a non-zero seed reseeds it).
+fn gaussian(c: &Call) -> Result<()> {
+    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+    // Attributes: shape, mean, std, seed, dtype.
+    if c.int(3) != 0 {
+        mt::manual_seed(c.int(3) as u64);
+    }
+    let z = mt::randn(&shape, DType::F32, place())?;
+    c.store(0, &mt::add_scalar(&mt::multiply_scalar(&z, c.float(2))?, c.float(1))?.astype(dt)?)
+}
+
+/// `uniform(shape, dtype, min, max, seed)`.
+fn uniform(c: &Call) -> Result<()> {
+    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+    // Attributes: shape, dtype, min, max, seed.
+    if c.int(4) != 0 {
+        mt::manual_seed(c.int(4) as u64);
+    }
+    let (lo, hi) = (c.float(2), c.float(3));
+    let u = mt::rand(&shape, DType::F32, place())?;
+    c.store(0, &mt::add_scalar(&mt::multiply_scalar(&u, hi - lo)?, lo)?.astype(dt)?)
+}
+
 fn scale(c: &Call) -> Result<()> {
     let x = c.input(0)?;
     let (s, b, after) = (c.scalar(0), c.scalar(1), c.bool(2));
@@ -211,7 +187,7 @@ fn cast(c: &Call) -> Result<()> {
     let m = crate::capi::out_meta(c.name, c.outs[0])?;
     let back = Tensor::from_bytes(&host.to_bytes()?, DType::I32, &[host.numel() * 2], place())?;
     debug_assert_eq!(m.dtype, want);
-    store_raw(c, 0, &back)
+    c.store_raw(0, &back)
 }
 
 fn matmul(c: &Call) -> Result<()> {
@@ -323,6 +299,8 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("where", where_, FI, [cond: In, x: In, y: In, out: Out]),
         kernel!("full", full, FIB, [shape: IntArray, val: Scalar, dtype: DType, out: Out]),
         kernel!("full_like", full_like, FIB, [x: In, val: Scalar, dtype: DType, out: Out]),
+        kernel!("gaussian", gaussian, F, [shape: IntArray, mean: F32, std: F32, seed: I32, dtype: DType, out: Out]),
+        kernel!("uniform", uniform, F, [shape: IntArray, dtype: DType, min: Scalar, max: Scalar, seed: I32, out: Out]),
         kernel!("scale", scale, F, [x: In, sc: Scalar, bias: Scalar, after: Bool, out: Out]),
         kernel!("cast", cast, FIB, [x: In, dtype: DType, out: Out]),
         kernel!("matmul", matmul, F, [x: In, y: In, tx: Bool, ty: Bool, out: Out]),
