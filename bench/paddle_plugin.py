@@ -1,0 +1,139 @@
+"""Paddle on mpsrt ('mps' CustomDevice plugin) vs Paddle's CPU and torch CUDA, one JSON line per row.
+
+Run on the GPU machine after `pip install ./python` and `pip install paddlepaddle==3.3.1` (plus
+torch with CUDA and torchvision for the reference rows, when importable):
+
+    CUSTOM_DEVICE_ROOT=<dir with a link to mpsrt/_C.abi3.so> python bench/paddle_plugin.py
+
+If CUSTOM_DEVICE_ROOT is unset the script makes a temporary one linking the installed `mpsrt._C`.
+Rows: ResNet-50 inference at batch 1 and 32, one training step at batch 32 (SGD), and the eager
+cost of 1,000 tiny adds. `kernels_on_mps` counts launches of the plugin's kernels during the
+timed runs (ops without a plugin kernel run through Paddle's CPU fallback).
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+if not os.environ.get("CUSTOM_DEVICE_ROOT"):
+    import mpsrt._C as _C
+
+    _d = tempfile.mkdtemp(prefix="mpsrt_paddle_")
+    os.symlink(os.path.realpath(_C.__file__), os.path.join(_d, "mpsrt.so"))
+    os.environ["CUSTOM_DEVICE_ROOT"] = _d
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+
+import mpsrt.paddle as mp  # noqa: E402
+
+REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+
+
+def emit(**row):
+    print(json.dumps(row), flush=True)
+
+
+def timeit(fn, sync, repeat=REPEAT):
+    fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3
+
+
+def paddle_rows(device):
+    paddle.set_device(device)
+    sync = (lambda: paddle.device.synchronize(device)) if device.startswith("mps") else (lambda: None)
+    paddle.seed(0)
+    model = paddle.vision.models.resnet50()
+    model.eval()
+    for batch in (1, 32):
+        x = paddle.randn([batch, 3, 224, 224])
+        mp.reset_stats() if device.startswith("mps") else None
+        with paddle.no_grad():
+            ms = timeit(lambda: model(x), sync)
+        k = sum(mp.stats()["kernels"].values()) if device.startswith("mps") else None
+        emit(bench="resnet50_infer", framework="paddle", device=device, batch=batch, ms=ms, kernels_on_mps=k)
+    model.train()
+    opt = paddle.optimizer.SGD(learning_rate=0.01, parameters=model.parameters())
+    x = paddle.randn([32, 3, 224, 224])
+    y = paddle.randint(0, 1000, [32])
+
+    def step():
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+
+    if device.startswith("mps"):
+        mp.reset_stats()
+    ms = timeit(step, sync, repeat=max(2, REPEAT // 2))
+    k = sum(mp.stats()["kernels"].values()) if device.startswith("mps") else None
+    emit(bench="resnet50_train_step", framework="paddle", device=device, batch=32, ms=ms, kernels_on_mps=k)
+    a = paddle.ones([16])
+    b = paddle.ones([16])
+
+    def adds():
+        c = a
+        for _ in range(1000):
+            c = c + b
+        return c
+
+    emit(bench="tiny_add_x1000", framework="paddle", device=device, us_per_op=timeit(adds, sync) * 1e3 / 1000)
+
+
+def torch_rows():
+    try:
+        import torch
+        import torchvision
+    except ImportError:
+        emit(bench="torch", skipped="torch/torchvision not importable")
+        return
+    if not torch.cuda.is_available():
+        emit(bench="torch", skipped="no CUDA")
+        return
+    dev = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    model = torchvision.models.resnet50().to(dev).eval()
+    for batch in (1, 32):
+        x = torch.randn(batch, 3, 224, 224, device=dev)
+        with torch.no_grad():
+            emit(bench="resnet50_infer", framework="torch", device="cuda", batch=batch, ms=timeit(lambda: model(x), sync))
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 3, 224, 224, device=dev)
+    y = torch.randint(0, 1000, (32,), device=dev)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    emit(bench="resnet50_train_step", framework="torch", device="cuda", batch=32, ms=timeit(step, sync))
+    a = torch.ones(16, device=dev)
+
+    def adds():
+        c = a
+        for _ in range(1000):
+            c = c + a
+        return c
+
+    emit(bench="tiny_add_x1000", framework="torch", device="cuda", us_per_op=timeit(adds, sync) * 1e3 / 1000)
+
+
+if __name__ == "__main__":
+    devices = sys.argv[1:] or ["mps", "cpu"]
+    if "mps" in devices:
+        emit(bench="device", name=mp.get_device_name() if mp.is_available() else None)
+    for d in devices:
+        paddle_rows(d)
+    torch_rows()
