@@ -123,9 +123,21 @@ pub fn read(path: &Path) -> Result<Vec<(Option<String>, Tensor)>> {
     Ok(out)
 }
 
-/// Writes named tensors into a `.npz` file (uncompressed, like `numpy.savez`).
+/// Writes named tensors into a `.npz` file (uncompressed, like `numpy.savez`). The archive is
+/// built in memory and written with one call: a zip writer over the file finishes the archive
+/// in its `Drop`, where a write error (a full disk) could only be printed as a stray debug line.
 pub fn write_npz(path: &Path, arrays: &[(String, Tensor)]) -> Result<()> {
-    let mut npz = npyz::npz::NpzWriter::create(path).map_err(|e| io_err(path, e))?;
+    let mut bytes = Vec::new();
+    write_npz_into(path, arrays, std::io::Cursor::new(&mut bytes))?;
+    std::fs::write(path, &bytes).map_err(|e| io_err(path, e))
+}
+
+fn write_npz_into(
+    path: &Path,
+    arrays: &[(String, Tensor)],
+    out: std::io::Cursor<&mut Vec<u8>>,
+) -> Result<()> {
+    let mut npz = npyz::npz::NpzWriter::new(out);
     for (name, t) in arrays {
         let t = t.to(Place::Cpu)?.contiguous()?;
         let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();

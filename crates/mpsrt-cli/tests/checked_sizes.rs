@@ -182,6 +182,24 @@ fn bad_arguments_are_errors_before_the_model_runs() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("ran "), "ran before the check");
     let o = run(&["run", m, "--input", &x0, "--input", &x1, "--device", "cpu", "--output"]);
     assert_eq!(o.status.code(), Some(2), "--output without a value is clap's usage error");
+    // A write error after the run (a full disk) is one clean error line, no debug output.
+    if Path::new("/dev/full").exists() {
+        let o = run(&[
+            "run",
+            m,
+            "--input",
+            &x0,
+            "--input",
+            &x1,
+            "--device",
+            "cpu",
+            "--output",
+            "/dev/full",
+        ]);
+        assert_clean_error(&o, "No space left", "--output /dev/full");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("drop failed"), "stray debug line:\n{err}");
+    }
     // Directives and levels still work, and a good run writes its output.
     let good = d.join("out.npz");
     let o = run(&[
