@@ -81,8 +81,11 @@ fn parse_log(s: &str) -> Result<String, String> {
 }
 
 fn main() {
-    let cli = parse();
-    let filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
+    let mut cli = parse();
+    let mut filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
+    if let Command::Serve(a) = &mut cli.command {
+        serve::apply_env(a, &mut filter);
+    }
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let result = match cli.command {
         Command::Info(a) => info::run(a),

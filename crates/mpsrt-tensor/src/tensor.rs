@@ -178,6 +178,8 @@ impl Tensor {
         let t = self.contiguous()?;
         let size = t.dtype.size();
         let (start, n) = (t.layout.offset * size, t.numel() * size);
+        // The copy is host memory whichever place the tensor is on.
+        mpsrt_runtime::check_host_alloc("to_bytes", n)?;
         match &t.storage {
             Storage::Cpu(b) => Ok(b.bytes()[start..start + n].to_vec()),
             Storage::Gpu(b) => b.device().read(b, start as u64, n as u64),
@@ -212,8 +214,6 @@ impl Tensor {
 
     /// The elements as `T`, which must match the dtype exactly.
     pub fn to_vec<T: mpsrt_core::Element + bytemuck::Pod>(&self) -> Result<Vec<T>> {
-        // The copy is host memory whichever place the tensor is on.
-        mpsrt_runtime::check_host_alloc("to_bytes", n)?;
         if T::DTYPE != self.dtype {
             return Err(Error::dtype(
                 "to_vec",
