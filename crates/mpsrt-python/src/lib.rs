@@ -20,8 +20,8 @@ mod tensor;
 
 // Linked for its exported C symbols (`InitPlugin`, `mpsrt_paddle_*`): Paddle loads this
 // library as its 'mps' CustomDevice plugin.
-pub use mpsrt_paddle;
 use mpsrt_core::{DType, Error, ErrorKind, Place};
+pub use mpsrt_paddle;
 use pyo3::exceptions::{
     PyMemoryError, PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
 };
