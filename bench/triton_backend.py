@@ -89,6 +89,11 @@ def main():
     sizes = QUICK if args.quick else FULL
     T = load_tutorials()
     from triton.runtime import driver
+
+    from mpsrt.triton_backend.driver import WgpuDriver
+    # Triton releases before 3.9 ignore TRITON_DEFAULT_BACKEND when CUDA's driver is active too
+    # (both report active): select ours explicitly, through Triton's own API.
+    driver.set_active(WgpuDriver())
     emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
          driver=type(driver.active).__name__)
     rng = np.random.default_rng(0)
