@@ -240,3 +240,77 @@ proptest! {
         exercise(&model(nodes, inputs, &["y"], inits));
     }
 }
+
+/// The same model behind `mpsrt serve`'s real stack (HTTP, scheduler, engine backend): a request
+/// whose output would be huge gets an error response, and the server keeps serving — the next
+/// request to the same model and the health endpoints answer normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_survives_a_request_for_huge_outputs() {
+    use mpsrt_engine::triton::EngineBackend;
+    use mpsrt_serve::{ServeBackends, ServerOptions};
+    use serde_json::{json, Value};
+    use std::sync::Arc;
+
+    let value = AttributeProto {
+        name: Some("value".into()),
+        t: Some(tf32("v", &[1], &[1.5])),
+        r#type: Some(AttributeType::Tensor as i32),
+        ..Default::default()
+    };
+    let m = model(
+        vec![node("ConstantOfShape", &["s"], &["y"], vec![value])],
+        vec![vi("s", INT64, &[2])],
+        &["y"],
+        vec![],
+    );
+    let repo = std::env::temp_dir().join(format!("mpsrt-huge-{}", std::process::id()));
+    let dir = repo.join("huge").join("1");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("model.onnx"), &m).unwrap();
+    std::fs::write(
+        repo.join("huge").join("config.pbtxt"),
+        "name: \"huge\"\nplatform: \"onnxruntime_onnx\"\nmax_batch_size: 0\n\
+         instance_group [ { count: 1 kind: KIND_CPU } ]\n",
+    )
+    .unwrap();
+
+    let mut o = ServerOptions::new(repo.clone());
+    o.host = "127.0.0.1".into();
+    (o.http_port, o.grpc_port, o.metrics_port) = (0, 0, 0);
+    let backends = ServeBackends::new().with_backend(Arc::new(EngineBackend::default()));
+    let s = mpsrt_serve::start(o, backends).await.expect("server starts");
+    let base = format!("http://{}", s.http_addr);
+    let c = reqwest::Client::new();
+    let ready = c.get(format!("{base}/v2/models/huge/ready")).send().await.unwrap();
+    let index = c.post(format!("{base}/v2/repository/index")).send().await.unwrap();
+    assert_eq!(ready.status().as_u16(), 200, "huge is not ready: {}", index.text().await.unwrap());
+
+    let infer = |dims: [i64; 2]| {
+        let (c, url) = (c.clone(), format!("{base}/v2/models/huge/infer"));
+        async move {
+            let body = json!({"inputs": [{"name": "s", "shape": [2], "datatype": "INT64",
+                                          "data": dims}]});
+            let r = c.post(url).json(&body).send().await.expect("answered");
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for dims in [[1 << 20, 1 << 20], [1 << 32, 1 << 32], [1 << 40, 1 << 30]] {
+        let (status, body) = infer(dims).await;
+        assert!(status >= 400, "{dims:?}: {status} {body}");
+        let err = body["error"].as_str().unwrap_or_default();
+        assert!(err.contains("\"y\""), "{dims:?}: the error names the value: {body}");
+        let (status, body) = infer([2, 3]).await;
+        assert_eq!(status, 200, "still serving after {dims:?}: {body}");
+        let data: Vec<f64> = body["outputs"][0]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect();
+        assert_eq!(data, vec![1.5; 6], "{body}");
+    }
+    let health = c.get(format!("{base}/v2/health/live")).send().await.unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    s.shutdown().await.expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(&repo);
+}
