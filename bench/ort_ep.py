@@ -54,7 +54,12 @@ def share(path, ep, x):
     so = ort.SessionOptions()
     so.enable_profiling = True
     so.profile_file_prefix = "/tmp/ort_ep_profile"
-    s = ort.InferenceSession(path, so, providers=[ep, "CPUExecutionProvider"])
+    devs = [d for d in ort.get_ep_devices() if d.ep_name == ep]
+    if devs:
+        so.add_provider_for_devices(devs, {})
+        s = ort.InferenceSession(path, sess_options=so)
+    else:
+        s = ort.InferenceSession(path, so, providers=[ep, "CPUExecutionProvider"])
     s.run(None, x)
     prof = s.end_profiling()
     with open(prof) as f:
@@ -80,6 +85,11 @@ def main():
         try:
             import onnxruntime_ep_webgpu as webgpu
             ort.register_execution_provider_library("webgpu", webgpu.get_library_path())
+            # What each registered EP found: a plugin EP with no device runs nothing, and ORT
+            # then quietly puts every node on the CPU EP.
+            print(json.dumps({"ep_devices": [
+                {"ep": d.ep_name, "type": str(d.device.type), "vendor": d.device.vendor,
+                 "device_id": d.device.device_id} for d in ort.get_ep_devices()]}), flush=True)
         except Exception as e:  # noqa: BLE001 - reported, the other runtimes still run
             print(json.dumps({"skipped": "webgpu", "reason": str(e)[:300]}), flush=True)
             webgpu = None
@@ -103,9 +113,15 @@ def main():
         if webgpu is not None:
             t0 = time.perf_counter()
             try:
-                sessions["webgpu_ep"] = (ort.InferenceSession(
-                    path, providers=[webgpu.get_ep_name(), "CPUExecutionProvider"]),
-                    webgpu.get_ep_name(), time.perf_counter() - t0)
+                # Selected by device, as onnxruntime-ep-webgpu's README does; `providers=[name]`
+                # alone left every node on the CPU EP in the 2026-11-25 H100 call.
+                so = ort.SessionOptions()
+                devs = [d for d in ort.get_ep_devices() if d.ep_name == webgpu.get_ep_name()]
+                if not devs:
+                    raise RuntimeError(f"{webgpu.get_ep_name()} reports no device")
+                so.add_provider_for_devices(devs, {})
+                sessions["webgpu_ep"] = (ort.InferenceSession(path, sess_options=so),
+                                         webgpu.get_ep_name(), time.perf_counter() - t0)
             except Exception as e:  # noqa: BLE001
                 print(json.dumps({"skipped": f"webgpu {name}", "reason": str(e)[:300]}), flush=True)
         for batch in BATCHES.get(name, (1, 32)):
