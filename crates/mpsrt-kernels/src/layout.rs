@@ -10,13 +10,17 @@ pub fn coalesce(shape: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec
     let mut out_strides: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];
     for &d in &keep {
         if let Some(&last) = out_shape.last() {
-            let mergeable = strides
-                .iter()
-                .enumerate()
-                .all(|(k, s)| out_strides[k].last().copied() == Some(s[d] * shape[d] as isize));
-            if mergeable {
+            // Checked: an empty shape (a 0 dim elsewhere) can carry dims whose products overflow;
+            // such dims simply stay apart.
+            let merged = last.checked_mul(shape[d]);
+            let mergeable = merged.is_some()
+                && strides.iter().enumerate().all(|(k, s)| {
+                    let walk = isize::try_from(shape[d]).ok().and_then(|n| s[d].checked_mul(n));
+                    walk.is_some() && out_strides[k].last().copied() == walk
+                });
+            if let (true, Some(merged)) = (mergeable, merged) {
                 let n = out_shape.len() - 1;
-                out_shape[n] = last * shape[d];
+                out_shape[n] = merged;
                 for (k, s) in strides.iter().enumerate() {
                     let m = out_strides[k].len() - 1;
                     out_strides[k][m] = s[d];
@@ -35,6 +39,16 @@ pub fn coalesce(shape: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec
 #[cfg(test)]
 mod tests {
     use super::coalesce;
+
+    #[test]
+    fn coalesce_never_overflows_on_empty_shapes_with_huge_dims() {
+        // [2^40, 2^31, 0] has no elements, but merging its first two dims would overflow.
+        let shape = [1usize << 40, 1 << 31, 0];
+        let (s, _) = coalesce(&shape, &[vec![0, 0, 1]]);
+        assert!(s.contains(&0), "{s:?}");
+        let (s, _) = coalesce(&[usize::MAX, 2, 0], &[vec![isize::MAX, 1, 1]]);
+        assert!(s.contains(&0), "{s:?}");
+    }
 
     #[test]
     fn coalesce_table() {

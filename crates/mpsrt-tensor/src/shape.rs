@@ -362,7 +362,11 @@ pub fn tile(x: &Tensor, reps: &[usize]) -> Result<Tensor> {
     r.extend_from_slice(reps);
     let inter: Vec<isize> = shape.iter().flat_map(|&s| [1, s as isize]).collect();
     let big: Vec<usize> = shape.iter().zip(&r).flat_map(|(&s, &k)| [k, s]).collect();
-    let out: Vec<isize> = shape.iter().zip(&r).map(|(&s, &k)| (s * k) as isize).collect();
+    let out = shape
+        .iter()
+        .zip(&r)
+        .map(|(&s, &k)| Ok(mpsrt_core::checked_mul("tile", "an output dim", s, k)? as isize))
+        .collect::<Result<Vec<isize>>>()?;
     let v = x.reshape(&inter)?.expand(&big)?;
     v.contiguous()?.reshape(&out)
 }
