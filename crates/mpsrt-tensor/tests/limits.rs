@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use mpsrt_tensor::{self as mt, DType, ErrorKind, Place};
+use mpsrt_tensor::{self as mt, DType, Place};
 
 #[test]
 fn dispatch_beyond_65535_workgroups() {
