@@ -31,6 +31,8 @@ NOT_OPS = {
     "conv2d_fused": "conv2d + residual + activation fused for the graph engine; equals the "
                     "separate exposed ops",
     "gemm_act": "gemm + activation fused for the graph engine; equals mpsrt.addmm then F.relu/...",
+    "matmul_kernel_name": "a diagnostic (which GEMM kernel a device would run), not an op",
+    "plan_f16_gemm": "the pure kernel planner behind f16 matmul (tested in Rust), not an op",
 }
 # Rust name -> Python entry, where it is not `mpsrt.<name>` or `mpsrt.nn.functional.<name>`.
 ENTRY = {
