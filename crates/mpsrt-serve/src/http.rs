@@ -99,6 +99,10 @@ pub fn charge(state: &State, charge: &mut Charge, n: usize) -> Result<(), ServeE
     Ok(())
 }
 
+/// How many bytes past `--max-request-bytes` a declared body may have and still be drained
+/// before the 413 is sent (see `read_body`).
+const DRAIN_BEFORE_413: u64 = 16 << 20;
+
 /// Reads the body up to the limit and undoes `Content-Encoding: gzip|deflate`. A declared
 /// `Content-Length` over the limit is answered 413 before reading; the bytes are charged to the
 /// in-flight budget (429 when it is spent) and the whole body must arrive within
@@ -121,6 +125,18 @@ pub async fn read_body(
         .and_then(|v| v.trim().parse::<u64>().ok());
     if let Some(n) = declared {
         if n > limit as u64 {
+            // A body slightly over the limit is read and discarded first (bounded in bytes and
+            // time, never stored): answering before the client has written it makes the client
+            // see a broken pipe instead of the 413. Larger declared lengths are refused at once.
+            if n <= limit as u64 + DRAIN_BEFORE_413 {
+                let secs = state.options.request_body_timeout_secs.max(1);
+                let drain = async {
+                    use http_body_util::BodyExt;
+                    let mut body = body;
+                    while let Some(Ok(_)) = body.frame().await {}
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(secs), drain).await;
+            }
             return Err(too_big());
         }
         charge(state, &mut held, n as usize).map_err(|e| error_response(&e))?;
@@ -138,6 +154,15 @@ pub async fn read_body(
             })?;
             let Ok(chunk) = frame.into_data() else { continue };
             if raw.len() + chunk.len() > limit {
+                // Same bounded drain as for a declared length, so the client reads the 413.
+                let mut seen = (raw.len() + chunk.len()) as u64;
+                drop(raw);
+                while seen <= limit as u64 + DRAIN_BEFORE_413 {
+                    match body.frame().await {
+                        Some(Ok(f)) => seen += f.data_ref().map_or(0, |d| d.len() as u64),
+                        _ => break,
+                    }
+                }
                 return Err(too_big());
             }
             if declared.is_none() {
