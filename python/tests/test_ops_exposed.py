@@ -43,6 +43,8 @@ ENTRY = {
     "gemm": "mpsrt.addmm",
     "global_avg_pool2d": "mpsrt.nn.functional.adaptive_avg_pool2d",  # output_size=1
     "global_max_pool2d": "mpsrt.nn.functional.adaptive_max_pool2d",  # output_size=1
+    "max_pool2d_with_indices": "mpsrt.nn.functional.max_pool2d",  # return_mask=True
+    "adaptive_max_pool2d_with_indices": "mpsrt.nn.functional.adaptive_max_pool2d",  # return_mask
 }
 
 

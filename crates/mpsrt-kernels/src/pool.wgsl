@@ -9,9 +9,13 @@
 //
 // Meta words: 0 NC, 1 H, 2 W, 3 OH, 4 OW, 5 KH, 6 KW, 7 SH, 8 SW, 9 PH, 10 PW, 11 DH, 12 DW,
 // 13 mode (0 max, 1 avg), 14 count_include_pad, 15 adaptive, 16 x_off, 17 total,
-// 18 grid row width in threads.
+// 18 grid row width in threads, 19 first output row of this dispatch, 20 output rows per plane
+// in this dispatch (a plane larger than one storage binding is pooled a band of rows at a time;
+// x_off may then wrap below zero: u32 arithmetic wraps, so the index lands in the bound window),
+// 21 with_index: max pooling also writes the flat `h·W + w` index of each maximum (first one;
+// the first NaN where a window holds NaN) as i32 bits at Y[total + idx] (Paddle's return_mask).
 
-struct Meta { w: array<vec4<u32>, 5> };
+struct Meta { w: array<vec4<u32>, 6> };
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Y: array<f32>;
@@ -34,9 +38,10 @@ fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>) {
     let SH = i32(mv(7u)); let SW = i32(mv(8u)); let PH = i32(mv(9u)); let PW = i32(mv(10u));
     let DH = i32(mv(11u)); let DW = i32(mv(12u));
     let is_max = mv(13u) == 0u;
+    let OHC = mv(20u);
     let ow = idx % OW;
-    let oh = (idx / OW) % OH;
-    let nc = idx / (OW * OH);
+    let oh = (idx / OW) % OHC + mv(19u);
+    let nc = idx / (OW * OHC);
     let base = mv(16u) + nc * u32(H * W);
 
     var h0: i32; var h1: i32; var w0: i32; var w1: i32; var dh = DH; var dw = DW;
@@ -71,12 +76,15 @@ fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>) {
     var best = bitcast<f32>(0xff800000u); // -inf
     var sum = 0.0;
     var nan = false;
+    var bidx = -1;
     for (var h = h0; h < h1; h += dh) {
         if (h < 0 || h >= H) { continue; }
         for (var w = w0; w < w1; w += dw) {
             if (w < 0 || w >= W) { continue; }
             let v = X[base + u32(h * W + w)];
-            if (is_nan(v)) { nan = true; }
+            let vnan = is_nan(v);
+            if (bidx < 0 || (!nan && (vnan || v > best))) { bidx = h * W + w; }
+            if (vnan) { nan = true; }
             best = max(best, v);
             sum += v;
         }
@@ -89,4 +97,7 @@ fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>) {
         r = sum / divisor;
     }
     Y[idx] = r;
+    if (mv(21u) != 0u) {
+        Y[mv(17u) + idx] = bitcast<f32>(bidx);
+    }
 }

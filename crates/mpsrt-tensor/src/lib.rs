@@ -35,8 +35,8 @@ pub use matmul::{gemm, gemm_act, linear, matmul};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};
 pub use pool::{
-    adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, global_avg_pool2d, global_max_pool2d,
-    max_pool2d, Pool2dOptions,
+    adaptive_avg_pool2d, adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool2d,
+    global_avg_pool2d, global_max_pool2d, max_pool2d, max_pool2d_with_indices, Pool2dOptions,
 };
 pub use reduce::{argmax, argmin, logsumexp, max, mean, min, norm, prod, std, sum, var};
 pub use scalar::Scalar;

@@ -79,7 +79,34 @@ fn run(op: &str, x: &Tensor, squeeze: bool, g: &PoolGeom) -> Result<Tensor> {
     }
 }
 
+/// Like `run`, max pooling only, also returning the indices.
+fn run_indices(op: &str, x: &Tensor, squeeze: bool, g: &PoolGeom) -> Result<(Tensor, Tensor)> {
+    let s = x.shape();
+    let shape = [s[0], s[1], g.oh, g.ow];
+    checked_numel(op, &shape)?;
+    let (y, i) = match x.place() {
+        Place::Cpu => cpu::pool::max_pool2d_indices(x, &shape, g)?,
+        Place::Gpu(d) => gpu::pool::max_pool2d_indices(op, d, x, &shape, g)?,
+    };
+    if squeeze {
+        Ok((y.squeeze(Some(0))?, i.squeeze(Some(0))?))
+    } else {
+        Ok((y, i))
+    }
+}
+
 fn pooled(op: &str, x: &Tensor, o: &Pool2dOptions, max: bool) -> Result<Tensor> {
+    let (x4, squeeze, g) = pooled_geom(op, x, o, max)?;
+    run(op, &x4, squeeze, &g)
+}
+
+/// Validated 4-D input, whether a batch dim was added, and the geometry of a windowed pool.
+fn pooled_geom(
+    op: &str,
+    x: &Tensor,
+    o: &Pool2dOptions,
+    max: bool,
+) -> Result<(Tensor, bool, PoolGeom)> {
     let (x4, squeeze) = as_4d(op, x)?;
     let stride = o.stride.unwrap_or(o.kernel);
     let dilation = if max { o.dilation } else { [1, 1] };
@@ -138,12 +165,21 @@ fn pooled(op: &str, x: &Tensor, o: &Pool2dOptions, max: bool) -> Result<Tensor> 
         count_include_pad: o.count_include_pad,
         adaptive: false,
     };
-    run(op, &x4, squeeze, &g)
+    Ok((x4, squeeze, g))
 }
 
 /// Max pooling over (…, H, W); NaN in a window gives NaN.
 pub fn max_pool2d(x: &Tensor, opts: &Pool2dOptions) -> Result<Tensor> {
     pooled("max_pool2d", x, opts, true)
+}
+
+/// Max pooling that also returns, per output, the flat index `h·W + w` (int32) of its window's
+/// maximum within the input plane — the first one on ties, the first NaN where the window holds
+/// NaN (Paddle's `return_mask=True`, PyTorch's `return_indices`).
+pub fn max_pool2d_with_indices(x: &Tensor, opts: &Pool2dOptions) -> Result<(Tensor, Tensor)> {
+    let op = "max_pool2d";
+    let (x4, squeeze, g) = pooled_geom(op, x, opts, true)?;
+    run_indices(op, &x4, squeeze, &g)
 }
 
 /// Average pooling over (…, H, W) (dilation is ignored, as in PyTorch's avg_pool2d).
@@ -152,6 +188,24 @@ pub fn avg_pool2d(x: &Tensor, opts: &Pool2dOptions) -> Result<Tensor> {
 }
 
 fn adaptive(op: &str, x: &Tensor, size: [usize; 2], max: bool) -> Result<Tensor> {
+    let (x4, squeeze, g) = adaptive_geom(op, x, size, max)?;
+    run(op, &x4, squeeze, &g)
+}
+
+/// [`adaptive_max_pool2d`] that also returns the flat `h·W + w` index (int32) of each maximum,
+/// as [`max_pool2d_with_indices`] does.
+pub fn adaptive_max_pool2d_with_indices(x: &Tensor, size: [usize; 2]) -> Result<(Tensor, Tensor)> {
+    let op = "adaptive_max_pool2d";
+    let (x4, squeeze, g) = adaptive_geom(op, x, size, true)?;
+    run_indices(op, &x4, squeeze, &g)
+}
+
+fn adaptive_geom(
+    op: &str,
+    x: &Tensor,
+    size: [usize; 2],
+    max: bool,
+) -> Result<(Tensor, bool, PoolGeom)> {
     let (x4, squeeze) = as_4d(op, x)?;
     let s = x4.shape();
     if size.contains(&0) || s[2] == 0 || s[3] == 0 {
@@ -174,7 +228,7 @@ fn adaptive(op: &str, x: &Tensor, size: [usize; 2], max: bool) -> Result<Tensor>
         count_include_pad: false,
         adaptive: true,
     };
-    run(op, &x4, squeeze, &g)
+    Ok((x4, squeeze, g))
 }
 
 /// Adaptive average pooling to `size` = (OH, OW): window i spans

@@ -28,6 +28,47 @@ pub(crate) fn pool2d(x: &Tensor, shape: &[usize], g: &PoolGeom) -> Result<Tensor
     super::conv::from_f64(&out, shape, x.dtype())
 }
 
+/// Max pooling with indices (Paddle's `return_mask`): values in `x`'s dtype and i32 flat
+/// `h·W + w` indices of each window's first maximum (the first NaN where the window holds one),
+/// scanning the window row-major in f64.
+pub(crate) fn max_pool2d_indices(
+    x: &Tensor,
+    shape: &[usize],
+    g: &PoolGeom,
+) -> Result<(Tensor, Tensor)> {
+    let xv = x.to_f64_vec()?;
+    let (h, w) = (g.h as isize, g.w as isize);
+    let rows: Vec<(Vec<isize>, usize)> = (0..g.oh).map(|o| axis(g, 0, o, h)).collect();
+    let cols: Vec<(Vec<isize>, usize)> = (0..g.ow).map(|o| axis(g, 1, o, w)).collect();
+    let n = g.nc * g.oh * g.ow;
+    let mut vals = mpsrt_runtime::host_vec("max_pool2d", n, 0.0)?;
+    let mut idx = mpsrt_runtime::host_vec("max_pool2d", n, 0.0)?;
+    let mut k = 0;
+    for nc in 0..g.nc {
+        let plane = &xv[nc * g.h * g.w..(nc + 1) * g.h * g.w];
+        for (rs, _) in &rows {
+            for (cs, _) in &cols {
+                let (mut best, mut bi, mut nan) = (f64::NEG_INFINITY, -1isize, false);
+                for &r in rs {
+                    for &c in cs {
+                        let v = plane[(r * w + c) as usize];
+                        if bi < 0 || (!nan && (v.is_nan() || v > best)) {
+                            (best, bi) = (v, r * w + c);
+                        }
+                        nan |= v.is_nan();
+                    }
+                }
+                (vals[k], idx[k]) = (best, bi as f64);
+                k += 1;
+            }
+        }
+    }
+    Ok((
+        super::conv::from_f64(&vals, shape, x.dtype())?,
+        super::conv::from_f64(&idx, shape, DType::I32)?,
+    ))
+}
+
 /// An element type pooling reads and writes: f64 for the reference route, f32 for f32 tensors.
 trait Elem: Copy + Into<f64> + PartialOrd + Send + Sync {
     const NEG_INF: Self;

@@ -5,11 +5,16 @@
 //! runs on the matrix units (`mpsrt_kernels::matmul_coop`) when [`plan_f16_gemm`] finds a
 //! usable cooperative-matrix configuration on the device; the tiled GEMM stays the fallback.
 //!
-//! A `B` operand larger than the adapter's `max_storage_buffer_binding_size` (VGG's 392 MiB
-//! fully-connected weight against lavapipe's 128 MiB) is solved in column blocks, each binding
-//! only the byte window of `B` it reads, and the blocks are concatenated.
+//! Operands past the adapter's `max_storage_buffer_binding_size` (VGG's 392 MiB fully-connected
+//! weight against lavapipe's 128 MiB, a large A, C or output, more batch matrices than one
+//! dispatch dimension holds) are solved in pieces: the problem is halved along batches, rows
+//! of A, columns of B or (when a single row or column is too long) K, until every operand's
+//! touched elements fit one binding; each piece binds only those byte windows, the pieces are
+//! concatenated (K halves summed, C added once), and a residual/activation epilogue is applied
+//! to the assembled product.
 
 use super::reduce::gpu_buffer;
+use super::window;
 use crate::activation::maybe_apply;
 use crate::matmul::epilogue_after;
 use crate::matmul::Problem;
@@ -17,7 +22,7 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
 use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
-use mpsrt_runtime::{Binding, DeviceProperties, GpuDevice, Kernel, Pipeline, Storage};
+use mpsrt_runtime::{Binding, DeviceProperties, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -117,85 +122,200 @@ fn aligned(vals: &[isize]) -> bool {
 
 pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
-    let props = dev.properties();
-    let b_bytes = gpu_buffer(op, p.b_t)?.size();
+    let (limit, _) = window::limits(&dev);
+    let [m, n, _] = p.mnk;
     let z: usize = p.batch.iter().product();
-    if b_bytes > props.max_storage_buffer_binding_size && z == 1 && p.mnk[1] > 1 {
-        if p.res.is_some() {
-            // Column blocks do not carry the residual: add it (and the activation) after.
-            return epilogue_after(split_columns(op, device, &p.without_epilogue())?, p.res, p.act);
-        }
-        return split_columns(op, device, p);
+    let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
+    let big = |t: &Tensor| gpu_buffer(op, t).map(|b| !window::fits(b, limit));
+    let oversize = big(p.a_t)?
+        || big(p.b_t)?
+        || p.c.as_ref().map(|(c, _)| big(c)).transpose()?.unwrap_or(false)
+        || p.res.map(big).transpose()?.unwrap_or(false)
+        || ((z * m * n * 4) as u64) > limit
+        || z > maxd;
+    if !oversize {
+        return solve(op, device, p, &Wins::default());
     }
-    solve(op, device, p, None)
+    // Pieces carry no residual or activation: those apply once, to the assembled product.
+    let r = split(op, device, &p.without_epilogue(), 0)?;
+    epilogue_after(r, p.res, p.act)
 }
 
-/// Solves `p` in column blocks of `B` whose byte windows fit one binding, then concatenates.
-fn split_columns(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
-    let dev = mpsrt_runtime::gpu_device(device)?;
-    let props = dev.properties();
-    let [m, n, k] = p.mnk;
+/// Byte windows bound for A, B and C (`None`: the whole buffer); layouts in the problem are
+/// then relative to the window's first element.
+#[derive(Default)]
+struct Wins {
+    a: Option<(u64, u64)>,
+    b: Option<(u64, u64)>,
+    c: Option<(u64, u64)>,
+}
+
+/// Elements `(lo, hi)` (inclusive) a view touches; `None` when it is empty.
+fn touched(l: &Layout) -> Option<(usize, usize)> {
+    if l.shape.contains(&0) {
+        return None;
+    }
+    let (mut lo, mut hi) = (l.offset as isize, l.offset as isize);
+    for (&d, &s) in l.shape.iter().zip(&l.strides) {
+        let t = (d as isize - 1) * s;
+        lo += t.min(0);
+        hi += t.max(0);
+    }
+    Some((lo.max(0) as usize, hi.max(0) as usize))
+}
+
+/// The aligned byte window `(offset, bytes)` holding a view's elements of `eb` bytes.
+fn window_of(l: &Layout, eb: usize, align: u64) -> Option<(u64, u64)> {
+    let (lo, hi) = touched(l)?;
+    let start = (lo * eb) as u64 / align * align;
+    let end = (((hi + 1) * eb) as u64).next_multiple_of(4);
+    Some((start, end - start))
+}
+
+/// How many bindings' worth each operand of `p` needs (its window over the limit; the output
+/// counts as a fresh contiguous buffer, the batch count against the dispatch limit): ≤ 1 fits.
+fn load(p: &Problem<'_>, limit: u64, align: u64, maxd: usize) -> f64 {
+    let [m, n, _] = p.mnk;
+    let z: usize = p.batch.iter().product();
+    let ratio = |w: Option<(u64, u64)>| w.map_or(0.0, |(_, b)| b as f64 / limit as f64);
+    let mut r = ratio(window_of(&p.a, p.a_t.dtype().size(), align))
+        .max(ratio(window_of(&p.b, p.b_t.dtype().size(), align)))
+        .max((z * m * n * 4) as f64 / limit as f64)
+        .max(z as f64 / maxd as f64);
+    if let Some((c, l)) = &p.c {
+        r = r.max(ratio(window_of(l, c.dtype().size(), align)));
+    }
+    r
+}
+
+/// Where a problem is cut: a batch dim, rows of A (M), columns of B (N), or K.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    Batch(usize),
+    M,
+    N,
+    K,
+}
+
+/// `p` restricted to `start .. start + len` along `cut`.
+fn piece<'a>(p: &Problem<'a>, cut: Cut, start: usize, len: usize) -> Problem<'a> {
     let nb = p.batch.len();
-    let elem = p.b_t.dtype().size();
-    let align = (props.min_storage_buffer_offset_alignment as usize).div_ceil(elem).max(1);
-    let (s0, s1) = (p.b.strides[nb], p.b.strides[nb + 1]);
-    let max_elems = props.max_storage_buffer_binding_size as usize / elem;
-    // Elements one column block of width c spans: (c - 1) * s1 + (k - 1) * s0 + 1 (+ alignment slack).
-    let fixed = (k.saturating_sub(1)) * s0.max(0) as usize + 1 + align;
-    if s0 < 0 || s1 <= 0 || fixed > max_elems {
+    let mut q = p.without_epilogue();
+    let narrow = |l: &mut Layout, d: usize| {
+        l.offset = (l.offset as isize + start as isize * l.strides[d]) as usize;
+        l.shape[d] = len;
+    };
+    match cut {
+        Cut::Batch(d) => {
+            narrow(&mut q.a, d);
+            narrow(&mut q.b, d);
+            q.batch[d] = len;
+        }
+        Cut::M => {
+            narrow(&mut q.a, nb);
+            if let Some((_, l)) = &mut q.c {
+                narrow(l, 0);
+            }
+            q.mnk[0] = len;
+        }
+        Cut::N => {
+            narrow(&mut q.b, nb + 1);
+            if let Some((_, l)) = &mut q.c {
+                narrow(l, 1);
+            }
+            q.mnk[1] = len;
+        }
+        Cut::K => {
+            narrow(&mut q.a, nb + 1);
+            narrow(&mut q.b, nb);
+            q.mnk[2] = len;
+        }
+    }
+    q
+}
+
+/// Solves `p` (no residual/activation) when every operand's window fits one binding, else cuts
+/// it in two along the dim that most reduces the largest operand — batches, rows of A, columns
+/// of B, and K last (its halves are summed, C joining the first) — and assembles the pieces.
+fn split(op: &str, device: usize, p: &Problem<'_>, depth: usize) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let (limit, align) = window::limits(&dev);
+    let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
+    let now = load(p, limit, align, maxd);
+    if now <= 1.0 {
+        return solve_windowed(op, device, p, align);
+    }
+    let [m, n, k] = p.mnk;
+    let mut cuts: Vec<(Cut, usize)> =
+        p.batch.iter().enumerate().map(|(d, &s)| (Cut::Batch(d), s)).collect();
+    cuts.extend([(Cut::M, m), (Cut::N, n), (Cut::K, k)]);
+    // The first cut (in that order) whose halves carry the least load; K only when it helps
+    // more, since its halves cost an extra sum.
+    let best = cuts
+        .iter()
+        .filter(|&&(_, len)| len > 1)
+        .map(|&(c, len)| (c, len, load(&piece(p, c, 0, len.div_ceil(2)), limit, align, maxd)))
+        .fold(None::<(Cut, usize, f64)>, |acc, x| match acc {
+            Some(a) if a.2 <= x.2 * 1.001 => Some(a),
+            _ => Some(x),
+        });
+    let Some((cut, len, _)) = best.filter(|b| b.2 < now && depth < 64) else {
         return Err(Error::oom(
             op,
             format!(
-                "B of shape [{k}, {n}] with strides [{s0}, {s1}] is larger than the adapter's \
-                 max_storage_buffer_binding_size ({} bytes) and its columns are not stored apart \
-                 (pass B transposed, e.g. as Gemm's transB weight)",
-                props.max_storage_buffer_binding_size
+                "a [{m}, {n}, {k}] product (batch {:?}) has an operand that no split brings                  under the adapter's max_storage_buffer_binding_size of {limit} bytes; make                  the operands contiguous first",
+                p.batch
             ),
         ));
-    }
-    let mut cols = (max_elems - fixed) / s1 as usize + 1;
-    if cols >= 128 {
-        cols -= cols % 64;
-    }
-    let mut parts = Vec::new();
-    for n0 in (0..n).step_by(cols) {
-        let n1 = (n0 + cols).min(n);
-        let start = p.b.offset + n0 * s1 as usize;
-        let base = start / align * align;
-        let end = start + (n1 - n0 - 1) * s1 as usize + (k - 1) * s0 as usize + 1;
-        let mut b = p.b.clone();
-        b.offset = start - base;
-        b.shape[nb + 1] = n1 - n0;
-        let c = p.c.as_ref().map(|(t, l)| {
-            let mut l = l.clone();
-            l.offset += n0 * l.strides[l.strides.len() - 1].max(0) as usize;
-            let r = l.shape.len();
-            l.shape[r - 1] = n1 - n0;
-            (*t, l)
-        });
-        let sub = Problem {
-            a: p.a.clone(),
-            b,
-            a_t: p.a_t,
-            b_t: p.b_t,
-            batch: p.batch.clone(),
-            mnk: [m, n1 - n0, k],
-            c,
-            alpha: p.alpha,
-            beta: p.beta,
-            res: None,
-            act: p.act,
-        };
-        let window = ((base * elem) as u64, ((end - base) * elem) as u64);
-        parts.push(solve(op, device, &sub, Some(window))?);
-    }
-    let refs: Vec<&Tensor> = parts.iter().collect();
-    crate::shape::concat(&refs, -1)
+    };
+    let h = len.div_ceil(2);
+    let first = piece(p, cut, 0, h);
+    let mut second = piece(p, cut, h, len - h);
+    let nb = p.batch.len();
+    let axis = match cut {
+        Cut::Batch(d) => d,
+        Cut::M => nb,
+        Cut::N => nb + 1,
+        Cut::K => {
+            second.c = None;
+            second.beta = 0.0;
+            let r0 = split(op, device, &first, depth + 1)?;
+            let r1 = split(op, device, &second, depth + 1)?;
+            return crate::add(&r0, &r1);
+        }
+    };
+    let r0 = split(op, device, &first, depth + 1)?;
+    let r1 = split(op, device, &second, depth + 1)?;
+    crate::shape::concat(&[&r0, &r1], axis as isize)
 }
 
-/// One dispatch; `b_window` binds only that byte range of B's buffer (offsets in `p.b` are
+/// [`solve`] with A, B and C bound at the windows their views touch.
+fn solve_windowed(op: &str, device: usize, p: &Problem<'_>, align: u64) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let (limit, _) = window::limits(&dev);
+    let mut q = p.without_epilogue();
+    let mut w = Wins::default();
+    let rebase = |l: &mut Layout, t: &Tensor| -> Result<Option<(u64, u64)>> {
+        if window::fits(gpu_buffer(op, t)?, limit) {
+            return Ok(None);
+        }
+        let eb = t.dtype().size();
+        Ok(window_of(l, eb, align).map(|(o, bytes)| {
+            l.offset -= o as usize / eb;
+            (o, bytes)
+        }))
+    };
+    w.a = rebase(&mut q.a, p.a_t)?;
+    w.b = rebase(&mut q.b, p.b_t)?;
+    if let Some((c, l)) = &mut q.c {
+        w.c = rebase(l, c)?;
+    }
+    solve(op, device, &q, &w)
+}
+
+/// One dispatch; operands with a window in `w` bind only that byte range (offsets in `p` are
 /// then relative to the window's start).
-fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>) -> Result<Tensor> {
+fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let [m, n, k] = p.mnk;
     let nb = p.batch.len();
@@ -225,14 +345,8 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     let (mut sa, mut sb) =
         ([p.a.strides[nb], p.a.strides[nb + 1]], [p.b.strides[nb], p.b.strides[nb + 1]]);
     let (mut oa, mut ob) = (p.a.offset, p.b.offset);
-    let bbuf = gpu_buffer(op, p.b_t)?;
-    let (mut abuf, mut bbuf) = (
-        Binding::from(&**gpu_buffer(op, p.a_t)?),
-        match b_window {
-            Some((o, s)) => Binding::window(bbuf, o, s),
-            None => Binding::from(&**bbuf),
-        },
-    );
+    let (mut abuf, mut bbuf) =
+        (bind(gpu_buffer(op, p.a_t)?, w.a), bind(gpu_buffer(op, p.b_t)?, w.b));
     let (mut ab, mut bb) = (bst[0].clone(), bst[1].clone());
     let outb = gpu_buffer(op, &result)?;
     let (mut mm, mut nn) = (m, n);
@@ -271,7 +385,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
         let mut binds = vec![abuf, bbuf];
         if let Some((c, _)) = &p.c {
-            binds.push(Binding::from(&**gpu_buffer(op, c)?));
+            binds.push(bind(gpu_buffer(op, c)?, w.c));
         }
         binds.push(Binding::from(&**outb));
         dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
@@ -339,7 +453,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     }
     let mut binds = vec![abuf, bbuf];
     if let Some((c, _)) = &p.c {
-        binds.push(Binding::from(&**gpu_buffer(op, c)?));
+        binds.push(bind(gpu_buffer(op, c)?, w.c));
     }
     if let Some(r) = p.res {
         // Contiguous by construction (`matmul_epilogue`); the kernel indexes it like `out`.
@@ -351,4 +465,12 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, b_window: Option<(u64, u64)>)
     binds.push(Binding::from(&**outb));
     dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), [gx as u32, gy as u32, z as u32])?;
     Ok(result)
+}
+
+/// `b` bound whole, or the byte window `w`.
+fn bind(b: &GpuBuffer, w: Option<(u64, u64)>) -> Binding<'_> {
+    match w {
+        Some((o, s)) => Binding::window(b, o, s),
+        None => Binding::from(b),
+    }
 }

@@ -42,9 +42,8 @@ pub(crate) fn gpu_buffer<'a>(op: &str, t: &'a Tensor) -> Result<&'a Arc<GpuBuffe
 ///
 /// Launches are windowed by kept rows ([`reduce_rows`]); when one row's reduced span does not
 /// fit a storage binding (`x.sum()` of a tensor past the limit, a column sum of a large
-/// matrix), ops that compose with themselves are split along the reduced axis of largest
-/// stride into two halves reduced separately and combined by a second reduction. The others
-/// (variance, arg ops, softmax) are refused with the binding limit named.
+/// matrix), the row is split along the reduced axis of largest stride into two halves reduced
+/// separately and combined ([`split_row`]).
 pub(crate) fn reduce(
     op_name: &str,
     device: usize,
@@ -59,47 +58,148 @@ pub(crate) fn reduce(
     let row_span: usize =
         axes.iter().map(|&a| (l.shape[a].max(1) - 1) * l.strides[a].unsigned_abs()).sum();
     let row_bytes = ((row_span + 1) * x.dtype().size()) as u64 + align;
-    let combine = match op {
-        ReduceOp::Sum | ReduceOp::Mean => Some(ReduceOp::Sum),
-        ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod | ReduceOp::Norm2 | ReduceOp::LogSumExp => {
-            Some(op)
-        }
-        _ => None,
-    };
     let split_axis = axes
         .iter()
         .copied()
         .filter(|&a| l.shape[a] > 1)
         .max_by_key(|&a| l.strides[a].unsigned_abs());
-    match (combine, split_axis) {
-        (Some(comb), Some(a))
-            if row_bytes > limit && !window::fits(gpu_buffer(op_name, x)?, limit) =>
-        {
-            let len = l.shape[a] as isize;
-            let halves = [
-                x.slice(a as isize, Some(0), Some(len / 2), 1)?,
-                x.slice(a as isize, Some(len / 2), Some(len), 1)?,
-            ];
-            let parts = halves
-                .iter()
-                .map(|h| reduce(op_name, device, h, comb, axes, param))
-                .collect::<Result<Vec<_>>>()?;
-            let both = crate::stack(&[&parts[0], &parts[1]], 0)?;
+    match split_axis {
+        Some(a) if row_bytes > limit && !window::fits(gpu_buffer(op_name, x)?, limit) => {
+            split_row(op_name, device, x, op, axes, param, a)
+        }
+        _ => reduce_rows(op_name, &dev, x, op, axes, param),
+    }
+}
+
+/// `a * x + b * y` for two same-shape f32 tensors (host scalars `a`, `b`).
+fn lin2(op: &str, x: &Tensor, a: f64, y: &Tensor, b: f64) -> Result<Tensor> {
+    let e = Expr::binary(
+        BinaryFn::Add,
+        Expr::binary(BinaryFn::Mul, Expr::input(0), Expr::Scalar(0, VType::Float)),
+        Expr::binary(BinaryFn::Mul, Expr::input(1), Expr::Scalar(1, VType::Float)),
+    );
+    crate::elementwise::map(op, &[x, y], DType::F32, e, &[Scalar::F(a), Scalar::F(b)])
+}
+
+/// A row longer than one binding: reduce the two halves of axis `a` separately (each may split
+/// again) and combine the partial results — sums/extrema by the op itself, variances by Chan's
+/// pairwise update of (count, mean, M2), arg ops by (value, index) pairs, softmax as
+/// `exp(x - logsumexp)` with the (itself split) logsumexp and an elementwise (windowed) pass.
+#[allow(clippy::too_many_arguments)]
+fn split_row(
+    op_name: &str,
+    device: usize,
+    x: &Tensor,
+    op: ReduceOp,
+    axes: &[usize],
+    param: f32,
+    a: usize,
+) -> Result<Tensor> {
+    let l = x.layout();
+    let len = l.shape[a];
+    let count: usize = axes.iter().map(|&d| l.shape[d]).product();
+    let halves = [
+        x.slice(a as isize, Some(0), Some((len / 2) as isize), 1)?,
+        x.slice(a as isize, Some((len / 2) as isize), Some(len as isize), 1)?,
+    ];
+    let part = |o: ReduceOp| -> Result<[Tensor; 2]> {
+        Ok([
+            reduce(op_name, device, &halves[0], o, axes, param)?,
+            reduce(op_name, device, &halves[1], o, axes, param)?,
+        ])
+    };
+    match op {
+        ReduceOp::Sum
+        | ReduceOp::Mean
+        | ReduceOp::Max
+        | ReduceOp::Min
+        | ReduceOp::Prod
+        | ReduceOp::Norm2
+        | ReduceOp::LogSumExp => {
+            let comb = if op == ReduceOp::Mean { ReduceOp::Sum } else { op };
+            let p = part(comb)?;
+            let both = crate::stack(&[&p[0], &p[1]], 0)?;
             let r = reduce(op_name, device, &both, comb, &[0], param)?;
             if op != ReduceOp::Mean {
                 return Ok(r);
             }
-            let count: usize = axes.iter().map(|&a| l.shape[a]).product();
-            let scale = Expr::binary(BinaryFn::Mul, Expr::input(0), Expr::Scalar(0, VType::Float));
-            crate::elementwise::map(
-                op_name,
-                &[&r],
-                DType::F32,
-                scale,
-                &[Scalar::F(1.0 / count as f64)],
-            )
+            crate::multiply_scalar(&r, 1.0 / count as f64)
         }
-        _ => reduce_rows(op_name, &dev, x, op, axes, param),
+        ReduceOp::Var | ReduceOp::Std | ReduceOp::Moments => {
+            // Chan et al.: with weights c0 = n0/n, c1 = n1/n of the halves,
+            // mean = c0·m0 + c1·m1 and M2/n = c0·v0 + c1·v1 + c0·c1·(m1 − m0)² (v: biased).
+            let p = part(ReduceOp::Moments)?;
+            let n0 = (count / len * (len / 2)) as f64;
+            let c0 = n0 / count as f64;
+            let c1 = 1.0 - c0;
+            let (m0, v0) = (p[0].select(0, 0)?, p[0].select(0, 1)?);
+            let (m1, v1) = (p[1].select(0, 0)?, p[1].select(0, 1)?);
+            let mean = lin2(op_name, &m0, c0, &m1, c1)?;
+            let d = crate::subtract(&m1, &m0)?;
+            let dd = crate::multiply_scalar(&crate::multiply(&d, &d)?, c0 * c1)?;
+            let vb = crate::add(&lin2(op_name, &v0, c0, &v1, c1)?, &dd)?;
+            if op == ReduceOp::Moments {
+                return crate::stack(&[&mean, &vb], 0);
+            }
+            // var = M2 / max(n − correction, 0); the CPU's 0-denominator rule: NaN for M2 = 0
+            // (or NaN), else inf.
+            let den = (count as f64 - param as f64).max(0.0);
+            let var = if den > 0.0 {
+                crate::multiply_scalar(&vb, count as f64 / den)?
+            } else {
+                let zero = crate::logical_or(&crate::equal_scalar(&vb, 0.0)?, &crate::isnan(&vb)?)?;
+                crate::where_scalar(
+                    &zero,
+                    Scalar::F(f64::NAN),
+                    Scalar::F(f64::INFINITY),
+                    DType::F32,
+                )?
+            };
+            if op == ReduceOp::Std {
+                crate::sqrt(&var)
+            } else {
+                Ok(var)
+            }
+        }
+        ReduceOp::ArgMax | ReduceOp::ArgMin => {
+            // (value, index) per half; the second half wins on a strictly better value or on
+            // the first NaN (NaN counts as the extreme; ties and earlier NaNs keep the first).
+            let vop = if op == ReduceOp::ArgMax { ReduceOp::Max } else { ReduceOp::Min };
+            let v = part(vop)?;
+            let i = part(op)?;
+            let better = if op == ReduceOp::ArgMax {
+                crate::greater(&v[1], &v[0])?
+            } else {
+                crate::less(&v[1], &v[0])?
+            };
+            let second = if v[0].dtype().is_float() {
+                let nan1 = crate::logical_and(
+                    &crate::isnan(&v[1])?,
+                    &crate::logical_not(&crate::isnan(&v[0])?)?,
+                )?;
+                let keep0 = crate::isnan(&v[0])?;
+                crate::logical_and(
+                    &crate::logical_or(&better, &nan1)?,
+                    &crate::logical_not(&keep0)?,
+                )?
+            } else {
+                better
+            };
+            let i1 = crate::add_scalar(&i[1], (len / 2) as i64)?;
+            crate::where_(&second, &i1, &i[0])?.astype(DType::I32)
+        }
+        ReduceOp::Softmax | ReduceOp::LogSoftmax => {
+            let lse = reduce(op_name, device, x, ReduceOp::LogSumExp, axes, param)?;
+            let keep: Vec<isize> = l
+                .shape
+                .iter()
+                .enumerate()
+                .map(|(d, &s)| if axes.contains(&d) { 1 } else { s as isize })
+                .collect();
+            let shifted = crate::subtract(&x.astype(DType::F32)?, &lse.reshape(&keep)?)?;
+            let y = if op == ReduceOp::Softmax { crate::exp(&shifted)? } else { shifted };
+            y.contiguous()
+        }
     }
 }
 
