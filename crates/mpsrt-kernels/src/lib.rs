@@ -11,11 +11,12 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod reduce;
 pub mod softmax;
+pub mod winograd;
 #[cfg(feature = "validate")]
 pub mod validate;
 
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
-pub use conv_gemm::{conv_gemm_meta, ConvGemmSpec};
+pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layout::coalesce;
 pub use matmul::{
@@ -24,6 +25,7 @@ pub use matmul::{
 };
 pub use matmul_coop::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
+pub use winograd::{winograd_output_kernel, winograd_tiles, WINOGRAD_TRANSFORMS};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.

@@ -23,7 +23,11 @@ type Res<T> = Result<Response<T>, Status>;
 type BoxStream<T> = Pin<Box<dyn futures_util::Stream<Item = Result<T, Status>> + Send>>;
 
 /// The gRPC service set, ready to serve on a listener.
-pub fn router(state: Arc<State>) -> tonic::transport::server::Router {
+pub fn router(
+    state: Arc<State>,
+) -> tonic::transport::server::Router<
+    tower::layer::util::Stack<crate::grpc_budget::BudgetLayer, tower::layer::util::Identity>,
+> {
     // tonic refuses messages over its own bound by ending the whole stream, so its bound is set
     // above ours (twice `--max-request-bytes`): a message between the two is answered with an
     // error for that message alone, and a stream goes on after it.
@@ -38,6 +42,7 @@ pub fn router(state: Arc<State>) -> tonic::transport::server::Router {
         .http2_keepalive_interval(keepalive)
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(20)))
         .max_concurrent_streams(Some(256))
+        .layer(crate::grpc_budget::BudgetLayer::new(state.clone()))
         .add_service(svc)
         .add_service(HealthServer::new(HealthService { state }))
 }

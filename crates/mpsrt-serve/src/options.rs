@@ -75,10 +75,14 @@ pub struct ServerOptions {
     /// 4 x the machine's CPU threads, at least 16.
     #[arg(long, value_name = "N")]
     pub max_instances_per_model: Option<usize>,
-    /// Most instances (one executor thread each) over all models together. Default: 16 x the
+    /// Most instances over all models together (they share the executor pool). Default: 16 x the
     /// machine's CPU threads, at least 64.
     #[arg(long, value_name = "N")]
     pub max_total_instances: Option<usize>,
+    /// Batches executing at once over the whole server: the threads of the executor pool all
+    /// model instances share. Default: 2 x the machine's CPU threads, at least 8.
+    #[arg(long, value_name = "N")]
+    pub executor_threads: Option<usize>,
     /// Largest `max_batch_size` a model config may set.
     #[arg(long, default_value_t = 4096)]
     pub max_batch_size_limit: usize,
@@ -109,6 +113,7 @@ impl ServerOptions {
             idle_timeout_secs: 300,
             max_instances_per_model: None,
             max_total_instances: None,
+            executor_threads: None,
             max_batch_size_limit: 4096,
             max_stream_inflight: 16,
         }
@@ -125,6 +130,16 @@ impl ServerOptions {
             let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
             (16 * cpus).max(64)
         })
+    }
+
+    /// The executor pool's size in effect.
+    pub fn executor_thread_limit(&self) -> usize {
+        self.executor_threads
+            .unwrap_or_else(|| {
+                let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+                (2 * cpus).max(8)
+            })
+            .max(1)
     }
 
     /// The per-model instance bound in effect.

@@ -42,14 +42,21 @@ struct ModelEntry {
 pub struct LoadLimits {
     /// Instances one model may ask for.
     pub max_instances: usize,
-    /// Instances (one executor thread each) the whole server may run, over all models.
+    /// Instances the whole server may hold, over all models (they share the executor pool).
     pub max_total_instances: usize,
     pub max_batch_size: usize,
+    /// Batches executing at once over the whole server (the shared executor pool's threads).
+    pub executor_threads: usize,
 }
 
 impl Default for LoadLimits {
     fn default() -> Self {
-        Self { max_instances: 64, max_total_instances: 256, max_batch_size: 4096 }
+        Self {
+            max_instances: 64,
+            max_total_instances: 256,
+            max_batch_size: 4096,
+            executor_threads: 16,
+        }
     }
 }
 
@@ -101,6 +108,8 @@ pub struct ModelManager {
     /// `root` with symlinks resolved: every path the server opens must stay under it.
     canon_root: PathBuf,
     limits: LoadLimits,
+    /// Executes every model's batches; bounded by `limits.executor_threads`.
+    pool: Arc<crate::pool::ExecPool>,
     backends: ServeBackends,
     models: RwLock<BTreeMap<String, ModelEntry>>,
     /// Loads and unloads run one at a time so a model is never half-replaced.
@@ -114,6 +123,7 @@ impl ModelManager {
             root,
             canon_root,
             limits: LoadLimits::default(),
+            pool: crate::pool::ExecPool::new(LoadLimits::default().executor_threads),
             backends,
             models: RwLock::new(BTreeMap::new()),
             load_lock: Default::default(),
@@ -123,6 +133,7 @@ impl ModelManager {
     /// Sets the load-time bounds on instance counts and batch sizes.
     pub fn with_limits(mut self, limits: LoadLimits) -> Self {
         self.limits = limits;
+        self.pool = crate::pool::ExecPool::new(limits.executor_threads);
         self
     }
 
@@ -579,7 +590,8 @@ impl ModelManager {
             instances.push((backend.load(path, config, device)?, device));
         }
         let stats = Arc::new(ModelStats::default());
-        let scheduler = Scheduler::start(name, instances, batch_policy(config), stats.clone())?;
+        let scheduler =
+            Scheduler::start(name, instances, batch_policy(config), stats.clone(), &self.pool)?;
         Ok(LoadedModel {
             name: name.to_string(),
             version,

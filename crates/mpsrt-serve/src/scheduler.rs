@@ -1,10 +1,11 @@
-//! Per-model request queue, dynamic batcher and executor threads (one per model instance).
+//! Per-model request queue and dynamic batcher; execution happens on the server's shared
+//! executor pool (`pool.rs`).
 //!
-//! Execution blocks (GPU or CPU work), so it runs on dedicated OS threads, never on tokio workers.
 //! Each free instance forms its own batch from the queue head, which is how Triton's dynamic
 //! batcher behaves from the client's point of view: batches grow while instances are busy.
 
 use crate::backend::{InstanceDevice, ModelInstance};
+use crate::pool::ExecPool;
 use crate::stats::{BatchTimes, ModelStats};
 use crate::types::{HostTensor, ServeError, TensorData};
 use parking_lot::{Condvar, Mutex};
@@ -12,7 +13,6 @@ use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -44,9 +44,16 @@ pub struct Pending {
     pub reply: Reply,
 }
 
-struct State {
+/// An instance parked between batches, with its counters.
+pub(crate) type Slot = (Box<dyn ModelInstance>, Arc<InstanceStats>);
+
+pub(crate) struct State {
     items: VecDeque<Pending>,
     closed: bool,
+    /// Instances not executing now, least recently used first (requests spread over instances).
+    pub(crate) idle: VecDeque<Slot>,
+    /// Instances a pool thread is executing on.
+    pub(crate) busy: usize,
 }
 
 /// What one instance has run (the `mpsrt_instance_*` metrics): how requests spread over instances.
@@ -61,40 +68,36 @@ pub struct InstanceStats {
     pub infer_ns: AtomicU64,
 }
 
-struct Shared {
-    state: Mutex<State>,
-    cv: Condvar,
+/// One model version's queue and parked instances, shared with the executor pool.
+pub(crate) struct Shared {
+    pub(crate) state: Mutex<State>,
+    /// Signalled when an instance is parked again (shutdown waits for the drain on it).
+    pub(crate) done: Condvar,
     policy: BatchPolicy,
     stats: Arc<ModelStats>,
-    model: String,
+    pub(crate) model: String,
+    pub(crate) instance_count: usize,
 }
 
-/// Queue plus executor threads of one model version.
+/// Queue and instances of one model version, executed by the server's pool.
 pub struct Scheduler {
     shared: Arc<Shared>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    pool: Arc<ExecPool>,
     instances: Vec<Arc<InstanceStats>>,
 }
 
 impl Scheduler {
-    /// Starts one executor thread per instance.
+    /// Parks the instances and registers the queue with the executor pool.
     pub fn start(
         model: &str,
         instances: Vec<(Box<dyn ModelInstance>, InstanceDevice)>,
         policy: BatchPolicy,
         stats: Arc<ModelStats>,
+        pool: &Arc<ExecPool>,
     ) -> Result<Self, ServeError> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State { items: VecDeque::new(), closed: false }),
-            cv: Condvar::new(),
-            policy,
-            stats,
-            model: model.to_string(),
-        });
-        let mut threads = Vec::new();
-        let mut stats = Vec::new();
+        let mut slots = Vec::new();
+        let mut stats_list = Vec::new();
         for (i, (instance, device)) in instances.into_iter().enumerate() {
-            let sh = shared.clone();
             let st = Arc::new(InstanceStats {
                 name: format!("{model}_{i}"),
                 device: match device {
@@ -105,14 +108,25 @@ impl Scheduler {
                 inferences: AtomicU64::new(0),
                 infer_ns: AtomicU64::new(0),
             });
-            stats.push(st.clone());
-            let h = std::thread::Builder::new()
-                .name(format!("mpsrt-exec-{model}-{i}"))
-                .spawn(move || worker(sh, instance, st))
-                .map_err(|e| ServeError::internal(format!("cannot start executor thread: {e}")))?;
-            threads.push(h);
+            stats_list.push(st.clone());
+            slots.push((instance, st));
         }
-        Ok(Self { shared, threads: Mutex::new(threads), instances: stats })
+        let count = slots.len();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                items: VecDeque::new(),
+                closed: false,
+                idle: slots.into(),
+                busy: 0,
+            }),
+            done: Condvar::new(),
+            policy,
+            stats,
+            model: model.to_string(),
+            instance_count: count,
+        });
+        pool.register(shared.clone(), count);
+        Ok(Self { shared, pool: pool.clone(), instances: stats_list })
     }
 
     /// Counters of each instance, in instance order.
@@ -135,32 +149,37 @@ impl Scheduler {
         st.items.push_back(p);
         self.shared.stats.pending.fetch_add(1, Ordering::Relaxed);
         drop(st);
-        // Every waiter re-checks: an instance waiting out the batching delay may now have a full batch.
-        self.shared.cv.notify_all();
+        // Pool threads re-check: a model waiting out its batching delay may now have a full batch.
+        self.pool.notify();
         Ok(())
     }
 
-    /// Stops accepting; queued requests are still executed before the threads exit.
+    /// Stops accepting; queued requests are still executed.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.cv.notify_all();
+        self.pool.notify();
     }
 
-    /// Closes and waits for the executors to drain (blocking: call off the async runtime).
+    /// Closes, waits for the queue to drain and the instances to be parked, then releases them
+    /// (blocking: call off the async runtime).
     pub fn shutdown(&self) {
         self.close();
-        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock());
-        for t in threads {
-            if t.join().is_err() {
-                tracing::error!(model = %self.shared.model, "executor thread panicked");
+        let idle = {
+            let mut st = self.shared.state.lock();
+            while !st.items.is_empty() || st.busy > 0 {
+                self.shared.done.wait(&mut st);
             }
-        }
+            std::mem::take(&mut st.idle)
+        };
+        self.pool.deregister(&self.shared);
+        // Instances (and their GPU memory) are released here, not on a pool thread.
+        drop(idle);
     }
 }
 
 impl Drop for Scheduler {
     fn drop(&mut self) {
-        // Threads hold only the shared queue; closing lets them drain and exit on their own.
+        // The pool keeps the queue until it is drained, then drops it with its instances.
         self.close();
     }
 }
@@ -194,50 +213,46 @@ fn batch_prefix(items: &VecDeque<Pending>, policy: &BatchPolicy) -> (usize, usiz
     (n.max(1), total.max(first.batch))
 }
 
-fn next_batch(sh: &Shared) -> Option<Vec<Pending>> {
-    let mut st = sh.state.lock();
-    loop {
-        while st.items.is_empty() {
-            if st.closed {
-                return None;
-            }
-            sh.cv.wait(&mut st);
-        }
-        let policy = &sh.policy;
-        if policy.dynamic && policy.max_batch > 0 && !policy.max_delay.is_zero() {
-            // Wait for more requests until the oldest has waited max_queue_delay or the batch is full.
-            let deadline = st.items.front().map(|p| p.enqueued + policy.max_delay);
-            let full = policy.preferred.iter().max().copied().unwrap_or(policy.max_batch);
-            loop {
-                let (_, total) = batch_prefix(&st.items, policy);
-                let now = Instant::now();
-                match deadline {
-                    Some(d) if total < full.min(policy.max_batch) && now < d && !st.closed => {
-                        sh.cv.wait_until(&mut st, d);
-                        if st.items.is_empty() {
-                            break; // Another instance took them.
-                        }
-                    }
-                    _ => break,
-                }
-            }
-            if st.items.is_empty() {
-                continue;
-            }
-        }
-        let (n, _) = batch_prefix(&st.items, policy);
-        let batch: Vec<Pending> = st.items.drain(..n).collect();
-        return Some(batch);
-    }
+/// What a pool thread can do with one model now.
+pub(crate) enum Take {
+    /// Run this batch on this instance (already counted busy).
+    Job(Slot, Vec<Pending>),
+    /// Work is queued but the batching delay has not passed: look again at this instant.
+    WaitUntil(Instant),
+    /// Nothing to run (empty queue or no idle instance).
+    Nothing,
+    /// Closed and drained with no instance executing: the pool may drop the model.
+    Finished,
 }
 
-fn worker(sh: Arc<Shared>, mut instance: Box<dyn ModelInstance>, st: Arc<InstanceStats>) {
-    while let Some(batch) = next_batch(&sh) {
-        run_batch(&sh, instance.as_mut(), &st, batch);
+/// Forms the next batch of a model for an idle instance, as a dedicated executor would: with
+/// dynamic batching and a delay, it waits until the oldest request has waited `max_queue_delay`
+/// or the batch is full (a closed model drains at once).
+pub(crate) fn take_job(sh: &Shared, st: &mut State, now: Instant) -> Take {
+    if st.items.is_empty() {
+        return if st.closed && st.busy == 0 { Take::Finished } else { Take::Nothing };
     }
+    if st.idle.is_empty() {
+        return Take::Nothing;
+    }
+    let policy = &sh.policy;
+    if policy.dynamic && policy.max_batch > 0 && !policy.max_delay.is_zero() && !st.closed {
+        let full = policy.preferred.iter().max().copied().unwrap_or(policy.max_batch);
+        let (_, total) = batch_prefix(&st.items, policy);
+        if let Some(d) = st.items.front().map(|p| p.enqueued + policy.max_delay) {
+            if total < full.min(policy.max_batch) && now < d {
+                return Take::WaitUntil(d);
+            }
+        }
+    }
+    let (n, _) = batch_prefix(&st.items, policy);
+    let batch: Vec<Pending> = st.items.drain(..n).collect();
+    let Some(slot) = st.idle.pop_front() else { return Take::Nothing };
+    st.busy += 1;
+    Take::Job(slot, batch)
 }
 
-fn run_batch(
+pub(crate) fn run_batch(
     sh: &Shared,
     instance: &mut dyn ModelInstance,
     st: &InstanceStats,
@@ -503,7 +518,7 @@ mod tests {
         let stats = Arc::new(ModelStats::default());
         let pol = BatchPolicy { max_queue: 1, ..Default::default() };
         // No instances: nothing drains the queue, so the second request must be refused.
-        let s = Scheduler::start("m", Vec::new(), pol, stats).unwrap();
+        let s = Scheduler::start("m", Vec::new(), pol, stats, &ExecPool::new(2)).unwrap();
         s.enqueue(pending(1, 1, 0).0).unwrap();
         let e = s.enqueue(pending(1, 1, 0).0).unwrap_err();
         assert_eq!(
@@ -512,5 +527,98 @@ mod tests {
         );
         s.close();
         assert!(s.enqueue(pending(1, 1, 0).0).unwrap_err().message.contains("unloaded"));
+    }
+
+    /// Sleeps, echoes its input and records how many executions overlap.
+    struct Slow(Arc<(std::sync::atomic::AtomicUsize, std::sync::atomic::AtomicUsize)>);
+    impl ModelInstance for Slow {
+        fn execute(
+            &mut self,
+            inputs: Vec<HostTensor>,
+            _: &[String],
+        ) -> Result<Vec<HostTensor>, ServeError> {
+            let now = self.0 .0.fetch_add(1, Ordering::SeqCst) + 1;
+            self.0 .1.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            self.0 .0.fetch_sub(1, Ordering::SeqCst);
+            Ok(inputs)
+        }
+    }
+
+    #[test]
+    fn many_instances_share_a_bounded_pool_and_every_request_is_answered() {
+        let pool = ExecPool::new(3);
+        let seen = Arc::new(Default::default());
+        let mut models = Vec::new();
+        for m in 0..2 {
+            // 40 instances per model: before the pool this meant 80 threads.
+            let inst = (0..40)
+                .map(|_| {
+                    (
+                        Box::new(Slow(Arc::clone(&seen))) as Box<dyn ModelInstance>,
+                        InstanceDevice::Cpu,
+                    )
+                })
+                .collect();
+            let pol = BatchPolicy { max_queue: 100, ..Default::default() };
+            let stats = Arc::new(ModelStats::default());
+            models.push(Scheduler::start(&format!("m{m}"), inst, pol, stats, &pool).unwrap());
+        }
+        assert_eq!(pool.threads(), 3);
+        let mut rxs = Vec::new();
+        for k in 0..24 {
+            let (p, rx) = pending(1, 1, k);
+            models[k as usize % 2].enqueue(p).unwrap();
+            rxs.push((k, rx));
+        }
+        for (k, rx) in rxs {
+            let out = rx.blocking_recv().unwrap().unwrap();
+            assert_eq!(out[0].data, TensorData::Raw(k.to_le_bytes().to_vec()), "request {k}");
+        }
+        // Bounded by the pool, and the pool was used in parallel.
+        let peak = seen.1.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&peak), "peak concurrency {peak}");
+        // Requests spread over the instances (least recently used first).
+        let used = models[0].instances().iter().filter(|i| i.executions.load(Ordering::SeqCst) > 0);
+        assert!(used.count() >= 6);
+        for m in &models {
+            m.shutdown();
+        }
+        // With no model left the threads exit.
+        let t = Instant::now();
+        while pool.threads() > 0 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(pool.threads(), 0);
+    }
+
+    #[test]
+    fn dynamic_batching_delay_still_groups_requests_on_the_pool() {
+        let pool = ExecPool::new(2);
+        let seen = Arc::new(Default::default());
+        let inst = vec![(Box::new(Slow(seen)) as Box<dyn ModelInstance>, InstanceDevice::Cpu)];
+        let pol = BatchPolicy {
+            max_batch: 8,
+            dynamic: true,
+            max_delay: Duration::from_millis(200),
+            max_queue: 100,
+            ..Default::default()
+        };
+        let stats = Arc::new(ModelStats::default());
+        let s = Scheduler::start("d", inst, pol, stats, &pool).unwrap();
+        let rxs: Vec<_> = (0..8)
+            .map(|k| {
+                let (p, rx) = pending(1, 1, k);
+                s.enqueue(p).unwrap();
+                rx
+            })
+            .collect();
+        for (k, rx) in rxs.into_iter().enumerate() {
+            let out = rx.blocking_recv().unwrap().unwrap();
+            assert_eq!(out[0].data, TensorData::Raw((k as i32).to_le_bytes().to_vec()));
+        }
+        // A full batch of 8 ran as one execution, without waiting out the 200 ms delay first.
+        assert_eq!(s.instances()[0].executions.load(Ordering::SeqCst), 1);
+        s.shutdown();
     }
 }

@@ -113,6 +113,7 @@ pub async fn start(
                 max_instances: options.instance_limit(),
                 max_total_instances: options.total_instance_limit(),
                 max_batch_size: options.max_batch_size_limit,
+                executor_threads: options.executor_thread_limit(),
             },
         ));
     match options.model_control_mode {

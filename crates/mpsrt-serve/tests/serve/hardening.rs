@@ -214,6 +214,16 @@ async fn request_bytes_over_the_budget_or_limit_are_refused() {
     let r = c.post(format!("{base}/v2/models/simple/infer")).json(&big).send().await.unwrap();
     assert_eq!(r.status(), 429);
     assert!(r.text().await.unwrap().contains("--max-inflight-request-bytes"));
+    // gRPC is charged from each message's length prefix, before tonic buffers and decodes it.
+    let mut g =
+        GrpcInferenceServiceClient::connect(format!("http://{}", s.grpc_addr)).await.unwrap();
+    let mut req = grpc_simple("big");
+    req.id = "x".repeat(32 * 1024);
+    let e = g.model_infer(req).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("a gRPC message of"), "{e:?}");
+    // A small message still fits in what is left, on the same connection.
+    assert!(g.model_infer(grpc_simple("small")).await.is_ok());
     // The stalled body times out (408), its bytes go back to the budget, the same request passes.
     let mut buf = vec![0u8; 512];
     let n =

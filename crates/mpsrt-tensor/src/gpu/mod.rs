@@ -3,12 +3,15 @@
 
 pub(crate) mod conv;
 pub(crate) mod conv_gemm;
+pub(crate) mod conv_plan;
+pub(crate) mod conv_split;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
 pub(crate) mod window;
+pub(crate) mod winograd;
 
 use mpsrt_core::Result;
 use mpsrt_runtime::{GpuBuffer, GpuDevice};
