@@ -46,7 +46,7 @@ mod source;
 mod ttir;
 mod value;
 
-pub use ttir::{compile_ttir, compile_ttir_widening};
+pub use ttir::{compile_ttir, compile_ttir_widening, WIDEN_TO};
 
 use mpsrt_core::{DType, Error, Result};
 
@@ -185,6 +185,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/parse.rs"),
         include_str!("ttir/lower.rs"),
         include_str!("ttir/elementwise.rs"),
+        include_str!("ttir/bounds.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

@@ -75,7 +75,7 @@ impl<'a> Lowerer<'a> {
                 Some(if t.is_block() { self.broadcast_to(&t, &shape) } else { t })
             }
         };
-        Ok(Val::T(emit_load(&mut self.em, &p, arg, elem, mask.as_ref(), other.as_ref())))
+        Ok(Val::T(emit_load(&mut self.em, &p, arg, elem, mask.as_ref(), other.as_ref(), None)))
     }
 
     pub fn store(&mut self, args: Vec<Val>, kwargs: Kwargs) -> Result<Val> {
@@ -103,7 +103,7 @@ impl<'a> Lowerer<'a> {
         };
         let v = if v.is_block() { self.broadcast_to(&v, &shape) } else { v };
         let mask = self.mask(a[2].clone(), &shape)?;
-        emit_store(&mut self.em, &p, arg, elem, &v, vd, mask.as_ref());
+        emit_store(&mut self.em, &p, arg, elem, &v, vd, mask.as_ref(), None);
         Ok(Val::None)
     }
 
@@ -136,6 +136,10 @@ impl<'a> Lowerer<'a> {
 /// Emits a load through pointer `p` into parameter `arg`'s buffer (elements of `elem`), with an
 /// optional bool `mask` and `other` (both scalars or already of `p`'s shape). Shared by the
 /// Python and TTIR frontends.
+///
+/// `full` is a uniform WGSL condition under which the mask is known to be all true (a full
+/// block: `offsets < n` with `max(offsets) < n`): the block then loads without per-element
+/// tests, and only the last, partial block of a grid takes the masked path.
 pub(crate) fn emit_load(
     em: &mut Emitter,
     p: &Tensor,
@@ -143,6 +147,7 @@ pub(crate) fn emit_load(
     elem: DType,
     mask: Option<&Tensor>,
     other: Option<&Tensor>,
+    full: Option<&str>,
 ) -> Tensor {
     let ty = Ty::D(elem);
     let shape = p.shape.clone();
@@ -174,6 +179,11 @@ pub(crate) fn emit_load(
     let out = em.decl_block(ty, &shape);
     let (lhs, pi, oi) = (out.at("i"), p.at("i"), other_at("i"));
     let mi = mask.as_ref().map(|m| m.at("i"));
+    if let (Some(f), Some(_)) = (full, &mi) {
+        em.open(format!("if ({f})"));
+        em.for_each(out.numel(), |em| em.line(format!("{lhs} = ld{arg}({pi});")));
+        em.else_();
+    }
     em.for_each(out.numel(), |em| match &mi {
         None => em.line(format!("{lhs} = ld{arg}({pi});")),
         // Masked-off lanes never touch memory: their addresses may be out of bounds.
@@ -185,10 +195,15 @@ pub(crate) fn emit_load(
             em.close();
         }
     });
+    if full.is_some() && mi.is_some() {
+        em.close();
+    }
     out
 }
 
-/// Emits a store of `v` (element type `vd`, converted to `elem`) through pointer `p`.
+/// Emits a store of `v` (element type `vd`, converted to `elem`) through pointer `p`; `full` as
+/// in [`emit_load`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_store(
     em: &mut Emitter,
     p: &Tensor,
@@ -197,6 +212,7 @@ pub(crate) fn emit_store(
     v: &Tensor,
     vd: DType,
     mask: Option<&Tensor>,
+    full: Option<&str>,
 ) {
     let (pi, vi) = (p.at("i"), cast_expr(&v.at("i"), vd, elem));
     let mi = mask.as_ref().map(|m| m.at("i"));
@@ -209,7 +225,15 @@ pub(crate) fn emit_store(
         }
     };
     if p.is_block() {
-        em.for_each(p.numel(), body);
+        if let (Some(f), Some(_)) = (full, &mi) {
+            em.open(format!("if ({f})"));
+            em.for_each(p.numel(), |em| em.line(format!("st{arg}({pi}, {vi});")));
+            em.else_();
+            em.for_each(p.numel(), body);
+            em.close();
+        } else {
+            em.for_each(p.numel(), body);
+        }
     } else {
         // A scalar store is done by one invocation.
         em.open("if (lid == 0u)");

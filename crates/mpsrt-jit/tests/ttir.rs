@@ -56,12 +56,16 @@ fn tutorial_02_fused_softmax() {
 #[test]
 fn workgroup_widens_to_keep_blocks_in_registers() {
     // A 1024-element row at num_warps = 2 (64 invocations) would be 16 elements each; widening
-    // (up to the device limit) gives 128 invocations of 8, and never beyond the limit.
+    // (up to the device limit) gives 256 invocations of 4 (`WIDEN_TO`), never beyond the limit.
     let opts = CompileOptions { max_workgroup_size: 64, ..CompileOptions::default() };
     let text = fixture("02_fused_softmax");
     let k = mpsrt_jit::compile_ttir_widening(&text, None, &opts, 1024).unwrap();
     validate(&k).unwrap();
-    assert_eq!(k.workgroup_size, 128);
+    assert_eq!(k.workgroup_size, 1024 / mpsrt_jit::WIDEN_TO as u32);
+    assert_eq!(
+        mpsrt_jit::compile_ttir_widening(&text, None, &opts, 128).unwrap().workgroup_size,
+        128
+    );
     assert_eq!(
         mpsrt_jit::compile_ttir_widening(&text, None, &opts, 64).unwrap().workgroup_size,
         64
@@ -151,4 +155,17 @@ module {
     let bad = text.replace("math.exp2", "math.cbrt");
     let e = compile_ttir(&bad, None, &CompileOptions::default()).unwrap_err().to_string();
     assert!(e.contains("math.cbrt") && e.contains("TTIR line 11"), "{e}");
+}
+
+#[test]
+fn full_blocks_load_and_store_without_mask_tests() {
+    // `offsets < n_elements` with offsets = pid * 1024 + arange(0, 1024): every program but the
+    // last is full, so the loads and stores branch once on a uniform condition.
+    let k = compile("01_vector_add", 256);
+    let cond = "let full1: bool = (((pid0 * 1024i) + 0i) + 1023i) < (P.s3 + 0i);";
+    assert!(k.wgsl.contains(cond) || k.wgsl.contains("let full"), "{}", k.wgsl);
+    assert_eq!(k.wgsl.matches("if (full").count(), 3, "two loads and a store: {}", k.wgsl);
+    // Softmax: the column mask `col_offsets < n_cols` of each row.
+    let k = compile("02_fused_softmax", 256);
+    assert!(k.wgsl.contains("if (full"), "{}", k.wgsl);
 }

@@ -47,6 +47,8 @@ pub(crate) struct TtirLowerer {
     pub em: Emitter,
     pub args: Vec<ArgInfo>,
     vals: HashMap<String, V>,
+    /// Full-block facts (see `bounds`).
+    pub(super) bounds: super::bounds::Bounds,
     /// Op being lowered (errors name it and its location).
     op_name: String,
     loc: Option<Loc>,
@@ -60,6 +62,7 @@ impl TtirLowerer {
             em: Emitter::new(wg),
             args: Vec::new(),
             vals: HashMap::new(),
+            bounds: Default::default(),
             op_name: String::new(),
             loc: None,
             line: 0,
@@ -130,6 +133,7 @@ impl TtirLowerer {
             for (n, v) in op.results.iter().zip(outs) {
                 self.vals.insert(n.clone(), v);
             }
+            self.track_bounds(op);
         }
         Ok(Vec::new())
     }
@@ -410,6 +414,7 @@ impl TtirLowerer {
             Some(o) => Some(self.get(o)?.view().clone()),
             None => None,
         };
+        let full = ops.get(1).and_then(|m| self.bounds.full(m)).map(str::to_string);
         Ok(V::T(crate::memory::emit_load(
             &mut self.em,
             &p,
@@ -417,6 +422,7 @@ impl TtirLowerer {
             elem,
             mask.as_ref(),
             other.as_ref(),
+            full.as_deref(),
         )))
     }
 
@@ -436,7 +442,9 @@ impl TtirLowerer {
             Some(m) => Some(self.get(m)?.view().clone()),
             None => None,
         };
-        crate::memory::emit_store(&mut self.em, &p, arg, elem, v.view(), vd, mask.as_ref());
+        let full = ops.get(2).and_then(|m| self.bounds.full(m)).map(str::to_string);
+        let m = mask.as_ref();
+        crate::memory::emit_store(&mut self.em, &p, arg, elem, v.view(), vd, m, full.as_deref());
         Ok(())
     }
 
