@@ -13,8 +13,9 @@
 #                CUDA graphs (TF32 off) in the same call
 #   ops          matmul (f32, f16; 4096³ among them), softmax and row sums (bench_ops_a) beside
 #                torch (`torch_reference.py ops`)
-#   convs        ResNet-50's conv2d shapes at batch 1 and 32, each call synchronized, beside
-#                torch (cuDNN)
+#   convs        ResNet-50's and DenseNet-121's conv2d shapes at batch 1 and 32, each call
+#                synchronized, per conv algorithm (MPSRT_CONV_ALGO=auto|legacy|gemm|splitk|
+#                winograd), beside torch (cuDNN)
 #   ort          the ONNX Runtime plugin EP vs mpsrt's own InferenceSession vs
 #                onnxruntime-ep-webgpu on the `models` files (bench/ort_ep.py)
 #   jit          Triton's tutorials 01-03 through mpsrt.jit beside the built-ins and torch
@@ -86,8 +87,15 @@ if part ops; then
 fi
 if part convs; then
   echo "== convs"
-  timeout 150 $E/bench_ops_b --batch 1,32 --iters 20 --sync-each | tee "$OUT/convs.jsonl"
-  timeout 120 python3 bench/torch_reference.py convs --sync-each | tee "$OUT/convs_torch.jsonl"
+  # Each conv algorithm (MPSRT_CONV_ALGO): the planner's choice and the route before it at batch
+  # 1 and 32, then each forced algorithm at batch 32 (one that cannot run a shape falls back).
+  { for algo in auto legacy; do
+      MPSRT_CONV_ALGO=$algo timeout 150 $E/bench_ops_b --batch 1,32 --iters 20 --sync-each --densenet
+    done
+    for algo in gemm splitk winograd; do
+      MPSRT_CONV_ALGO=$algo timeout 120 $E/bench_ops_b --batch 32 --iters 20 --sync-each --densenet
+    done; } | tee "$OUT/convs.jsonl"
+  timeout 150 python3 bench/torch_reference.py convs --sync-each --densenet | tee "$OUT/convs_torch.jsonl"
 fi
 if part ort && [ -f bench/ort_ep.py ]; then
   echo "== ort"

@@ -4,7 +4,7 @@ Run on the GPU machine beside `mpsrt bench ...`; prints one JSON object per line
 (the issues compare against full-precision f32). Usage:
     python3 bench/torch_reference.py elementwise [--size N] [--iters N] [--tiny-ops N]
     python3 bench/torch_reference.py ops          # matmul / softmax / reductions / conv2d shapes
-    python3 bench/torch_reference.py convs --sync-each [--warm-s 1.0]  # conv2d shapes only, synchronized per call
+    python3 bench/torch_reference.py convs --sync-each [--warm-s 1.0] [--densenet]  # conv2d shapes only, synchronized per call
     python3 bench/torch_reference.py models       # torchvision eager CUDA + onnxruntime CPU latency
 """
 import argparse
@@ -90,6 +90,11 @@ def convs(args):
               (512, 256, 1, 1, 28), (256, 256, 3, 2, 28), (256, 1024, 1, 1, 14), (1024, 256, 1, 1, 14), (256, 256, 3, 1, 14),
               (1024, 512, 1, 1, 14), (512, 512, 3, 2, 14), (512, 2048, 1, 1, 7), (2048, 512, 1, 1, 7), (512, 512, 3, 1, 7),
               (256, 512, 1, 2, 56), (512, 1024, 1, 2, 28), (1024, 2048, 1, 2, 14)]
+    if getattr(args, "densenet", False):
+        # DenseNet-121 shapes, as bench_ops_b --densenet.
+        shapes += [(128, 32, 3, 1, 56), (128, 32, 3, 1, 28), (128, 32, 3, 1, 14), (128, 32, 3, 1, 7),
+                   (256, 128, 1, 1, 56), (512, 128, 1, 1, 28), (1024, 128, 1, 1, 14), (992, 128, 1, 1, 7),
+                   (512, 256, 1, 1, 28), (1024, 512, 1, 1, 14)]
     for batch in [1, 32]:
         for cin, cout, k, stride, hw in shapes:
             x = torch.randn(batch, cin, hw, hw, device=dev)
@@ -150,6 +155,7 @@ if __name__ == "__main__":
     p.add_argument("what", choices=["elementwise", "ops", "convs", "models"])
     p.add_argument("--sync-each", action="store_true", help="convs: synchronize after every call")
     p.add_argument("--warm-s", type=float, default=1.0, help="convs: seconds of matmuls before timing")
+    p.add_argument("--densenet", action="store_true", help="convs: DenseNet-121's shapes too")
     p.add_argument("--size", type=int, default=64 << 20)
     p.add_argument("--iters", type=int, default=50)
     p.add_argument("--tiny-ops", type=int, default=1000)

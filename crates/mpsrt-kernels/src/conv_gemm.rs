@@ -20,7 +20,7 @@
 //! 6 residual offset (offsets in floats), 15 activation p1 — p0 and p1 where the matmul keeps
 //! them, so both kernels share [`MatmulAct`]'s WGSL.
 
-use crate::matmul::{k_loop, MatmulAct};
+use crate::matmul::MatmulAct;
 use std::fmt::Write;
 
 /// Everything that determines an implicit-GEMM conv kernel's source (one ungrouped conv
@@ -54,6 +54,11 @@ pub struct ConvGemmSpec {
     pub has_bias: bool,
     pub has_res: bool,
     pub act: MatmulAct,
+    /// Split-K: `0` computes the whole K; else each workgroup `z` sums K rows
+    /// `[z·kslice, (z+1)·kslice)` (a multiple of 8) and stores its raw partial product at
+    /// `z·OC·N·P` of an `[S, N, OC, P]` buffer, without bias, residual or activation —
+    /// [`conv_splitk_reduce_kernel`] adds the slices and applies them.
+    pub kslice: u32,
 }
 
 impl ConvGemmSpec {
@@ -62,10 +67,19 @@ impl ConvGemmSpec {
         self.c * self.kh * self.kw
     }
 
-    /// Workgroups for a batch of `n` images: `[column tiles, channel tiles, 1]`.
+    /// Number of K slices (1 without split-K).
+    pub fn slices(&self) -> u32 {
+        if self.kslice == 0 {
+            1
+        } else {
+            self.k().div_ceil(self.kslice)
+        }
+    }
+
+    /// Workgroups for a batch of `n` images: `[column tiles, channel tiles, K slices]`.
     pub fn grid(&self, n: u32) -> [u32; 3] {
         let cols = n * self.oh * self.ow;
-        [cols.div_ceil(self.bn), self.oc.div_ceil(self.bm), 1]
+        [cols.div_ceil(self.bn), self.oc.div_ceil(self.bm), self.slices()]
     }
 
     /// Render the WGSL source; fails for tile sizes the renderer does not produce.
@@ -77,6 +91,17 @@ impl ConvGemmSpec {
         }
         if self.kh * self.kw * self.c == 0 || self.oh * self.ow == 0 {
             return Err("conv_gemm: empty geometry".into());
+        }
+        let split = self.kslice != 0;
+        if split
+            && (!self.kslice.is_multiple_of(8)
+                || self.has_bias
+                || self.has_res
+                || self.act != MatmulAct::None)
+        {
+            return Err(format!(
+                "conv_gemm: a K slice must be a multiple of 8 without bias/residual, got {self:?}"
+            ));
         }
         let (gm, gn) = ((self.bm / 64) as usize, (self.bn / 64) as usize);
         let (qa, qb) = (self.bm / 4, self.bn / 4);
@@ -147,7 +172,18 @@ impl ConvGemmSpec {
         } else {
             format!("    {{ let c = (tid % 32u) * 2u; Bs[kr * {qb}u + (c >> 2u)][c & 3u] = pb0; Bs[kr * {qb}u + (c >> 2u)][(c & 3u) + 1u] = pb1; }}\n")
         };
-        k_loop(
+        if split {
+            // This workgroup's K range; the loads' `k < K` tests stay right because every
+            // slice but the last ends on a multiple of 8 inside K.
+            let _ = writeln!(
+                s,
+                "  let kbeg = wid.z * {ks}u; let kend = min(K, kbeg + {ks}u);",
+                ks = self.kslice
+            );
+        } else {
+            s.push_str("  let kbeg = 0u; let kend = K;\n");
+        }
+        k_loop_range(
             &mut s,
             (gm, gn),
             (qa, qb),
@@ -239,6 +275,8 @@ impl ConvGemmSpec {
                 }
             }
         }
+        // A split-K partial lands in slice `z` of the `[S, N, OC, P]` buffer.
+        let zoff = if self.kslice != 0 { " + wid.z * OC * NCOLS" } else { "" };
         for gi in 0..gm {
             for i in 0..4 {
                 let _ = writeln!(s, "  {{ let m = m0 + {}u + ty * 4u;", gi * 64 + i);
@@ -252,7 +290,8 @@ impl ConvGemmSpec {
                         s.push_str("        v = v + vec4<f32>(bv);\n");
                     }
                     if self.vec_out {
-                        let _ = writeln!(s, "        if (ok{h}_0) {{ let o = ob{h}_0 + m * P;");
+                        let _ =
+                            writeln!(s, "        if (ok{h}_0) {{ let o = ob{h}_0 + m * P{zoff};");
                         if self.has_res {
                             s.push_str("          v = v + res[(mw(6u) + o) >> 2u];\n");
                         }
@@ -270,7 +309,7 @@ impl ConvGemmSpec {
                         for c in 0..4 {
                             let _ = writeln!(
                                 s,
-                                "        if (ok{h}_{c}) {{ out[ob{h}_{c} + m * P] = v[{c}u]; }}"
+                                "        if (ok{h}_{c}) {{ out[ob{h}_{c} + m * P{zoff}] = v[{c}u]; }}"
                             );
                         }
                     }
@@ -280,6 +319,98 @@ impl ConvGemmSpec {
             }
         }
     }
+}
+
+/// The matmul's K loop (`matmul::k_loop`: 8 K rows per step staged in workgroup memory, the
+/// next slab prefetched into registers while this one is multiplied) over `[kbeg, kend)`
+/// instead of `[0, K)`, so one kernel serves whole-K and split-K launches.
+fn k_loop_range(
+    s: &mut String,
+    (gm, gn): (usize, usize),
+    (qa, qb): (u32, u32),
+    load: &str,
+    store: &str,
+) {
+    for gi in 0..gm {
+        for i in 0..4 {
+            for h in 0..gn {
+                let _ = writeln!(s, "  var c{gi}_{i}_{h} = vec4<f32>(0.0);");
+            }
+        }
+    }
+    let _ = write!(s, "  {{ let k0n = kbeg;\n{load}  }}\n");
+    s.push_str("  for (var k0 = kbeg; k0 < kend; k0 = k0 + 8u) {\n");
+    s.push_str(store);
+    s.push_str("    workgroupBarrier();\n");
+    let _ = write!(s, "    if (k0 + 8u < kend) {{ let k0n = k0 + 8u;\n{load}    }}\n");
+    for kk in 0..8u32 {
+        for gi in 0..gm {
+            let _ = writeln!(s, "    let a{gi}_{kk} = As[{}u + ty];", kk * qa + gi as u32 * 16);
+        }
+        for h in 0..gn {
+            let _ = writeln!(s, "    let b{h}_{kk} = Bs[{}u + tx];", kk * qb + h as u32 * 16);
+        }
+        for gi in 0..gm {
+            for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                for h in 0..gn {
+                    let _ = writeln!(
+                        s,
+                        "    c{gi}_{i}_{h} = fma(vec4<f32>(a{gi}_{kk}.{comp}), b{h}_{kk}, c{gi}_{i}_{h});"
+                    );
+                }
+            }
+        }
+    }
+    s.push_str("    workgroupBarrier();\n  }\n");
+}
+
+/// The split-K sum of a conv: `out[e] = act(Σ_z part[z·total + e] + bias[(e / P) % OC] +
+/// res[e])` over the `[S, N, OC, P]` partials of a split [`ConvGemmSpec`] launch, stored NCHW.
+/// Each thread handles 4 consecutive outputs (one `vec4` when `total % 4 == 0`, which the
+/// launcher guarantees by taking this kernel only then): the pass is bandwidth-bound.
+/// Meta words: 0 total/4, 1 P, 2 OC, 3 activation p0, 4 threads per grid row, 5 bias offset,
+/// 6 residual offset / 4, 7 slices, 15 activation p1.
+pub fn conv_splitk_reduce_kernel(has_bias: bool, has_res: bool, act: MatmulAct) -> String {
+    let mut s = String::with_capacity(1536);
+    let _ = writeln!(
+        s,
+        "// generated by mpsrt-kernels: conv split-K reduce bias={has_bias} res={has_res} {act:?}\n\
+         // One thread sums 4 outputs over the slices with vec4 loads (bandwidth-bound)."
+    );
+    s.push_str("struct Meta { w: array<vec4<u32>, 4> };\n");
+    let mut bufs = vec![("part", "vec4<f32>", "read")];
+    if has_bias {
+        bufs.push(("bias", "f32", "read"));
+    }
+    if has_res {
+        bufs.push(("res", "vec4<f32>", "read"));
+    }
+    bufs.push(("out", "vec4<f32>", "read_write"));
+    for (i, (name, ty, access)) in bufs.iter().enumerate() {
+        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
+    }
+    let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
+    s.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
+    s.push_str(act.wgsl());
+    s.push_str(
+        "@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n",
+    );
+    s.push_str(
+        "  let e = gid.x + gid.y * mw(4u); let total4 = mw(0u);\n  if (e >= total4) { return; }\n",
+    );
+    s.push_str("  var v = vec4<f32>(0.0);\n  for (var j = 0u; j < mw(7u); j++) { v += part[j * total4 + e]; }\n");
+    if has_bias {
+        // The four outputs may straddle a channel boundary when P % 4 != 0.
+        s.push_str("  let P = mw(1u); let OC = mw(2u); let bo = mw(5u);\n");
+        s.push_str(
+            "  for (var c = 0u; c < 4u; c++) { v[c] += bias[bo + ((e * 4u + c) / P) % OC]; }\n",
+        );
+    }
+    if has_res {
+        s.push_str("  v += res[mw(6u) + e];\n");
+    }
+    s.push_str("  out[e] = act(v);\n}\n");
+    s
 }
 
 /// The meta block of a [`ConvGemmSpec`] launch: `cols` = N·P, `offs` = x, w, bias and
@@ -319,6 +450,7 @@ mod tests {
             has_bias: false,
             has_res: false,
             act: MatmulAct::None,
+            kslice: 0,
         };
         for bm in [64, 128] {
             for bn in [64, 128] {
@@ -347,8 +479,22 @@ mod tests {
                     crate::validate::wgsl_to_msl(&src)
                         .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
                 }
+                // Split-K partials (plain stores, scalar and vector).
+                for vec_out in [false, true] {
+                    let spec = ConvGemmSpec { bm, bn, vec_out, kslice: 16, ..base };
+                    let src = spec.render().unwrap();
+                    assert_eq!(spec.grid(2), [(2 * 63u32).div_ceil(bn), 1, 2]);
+                    crate::validate::wgsl_to_msl(&src)
+                        .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                }
             }
         }
         assert!(ConvGemmSpec { bm: 32, ..base }.render().is_err());
+        assert!(ConvGemmSpec { kslice: 12, ..base }.render().is_err());
+        assert!(ConvGemmSpec { kslice: 16, has_bias: true, ..base }.render().is_err());
+        for (b, r, act) in [(false, false, MatmulAct::None), (true, true, MatmulAct::Clip)] {
+            let src = conv_splitk_reduce_kernel(b, r, act);
+            crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        }
     }
 }

@@ -8,7 +8,10 @@
 //! before the first shape: without it the first process of a series read up to 3× slow),
 //! `--shapes 4,10` (only these rows of the shape table, in this order), `--rounds 2` (the
 //! whole list again: does a shape slow down later in a process?). Each line also gives the
-//! allocator's reserved and cached MiB after the shape, and the round.
+//! allocator's reserved and cached MiB after the shape, and the round. `--densenet` adds
+//! DenseNet-121's distinct conv shapes (its 3×3 128→32 layers, a few of its 1×1 widths and
+//! transitions) after ResNet-50's. Each line names the conv algorithm asked for
+//! (`MPSRT_CONV_ALGO`, default `auto`; `MPSRT_CONV_PLAN_LOG=1` prints each conv's plan).
 
 use mpsrt_tensor::{conv2d, matmul, randn, Conv2dOptions, ConvPadding, DType, Place, Result};
 use std::time::Instant;
@@ -41,6 +44,21 @@ const SHAPES: &[(usize, usize, usize, usize, usize)] = &[
     (512, 7, 512, 3, 1),
 ];
 
+/// DenseNet-121 shapes (growth 32, bottleneck 128): its 3×3 layers on every map, 1×1
+/// bottlenecks at a few input widths, and the transitions.
+const DENSENET: &[(usize, usize, usize, usize, usize)] = &[
+    (128, 56, 32, 3, 1),
+    (128, 28, 32, 3, 1),
+    (128, 14, 32, 3, 1),
+    (128, 7, 32, 3, 1),
+    (256, 56, 128, 1, 1),
+    (512, 28, 128, 1, 1),
+    (1024, 14, 128, 1, 1),
+    (992, 7, 128, 1, 1),
+    (512, 28, 256, 1, 1),
+    (1024, 14, 512, 1, 1),
+];
+
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
@@ -56,13 +74,18 @@ fn main() -> Result<()> {
     let sync_each = std::env::args().any(|a| a == "--sync-each");
     let warm_s: f64 = arg("--warm-s").and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(1);
+    let mut table = SHAPES.to_vec();
+    if std::env::args().any(|a| a == "--densenet") {
+        table.extend_from_slice(DENSENET);
+    }
     let picked: Vec<(usize, usize, usize, usize, usize)> = match arg("--shapes") {
         Some(list) => list
             .split(',')
-            .filter_map(|i| SHAPES.get(i.trim().parse::<usize>().ok()?).copied())
+            .filter_map(|i| table.get(i.trim().parse::<usize>().ok()?).copied())
             .collect(),
-        None => SHAPES.to_vec(),
+        None => table,
     };
+    let algo = std::env::var("MPSRT_CONV_ALGO").unwrap_or_else(|_| "auto".into());
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
     let a = randn(&[2048, 2048], DType::F32, place)?;
@@ -104,7 +127,7 @@ fn main() -> Result<()> {
                 let mem = dev.memory_stats();
                 let mib = |b: u64| b >> 20;
                 println!(
-                "{{\"bench\": \"conv2d\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"sync_each\": {sync_each}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}, \"round\": {round}, \"reserved_mib\": {}, \"cached_mib\": {}}}",
+                "{{\"bench\": \"conv2d\", \"algo\": \"{algo}\", \"n\": {n}, \"c\": {c}, \"h\": {h}, \"k\": {k}, \"r\": {r}, \"stride\": {stride}, \"sync_each\": {sync_each}, \"ms\": {ms:.4}, \"tflops\": {tflops:.4}, \"round\": {round}, \"reserved_mib\": {}, \"cached_mib\": {}}}",
                 mib(mem.reserved),
                 mib(mem.cached)
             );

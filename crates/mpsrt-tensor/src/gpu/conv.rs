@@ -11,6 +11,7 @@
 //! kernel on the same M×N×K; until that kernel is understood, im2col + matmul wins everywhere
 //! the column matrix fits.
 
+use super::conv_plan::{plan_conv, ConvAlgo, ConvPlan};
 use super::{alloc_out, env_knob, grid};
 use crate::activation::Activation;
 use crate::conv::ConvGeom;
@@ -339,7 +340,7 @@ fn lowered(
 }
 
 /// A fused epilogue: residual added, then activation.
-type Epi<'a> = (Option<&'a Tensor>, Option<Activation>);
+pub(crate) type Epi<'a> = (Option<&'a Tensor>, Option<Activation>);
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
@@ -356,18 +357,65 @@ pub(crate) fn conv(
     let dtype = x.dtype();
     let (x, w) = (as_f32(x)?, as_f32(w)?);
     let b = b.map(as_f32).transpose()?;
-    let shape = [g.n, g.oc, g.oh, g.ow];
+    let res = epi.0.map(as_f32).transpose()?;
+    conv_f32(op, &dev, &x, &w, b.as_ref(), g, transposed, (res.as_ref(), epi.1))?.astype(dtype)
+}
+
+/// With `MPSRT_CONV_PLAN_LOG=1`, each conv's geometry and plan on stderr (to check which
+/// algorithm a benchmark or a test exercised).
+fn log_plan(g: &ConvGeom, plan: ConvPlan) {
+    static ON: OnceLock<bool> = OnceLock::new();
+    if *ON.get_or_init(|| std::env::var("MPSRT_CONV_PLAN_LOG").is_ok_and(|v| v == "1")) {
+        eprintln!(
+            "conv plan: n{} c{} {}x{} -> oc{} {}x{} k{}x{} s{}x{}: {plan:?}",
+            g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw
+        );
+    }
+}
+
+/// [`conv`] on f32 operands: cut into pieces when an operand is past the binding limit
+/// (`conv_split.rs`), else the planner's algorithm (`conv_plan.rs`), the lowering, or the
+/// direct kernels.
+#[allow(clippy::too_many_arguments)]
+fn conv_f32(
+    op: &str,
+    dev: &Arc<mpsrt_runtime::GpuDevice>,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    g: &ConvGeom,
+    transposed: bool,
+    epi: Epi<'_>,
+) -> Result<Tensor> {
     let total = g.n * g.oc * g.oh * g.ow;
+    if total > 0 {
+        let limit = dev.properties().max_storage_buffer_binding_size;
+        let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &ConvGeom, epi: Epi<'_>| {
+            conv_f32(op, dev, x, w, b, g, transposed, epi)
+        };
+        if let Some(y) = super::conv_split::split(op, limit, x, w, b, g, transposed, epi, &run)? {
+            return Ok(y);
+        }
+    }
+    let (dev, x, w, b) = (dev.clone(), x.clone(), w.clone(), b.cloned());
+    let shape = [g.n, g.oc, g.oh, g.ow];
     // Depthwise convs (one input channel per group) keep the direct kernel: a GEMM per group
     // of one K row would be all overhead.
     let depthwise = g.c / g.groups == 1 && g.groups > 1;
     let lowerable = !(transposed || depthwise);
     if total > 0 && lowerable && !implicit_gemm_forced() {
-        if let Some(y) = super::conv_gemm::conv(op, &dev, &x, &w, b.as_ref(), g, epi)? {
-            return y.astype(dtype);
+        let b = b.as_ref();
+        let plan = plan_conv(g, &super::conv_gemm::plan_limits(&dev), ConvAlgo::from_env());
+        log_plan(g, plan);
+        match plan {
+            ConvPlan::Gemm { bm, bn, kslice } => {
+                return super::conv_gemm::conv(op, &dev, &x, &w, b, g, epi, (bm, bn, kslice));
+            }
+            ConvPlan::Winograd => return super::winograd::conv(op, &dev, &x, &w, b, g, epi),
+            ConvPlan::Lowered => {}
         }
-        if let Some(y) = lowered(op, &dev, &x, &w, b.as_ref(), g, epi)? {
-            return y.astype(dtype);
+        if let Some(y) = lowered(op, &dev, &x, &w, b, g, epi)? {
+            return Ok(y);
         }
     }
     let out = alloc_out(&dev, op, total, 4)?;
@@ -410,5 +458,5 @@ pub(crate) fn conv(
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
     }
     let y = Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
-    epilogue_after(y, epi.0.map(as_f32).transpose()?.as_ref(), epi.1)?.astype(dtype)
+    epilogue_after(y, epi.0, epi.1)
 }

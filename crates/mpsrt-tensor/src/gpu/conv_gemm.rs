@@ -1,39 +1,38 @@
 //! Launch of the implicit-GEMM conv kernel (`mpsrt-kernels/src/conv_gemm.rs`): ungrouped convs
-//! with enough output tiles to fill the GPU, computed straight from the NCHW input into an
-//! NCHW output with the bias, a residual and the activation in the epilogue — no column matrix
-//! and no permute. `MPSRT_CONV_GEMM` picks the route: `auto` (default: when the product has at
-//! least `MPSRT_CONV_GEMM_MIN_TILES` 64×64 tiles, default 256), `1` (every ungrouped conv that
-//! fits, for tests and comparisons) or `0` (never: im2col + matmul as before).
-//! `MPSRT_CONV_GEMM_TILE=BMxBN` (64 or 128 each) overrides the tile choice.
+//! computed straight from the NCHW input into an NCHW output with the bias, a residual and the
+//! activation in the epilogue — no column matrix and no permute — or, on small maps, split
+//! over K inside the kernel with one reduce pass for the epilogue. `gpu/conv_plan.rs` decides
+//! when and with which tile; the knobs it reads from here: `MPSRT_CONV_GEMM` (`1`: every
+//! ungrouped conv that fits, for tests; `0`: never; unset: the planner's choice),
+//! `MPSRT_CONV_GEMM_MIN_TILES` (the legacy route's threshold, 64×64 tiles, default 256),
+//! `MPSRT_CONV_GEMM_TILE=BMxBN` (64 or 128 each: the only tile considered) and
+//! `MPSRT_CONV_SMS` (the cost model's SM count, default 132).
 
 use super::conv::{as_f32, buffer};
+use super::conv_plan::{CostModel, PlanLimits};
 use super::matmul::{cached, SpecCache};
-use super::{alloc_out, env_knob};
+use super::{alloc_out, env_knob, grid};
 use crate::activation::Activation;
 use crate::conv::ConvGeom;
 use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
-use mpsrt_kernels::{conv_gemm_meta, ConvGemmSpec, MatmulAct};
-use mpsrt_runtime::{Binding, GpuDevice, Storage};
+use mpsrt_kernels::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec, MatmulAct};
+use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Auto,
-    Always,
-    Never,
-}
-
-fn route() -> Route {
-    static R: OnceLock<Route> = OnceLock::new();
+/// `MPSRT_CONV_GEMM`: `Some(true)` (`1`/`on`) forces the kernel for every conv it can run,
+/// `Some(false)` (`0`/`off`) never takes it, unset leaves it to the planner.
+fn route() -> Option<bool> {
+    static R: OnceLock<Option<bool>> = OnceLock::new();
     *R.get_or_init(|| match std::env::var("MPSRT_CONV_GEMM").as_deref().map(str::trim) {
-        Ok("1") | Ok("on") => Route::Always,
-        Ok("0") | Ok("off") => Route::Never,
-        _ => Route::Auto,
+        Ok("1") | Ok("on") => Some(true),
+        Ok("0") | Ok("off") => Some(false),
+        _ => None,
     })
 }
 
-/// Smallest product (in 64×64 tiles) the automatic route takes (`MPSRT_CONV_GEMM_MIN_TILES`).
+/// Smallest product (in 64×64 tiles) the legacy route takes (`MPSRT_CONV_GEMM_MIN_TILES`).
 fn min_tiles() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
     *T.get_or_init(|| env_knob("MPSRT_CONV_GEMM_MIN_TILES", 256))
@@ -48,20 +47,26 @@ fn tile_override() -> Option<(u32, u32)> {
     ([64, 128].contains(&a) && [64, 128].contains(&b)).then_some((a, b))
 }
 
-/// Tile shape for `oc` channels × `cols` columns: 128 channels per tile once there are that
-/// many (64-channel layers would compute a half-empty tile), 128 columns while that still
-/// gives ≥ 264 workgroups (two per SM on a 132-SM H100), else 64 for more workgroups.
-fn tiles(oc: usize, cols: usize) -> (u32, u32) {
-    if let Some(t) = tile_override() {
-        return t;
+/// The planner's view of `dev` and of the environment's knobs.
+pub(crate) fn plan_limits(dev: &GpuDevice) -> PlanLimits {
+    static SMS: OnceLock<usize> = OnceLock::new();
+    let props = dev.properties();
+    let sms = *SMS.get_or_init(|| env_knob("MPSRT_CONV_SMS", 132).max(1));
+    PlanLimits {
+        max_binding: props.max_storage_buffer_binding_size,
+        max_wg_dim: props.max_compute_workgroups_per_dimension,
+        gemm_route: route(),
+        gemm_min_tiles: min_tiles(),
+        tile_override: tile_override(),
+        model: CostModel { sms, ..CostModel::default() },
     }
-    let bm = if oc >= 128 { 128 } else { 64 };
-    let bn = if oc.div_ceil(bm) * cols.div_ceil(128) >= 264 { 128 } else { 64 };
-    (bm as u32, bn as u32)
 }
 
-/// The conv through the implicit-GEMM kernel, or `None` when the route, the geometry or the
-/// adapter's limits say the im2col path should take it.
+/// The conv through the implicit-GEMM kernel with the planner's `bm × bn` tile, whole K
+/// (`kslice` 0: bias, residual and activation in the kernel's epilogue) or split into slices
+/// of `kslice` (raw partials, then one [`conv_splitk_reduce_kernel`] pass with the epilogue).
+/// The planner has checked that every operand fits one binding.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
     op: &str,
     dev: &Arc<GpuDevice>,
@@ -70,33 +75,16 @@ pub(crate) fn conv(
     b: Option<&Tensor>,
     g: &ConvGeom,
     (res, act): (Option<&Tensor>, Option<Activation>),
-) -> Result<Option<Tensor>> {
-    let r = route();
-    if r == Route::Never || g.groups != 1 {
-        return Ok(None);
-    }
+    (bm, bn, kslice): (u32, u32, u32),
+) -> Result<Tensor> {
     let p = g.oh * g.ow;
     let cols = g.n * p;
     let k = g.c * g.kh * g.kw;
     let total = g.oc * cols;
-    let tiles64 = g.oc.div_ceil(64) * cols.div_ceil(64);
-    if total == 0 || (r == Route::Auto && tiles64 < min_tiles()) {
-        return Ok(None);
-    }
-    let props = dev.properties();
-    let (bm, bn) = tiles(g.oc, cols);
-    let fits = |elems: usize| (elems as u64) * 4 <= props.max_storage_buffer_binding_size;
-    let in_elems = x.layout().offset + g.n * g.c * g.h * g.w;
-    if !fits(in_elems)
-        || !fits(total)
-        || !fits(w.layout().offset + g.oc * k)
-        || in_elems > i32::MAX as usize
-        || cols.div_ceil(bn as usize) > props.max_compute_workgroups_per_dimension as usize
-    {
-        return Ok(None);
-    }
     let res = res.map(as_f32).transpose()?;
     let res_off = res.as_ref().map_or(0, |r| r.layout().offset);
+    // The reduce pass reads the residual as vec4s.
+    let split = kslice != 0 && res_off.is_multiple_of(4) && total.is_multiple_of(4);
     let u = |v: usize| v as u32;
     let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     let spec = ConvGemmSpec {
@@ -118,14 +106,15 @@ pub(crate) fn conv(
         bn,
         w_vec: k.is_multiple_of(4) && w.layout().offset.is_multiple_of(4),
         vec_out: p.is_multiple_of(4) && res_off.is_multiple_of(4),
-        has_bias: b.is_some(),
-        has_res: res.is_some(),
-        act: kind,
+        has_bias: b.is_some() && !split,
+        has_res: res.is_some() && !split,
+        act: if split { MatmulAct::None } else { kind },
+        kslice: if split { kslice } else { 0 },
     };
     // Rendered and compiled once per geometry and tile shape.
     static PIPELINES: SpecCache<ConvGemmSpec> = OnceLock::new();
     let pipeline = cached(&PIPELINES, dev, op, spec, ConvGemmSpec::render)?;
-    let out = alloc_out(dev, op, total, 4)?;
+    let out = alloc_out(dev, op, total * spec.slices() as usize, 4)?;
     let meta = conv_gemm_meta(
         u(cols),
         [
@@ -138,18 +127,88 @@ pub(crate) fn conv(
         p1,
     );
     let mut bindings = vec![Binding::from(&**buffer(op, x)?), Binding::from(&**buffer(op, w)?)];
-    if let Some(b) = b {
-        bindings.push(Binding::from(&**buffer(op, b)?));
+    if spec.has_bias {
+        if let Some(b) = b {
+            bindings.push(Binding::from(&**buffer(op, b)?));
+        }
     }
-    if let Some(r) = &res {
-        bindings.push(Binding::from(&**buffer(op, r)?));
+    if spec.has_res {
+        if let Some(r) = &res {
+            bindings.push(Binding::from(&**buffer(op, r)?));
+        }
     }
     bindings.push(Binding::from(&out));
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
     let shape = [g.n, g.oc, g.oh, g.ow];
-    Ok(Some(Tensor::from_parts(
-        Storage::Gpu(Arc::new(out)),
-        Layout::contiguous(&shape),
-        DType::F32,
-    )))
+    let out = if split {
+        let bias = match b {
+            Some(b) => Some((&**buffer(op, b)?, b.layout().offset)),
+            None => None,
+        };
+        let res = match &res {
+            Some(r) => Some((&**buffer(op, r)?, r.layout().offset)),
+            None => None,
+        };
+        splitk_reduce(op, dev, &out, spec.slices(), [total, p, g.oc], bias, res, (kind, p0, p1))?
+    } else {
+        out
+    };
+    Ok(Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32))
+}
+
+/// A bound operand and its offset in floats.
+type Operand<'a> = Option<(&'a GpuBuffer, usize)>;
+
+/// `act(Σ_z part[z] + bias + res)` over `slices` NCHW partials of `total` floats each.
+#[allow(clippy::too_many_arguments)]
+fn splitk_reduce(
+    op: &str,
+    dev: &Arc<GpuDevice>,
+    part: &GpuBuffer,
+    slices: u32,
+    [total, p, oc]: [usize; 3],
+    bias: Operand<'_>,
+    res: Operand<'_>,
+    (kind, p0, p1): (MatmulAct, f32, f32),
+) -> Result<GpuBuffer> {
+    type Cache = parking_lot::Mutex<HashMap<(usize, bool, bool, MatmulAct), Arc<Pipeline>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (dev.index(), bias.is_some(), res.is_some(), kind);
+    let cache = CACHE.get_or_init(Default::default);
+    let cached = cache.lock().get(&key).cloned();
+    let pipeline = match cached {
+        Some(p) => p,
+        None => {
+            let src = conv_splitk_reduce_kernel(key.1, key.2, kind);
+            let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+            cache.lock().insert(key, p.clone());
+            p
+        }
+    };
+    let out = alloc_out(dev, op, total, 4)?;
+    let quads = total / 4;
+    let wg =
+        grid((quads as u64).div_ceil(256), dev.properties().max_compute_workgroups_per_dimension);
+    let mut words = [0u32; 16];
+    words[..8].copy_from_slice(&[
+        quads as u32,
+        p as u32,
+        oc as u32,
+        p0.to_bits(),
+        wg[0] * 256,
+        bias.as_ref().map_or(0, |b| b.1 as u32),
+        res.as_ref().map_or(0, |r| (r.1 / 4) as u32),
+        slices,
+    ]);
+    words[15] = p1.to_bits();
+    let mut bindings = vec![Binding::from(part)];
+    if let Some((b, _)) = bias {
+        bindings.push(Binding::from(b));
+    }
+    if let Some((r, _)) = res {
+        bindings.push(Binding::from(r));
+    }
+    bindings.push(Binding::from(&out));
+    dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&words), wg)?;
+    Ok(out)
 }

@@ -1,5 +1,6 @@
-//! The conv2d case table shared by `conv.rs` (every device vs the CPU) and
-//! `conv_implicit_gemm.rs` (the same table through the implicit-GEMM kernel).
+//! The conv2d case table shared by `conv.rs` (every device vs the CPU),
+//! `conv_implicit_gemm.rs` (the same table through the implicit-GEMM kernel) and
+//! `conv_algos.rs` (through each `MPSRT_CONV_ALGO`: Winograd, split-K, whole-K GEMM, ...).
 
 use mpsrt_tensor::ConvPadding;
 
@@ -47,4 +48,11 @@ pub const CASES: &[Case] = &[
     (2, 8, 33, 32, 12, 1, 1, [1, 1], ConvPadding::Explicit([0; 4]), [1, 1], 1, false),
     // Merged and long enough in K (288) for split-K on the merged product (4 slices of 72).
     (2, 32, 5, 5, 24, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
+    // Winograd F(2,3): asymmetric padding and odd output maps (edge tiles cut off), and a
+    // batch with more than one tile row of channels; split-K: K = 600 with N·OC·P = 3·20·35 a
+    // multiple of 4, and K = 45 (slices of 8, the last one short).
+    (2, 5, 6, 11, 9, 3, 3, [1, 1], ConvPadding::Explicit([0, 1, 2, 1]), [1, 1], 1, true),
+    (3, 16, 9, 8, 70, 3, 3, [1, 1], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, false),
+    (3, 24, 7, 5, 20, 5, 5, [1, 1], ConvPadding::Explicit([2, 2, 2, 2]), [1, 1], 1, true),
+    (4, 5, 6, 6, 8, 3, 3, [2, 2], ConvPadding::Explicit([1, 1, 1, 1]), [1, 1], 1, true),
 ];
