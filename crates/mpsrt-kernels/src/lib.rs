@@ -3,6 +3,7 @@
 //! tree. No wgpu here, so every kernel can be validated and translated to MSL by naga in tests
 //! without a GPU (we have no Mac: this is how Metal breakage is caught).
 
+pub mod attention;
 pub mod concat;
 pub mod conv_gemm;
 pub mod elementwise;
@@ -15,6 +16,7 @@ pub mod winograd;
 #[cfg(feature = "validate")]
 pub mod validate;
 
+pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};

@@ -5,6 +5,7 @@
 //! `gpu/` launches the WGSL kernels, file for file (`cpu/elementwise.rs` ↔ `gpu/elementwise.rs`).
 
 mod activation;
+mod attention;
 mod binary;
 mod conv;
 mod cpu;
@@ -22,6 +23,7 @@ mod tensor;
 mod unary;
 
 pub use activation::Activation;
+pub use attention::{scaled_dot_product_attention, sdpa_fusable, SdpaOptions};
 pub use binary::*;
 pub use conv::{
     conv1d, conv2d, conv2d_act, conv2d_fused, conv_transpose2d, Conv1dPadding, Conv2dOptions,

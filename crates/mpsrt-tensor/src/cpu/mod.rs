@@ -1,6 +1,7 @@
 //! The CPU reference backend: the executable definition of every op's semantics, plus a fast
 //! f32 SGEMM path for matmul and convolution (`gemm`) checked against those definitions.
 
+pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod elementwise_f32;

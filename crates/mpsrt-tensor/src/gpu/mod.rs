@@ -1,6 +1,7 @@
 //! GPU launches: each file mirrors its `cpu/` twin and turns an op into WGSL dispatches
 //! through `mpsrt-runtime`.
 
+pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod conv_gemm;
 pub(crate) mod conv_plan;

@@ -1,0 +1,40 @@
+//! The fused attention kernel's WGSL, for every I/O and mask type and a spread of head sizes and
+//! key tiles, validates with naga and translates to MSL; the tile planner respects the
+//! workgroup-memory limit and declines what the kernel does not do.
+
+use mpsrt_core::DType;
+use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::AttnSpec;
+
+#[test]
+fn every_attention_kernel_validates_and_translates_to_msl() {
+    for io in [DType::F32, DType::F16] {
+        for mask in [None, Some(DType::F32), Some(DType::F16)] {
+            for (d, dv) in [(64, 64), (7, 5), (128, 128), (80, 96), (256, 256)] {
+                let spec = AttnSpec::plan(io, d, dv, mask, 32768).expect("plan");
+                let src = spec.render().unwrap();
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn tile_plan_fits_workgroup_memory() {
+    // 16 KiB (WebGPU's default): head 64 gets 32-key tiles, head 128 8-key tiles.
+    let p = AttnSpec::plan(DType::F32, 64, 64, None, 16384).unwrap();
+    assert_eq!(p.bc, 32);
+    assert!(AttnSpec::shared_bytes(64, 64, 32) <= 16384);
+    assert_eq!(AttnSpec::plan(DType::F32, 128, 128, None, 16384).unwrap().bc, 8);
+    // NVIDIA's 48 KiB: the largest tile.
+    assert_eq!(AttnSpec::plan(DType::F16, 64, 64, None, 49152).unwrap().bc, 64);
+    // Declined: integer I/O, bool masks (the caller converts them), heads past 256, too little
+    // memory, zero-size heads.
+    assert!(AttnSpec::plan(DType::I32, 64, 64, None, 49152).is_none());
+    assert!(AttnSpec::plan(DType::F32, 64, 64, Some(DType::Bool), 49152).is_none());
+    assert!(AttnSpec::plan(DType::F32, 512, 64, None, 1 << 20).is_none());
+    assert!(AttnSpec::plan(DType::F32, 256, 256, None, 8192).is_none());
+    assert!(AttnSpec::plan(DType::F32, 0, 64, None, 49152).is_none());
+    let bad = AttnSpec { io: DType::F32, d: 64, dv: 64, bc: 24, mask: None };
+    assert!(bad.render().is_err());
+}
