@@ -27,11 +27,32 @@ pub(crate) struct Emitter {
     pub scratch: [usize; 2],
     /// Largest block (in elements) the kernel creates; decides the workgroup size.
     pub max_numel: usize,
+    /// Module-level helpers (structs, functions such as a reduction's combiner), emitted before
+    /// the entry point.
+    pub functions: Vec<String>,
 }
 
 impl Emitter {
     pub fn new(wg: usize) -> Emitter {
-        Emitter { lines: Vec::new(), indent: 1, counter: 0, wg, scratch: [0, 0], max_numel: 1 }
+        Emitter {
+            lines: Vec::new(),
+            indent: 1,
+            counter: 0,
+            wg,
+            scratch: [0, 0],
+            max_numel: 1,
+            functions: Vec::new(),
+        }
+    }
+
+    /// Starts collecting the body of a helper function: lines go to a fresh buffer until
+    /// [`Emitter::end_function`] hands them back and restores the entry point's.
+    pub fn begin_function(&mut self) -> (Vec<String>, usize) {
+        (std::mem::take(&mut self.lines), std::mem::replace(&mut self.indent, 1))
+    }
+    pub fn end_function(&mut self, saved: (Vec<String>, usize)) -> Vec<String> {
+        self.indent = saved.1;
+        std::mem::replace(&mut self.lines, saved.0)
     }
 
     pub fn line(&mut self, s: impl AsRef<str>) {

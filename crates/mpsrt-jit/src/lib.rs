@@ -186,6 +186,8 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/lower.rs"),
         include_str!("ttir/elementwise.rs"),
         include_str!("ttir/bounds.rs"),
+        include_str!("ttir/reduce.rs"),
+        include_str!("ttir/atomic.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

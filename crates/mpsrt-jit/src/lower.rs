@@ -19,6 +19,8 @@ pub(crate) struct ArgInfo {
     pub spec: ArgSpec,
     pub loaded: bool,
     pub stored: bool,
+    /// Atomic read-modify-writes on this buffer: (kind, value type) per helper `at{k}_{kind}`.
+    pub atomics: Vec<(String, DType)>,
 }
 
 /// Whether a statement list ran to its end or hit `return`.
@@ -130,6 +132,7 @@ impl<'a> Lowerer<'a> {
                 spec: spec.clone(),
                 loaded: false,
                 stored: false,
+                atomics: Vec::new(),
             });
             env.insert(name, val);
         }

@@ -86,7 +86,12 @@ fn assemble(
                 name: a.name.clone(),
                 dtype,
                 access: if a.stored { Access::ReadWrite } else { Access::Read },
-                wgsl_elem: storage_elem(dtype, a.stored).to_string(),
+                wgsl_elem: if a.atomics.is_empty() {
+                    storage_elem(dtype, a.stored)
+                } else {
+                    atomic_elem(dtype)
+                }
+                .to_string(),
             });
         }
     }
@@ -133,6 +138,10 @@ fn assemble(
             accessors(&mut w, k, dtype, a);
         }
     }
+    for f in &em.functions {
+        w.push('\n');
+        w.push_str(f);
+    }
     let _ = writeln!(w, "\n@compute @workgroup_size({wg})");
     let _ = writeln!(w, "fn {ENTRY}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{");
     w.push_str(PROLOGUE);
@@ -166,6 +175,16 @@ fn field(name: &str, kind: UniformKind, wname: &str, t: &'static str) -> (Unifor
     (UniformField { name: name.to_string(), offset: 0, kind, wgsl_type: t }, wname.to_string())
 }
 
+/// Storage of a buffer that atomics touch (`ttir::atomic`): i32 as `atomic<i32>`, f32 bits as
+/// `atomic<u32>`.
+fn atomic_elem(d: DType) -> &'static str {
+    if d == DType::I32 {
+        "atomic<i32>"
+    } else {
+        "atomic<u32>"
+    }
+}
+
 fn storage_elem(d: DType, stored: bool) -> &'static str {
     match d {
         DType::F32 => "f32",
@@ -180,6 +199,22 @@ fn storage_elem(d: DType, stored: bool) -> &'static str {
 /// Emits `ld{k}` / `st{k}` for pointer parameter `k` (only those the kernel uses).
 fn accessors(w: &mut String, k: usize, d: DType, a: &ArgInfo) {
     let rt = crate::value::Ty::D(d).wgsl();
+    if !a.atomics.is_empty() {
+        // Every access of an atomic buffer is atomic (WGSL has no plain access to atomic<T>).
+        let (load, store) = if d == DType::I32 {
+            ("atomicLoad(&buf{k}[j])".replace("{k}", &k.to_string()), "v".to_string())
+        } else {
+            (format!("bitcast<f32>(atomicLoad(&buf{k}[j]))"), "bitcast<u32>(v)".to_string())
+        };
+        let _ = writeln!(
+            w,
+            "fn ld{k}(p: i32) -> {rt} {{\n    let j = u32(p + P.off{k});\n    return {load};\n}}\nfn st{k}(p: i32, v: {rt}) {{\n    let j = u32(p + P.off{k});\n    atomicStore(&buf{k}[j], {store});\n}}"
+        );
+        for (kind, elem) in &a.atomics {
+            crate::ttir::atomic_helper(w, k, d, kind, *elem);
+        }
+        return;
+    }
     let word = |shift: &str| {
         if a.stored {
             format!("atomicLoad(&buf{k}[j >> {shift}])")

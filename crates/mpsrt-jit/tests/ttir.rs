@@ -111,10 +111,10 @@ fn cumsum_scans_in_workgroup_memory() {
 
 #[test]
 fn unsupported_op_names_the_op_and_the_python_line() {
-    let e = compile_ttir(&fixture("unsupported_atomic"), None, &CompileOptions::default())
+    let e = compile_ttir(&fixture("unsupported_op"), None, &CompileOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("tt.atomic_rmw"), "{e}");
+    assert!(e.contains("tt.histogram"), "{e}");
     assert!(e.contains("test_triton_backend.py:"), "{e}");
 }
 
@@ -168,4 +168,32 @@ fn full_blocks_load_and_store_without_mask_tests() {
     // Softmax: the column mask `col_offsets < n_cols` of each row.
     let k = compile("02_fused_softmax", 256);
     assert!(k.wgsl.contains("if (full"), "{}", k.wgsl);
+}
+
+#[test]
+fn argmax_argmin_reduce_two_operands_through_a_combiner_function() {
+    // tl.argmax / tl.argmin / tl.max(return_indices=True): tt.reduce of (values, indices) with
+    // a tie-breaking combiner region, along both axes of a 2-D block and over a whole 1-D one.
+    for name in ["argmax", "argmax_flat"] {
+        let k = compile(name, 256);
+        assert!(k.wgsl.contains("fn comb"), "{}", k.wgsl);
+        assert!(k.wgsl.contains("struct C"), "{}", k.wgsl);
+    }
+}
+
+#[test]
+fn atomics_on_i32_and_f32_buffers() {
+    // i32 add/max, f32 add (compare-exchange loop), Triton's float max/min (signed max / unsigned
+    // min on the bits through a bitcast pointer), exchange and compare-and-swap.
+    let k = compile("atomics", 256);
+    let elems: Vec<&str> = k.bindings.iter().map(|b| b.wgsl_elem.as_str()).collect();
+    assert_eq!(
+        elems,
+        ["f32", "i32", "atomic<i32>", "atomic<u32>", "atomic<i32>", "atomic<u32>", "atomic<u32>"]
+    );
+    for f in ["atomicAdd(", "atomicMax(", "atomicMin(", "atomicCompareExchangeWeak("] {
+        assert!(k.wgsl.contains(f), "{f}: {}", k.wgsl);
+    }
+    let k = compile("xchg_cas", 256);
+    assert!(k.wgsl.contains("atomicExchange(") && k.wgsl.contains("fn at2_cas_i32"), "{}", k.wgsl);
 }

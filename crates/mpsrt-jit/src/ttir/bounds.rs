@@ -59,6 +59,9 @@ impl TtirLowerer {
     /// Records what `op` (already lowered, its results in `self.vals`) tells about its results.
     pub(super) fn track_bounds(&mut self, op: &Op) {
         let Some(res) = op.results.first().cloned() else { return };
+        if self.in_function {
+            return;
+        }
         let ins = operands(&op.body);
         let a0 = ins.first().and_then(|n| self.aff(n));
         let a1 = ins.get(1).and_then(|n| self.aff(n));

@@ -149,7 +149,7 @@ fn classify(name: &str) -> Option<Kind> {
         "arith.select" => Kind::Select,
         "arith.extf" | "arith.truncf" | "arith.sitofp" | "arith.uitofp" | "arith.fptosi"
         | "arith.fptoui" | "arith.extsi" | "arith.extui" | "arith.trunci" | "arith.bitcast"
-        | "arith.index_cast" | "arith.index_castui" => Kind::Cast,
+        | "tt.bitcast" | "arith.index_cast" | "arith.index_castui" => Kind::Cast,
         _ => return None,
     })
 }
@@ -201,7 +201,7 @@ fn cast(name: &str, from: DType, to: DType) -> Option<Render1> {
         "arith.uitofp" => Box::new(move |a| normalize(&format!("f32(u32({a}))"), to)),
         "arith.fptoui" => Box::new(move |a| normalize(&format!("i32(u32({a}))"), to)),
         "arith.trunci" if to == DType::Bool => Box::new(|a| format!("(({a} & 1i) != 0i)")),
-        "arith.bitcast" => match (from.is_float(), to.is_float()) {
+        "arith.bitcast" | "tt.bitcast" => match (from.is_float(), to.is_float()) {
             (true, false) if from == DType::F32 => Box::new(|a| format!("bitcast<i32>({a})")),
             (false, true) if to == DType::F32 => Box::new(|a| format!("bitcast<f32>({a})")),
             _ if from == to => Box::new(|a| a.to_string()),

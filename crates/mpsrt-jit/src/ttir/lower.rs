@@ -49,6 +49,8 @@ pub(crate) struct TtirLowerer {
     vals: HashMap<String, V>,
     /// Full-block facts (see `bounds`).
     pub(super) bounds: super::bounds::Bounds,
+    /// Lowering a helper function (a combiner): no facts that name the entry point's values.
+    pub(super) in_function: bool,
     /// Op being lowered (errors name it and its location).
     op_name: String,
     loc: Option<Loc>,
@@ -63,6 +65,7 @@ impl TtirLowerer {
             args: Vec::new(),
             vals: HashMap::new(),
             bounds: Default::default(),
+            in_function: false,
             op_name: String::new(),
             loc: None,
             line: 0,
@@ -100,6 +103,7 @@ impl TtirLowerer {
                 spec: spec.clone(),
                 loaded: false,
                 stored: false,
+                atomics: Vec::new(),
             });
             self.vals.insert(name.clone(), V::T(v));
         }
@@ -140,6 +144,21 @@ impl TtirLowerer {
 
     pub fn get(&self, name: &str) -> Result<V> {
         self.vals.get(name).cloned().ok_or_else(|| self.err(format!("unknown value {name}")))
+    }
+
+    /// Binds `name` (a region argument) and returns what it was bound to before.
+    pub(super) fn set_val(&mut self, name: &str, v: V) -> Option<V> {
+        self.vals.insert(name.to_string(), v)
+    }
+    pub(super) fn restore_val(&mut self, name: &str, old: Option<V>) {
+        match old {
+            Some(v) => self.vals.insert(name.to_string(), v),
+            None => self.vals.remove(name),
+        };
+    }
+    /// Lowers a region's ops; returns the values its terminator yields.
+    pub(super) fn lower_region(&mut self, ops: &[Op]) -> Result<Vec<V>> {
+        self.block(ops)
     }
 
     fn get_all(&self, names: &[String]) -> Result<Vec<V>> {
@@ -255,11 +274,25 @@ impl TtirLowerer {
                 one(self.map(ty, &shape, &[&p, &off], |a| format!("{} + {}", a[0], a[1])))
             }
             "tt.load" => self.load(op, &ops).map(|v| vec![v]),
+            "tt.atomic_rmw" | "tt.atomic_cas" => self.atomic(op, &ops).map(|v| vec![v]),
+            "tt.bitcast" if self.get(&ops[0])?.ty().dtype().is_none() => {
+                // A pointer reinterpreted as another element type (float atomic_max/min).
+                let v = self.get(&ops[0])?;
+                let t = self.out_type(tys)?;
+                let (Ty::Ptr { arg, .. }, Elem::Ptr(elem)) = (v.ty(), t.elem) else {
+                    return Err(self.err("pointer bitcast to a non-pointer"));
+                };
+                let ty = Ty::Ptr { arg, elem };
+                one(match v {
+                    V::T(x) => V::T(Tensor { ty, ..x }),
+                    V::Splat(x, s) => V::Splat(Tensor { ty, ..x }, s),
+                })
+            }
             "tt.store" => {
                 self.store(&ops)?;
                 Ok(Vec::new())
             }
-            "tt.reduce" => self.reduce(op, &ops).map(|v| vec![v]),
+            "tt.reduce" => self.reduce(op, &ops),
             "tt.scan" => self.scan(op, &ops).map(|v| vec![v]),
             "tt.dot" => self.dot(&ops, tys).map(|v| vec![v]),
             "scf.for" => self.for_op(op),
@@ -448,14 +481,11 @@ impl TtirLowerer {
         Ok(())
     }
 
-    fn reduce(&mut self, op: &Op, ops: &[String]) -> Result<V> {
-        if ops.len() != 1 {
-            return Err(self.err(format!(
-                "reductions of {} tensors at once (argmin/argmax-style) are not supported",
-                ops.len()
-            )));
-        }
+    fn reduce(&mut self, op: &Op, ops: &[String]) -> Result<Vec<V>> {
         let axis = parse::int_attr(&op.body, "axis").unwrap_or(0) as usize;
+        if ops.len() != 1 || !super::reduce::is_simple(op) {
+            return self.reduce_generic(op, ops, axis);
+        }
         let red = self.combiner(op)?;
         let v = self.get(&ops[0])?;
         let src = self.tensor(&v);
@@ -464,7 +494,7 @@ impl TtirLowerer {
             return Err(self.err(format!("axis {axis} of a rank-{} block", src.shape.len())));
         }
         let ty = src.ty;
-        Ok(V::T(self.em.reduce(&src, ty, Some(axis), red)))
+        Ok(vec![V::T(self.em.reduce(&src, ty, Some(axis), red))])
     }
 
     /// The reduction's combiner: a region holding one add/max/min of its two arguments.
@@ -710,7 +740,7 @@ impl TtirLowerer {
         Ok(vars.into_iter().map(V::T).collect())
     }
 
-    fn set_op(&mut self, op: &Op) {
+    pub(super) fn set_op(&mut self, op: &Op) {
         self.op_name.clone_from(&op.name);
         self.loc.clone_from(&op.loc);
         self.line = op.line;

@@ -10,12 +10,15 @@
 //! parameter order, the indices in [`crate::UniformKind`] are TTIR parameter indices).
 //! Unsupported ops are errors naming the op and the kernel's source line (from `loc(...)`).
 
+mod atomic;
 mod bounds;
 mod elementwise;
 mod lower;
 pub(crate) mod parse;
+mod reduce;
 
 use crate::{ArgSpec, CompileOptions, CompiledKernel, KernelSignature};
+pub(crate) use atomic::helper as atomic_helper;
 use mpsrt_core::{DType, Error, Result};
 
 /// Elements per invocation the workgroup widens to. `mpsrt.jit`'s tutorial vector add ran at the

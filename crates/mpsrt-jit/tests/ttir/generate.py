@@ -1,5 +1,6 @@
 """Regenerates the TTIR fixtures of `tests/ttir.rs` with real Triton (pinned in
-python/requirements-dev.txt) from the kernels of python/tests/test_triton_backend.py:
+python/requirements-dev.txt) from the kernels of python/tests/test_triton_backend.py and
+test_triton_features.py:
 
     TRITON_DEFAULT_BACKEND=wgpu .venv/bin/python crates/mpsrt-jit/tests/ttir/generate.py
 
@@ -26,6 +27,11 @@ spec = importlib.util.spec_from_file_location(
 T = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = T
 spec.loader.exec_module(T)
+spec = importlib.util.spec_from_file_location(
+    "test_triton_features", ROOT / "python" / "tests" / "test_triton_features.py")
+F = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = F
+spec.loader.exec_module(F)
 
 
 def dev(shape, dtype="float32"):
@@ -79,4 +85,14 @@ write("tile_stats_2d", lambda: T.tile_stats_kernel.warmup(t, t, t, t, 37, 29, 29
                                                   grid=(1, )))
 c = dev((13, 30), "int32")
 write("cumsum", lambda: T.cumsum_kernel.warmup(c, c, c, 13, 30, BM=16, BN=32, grid=(1, )))
-write("unsupported_atomic", lambda: T.unsupported_kernel.warmup(x, 8, BLOCK=8, grid=(1, )))
+write("unsupported_op", lambda: T.unsupported_kernel.warmup(dev(8, "int32"), 8, BLOCK=8, grid=(1, )))
+r = dev((5, 7))
+write("argmax", lambda: F.argmax_rows_kernel.warmup(r, dev(5, "int32"), dev(7, "int32"), dev(5), 5, 7,
+                                                   BLOCK_M=8, BLOCK_N=8, grid=(1, )))
+write("argmax_flat", lambda: F.argmax_flat_kernel.warmup(x, dev(1, "int32"), 300, BLOCK=512,
+                                                      grid=(1, )))
+xi = dev(64, "int32")
+write("atomics", lambda: F.atomics_kernel.warmup(x, xi, dev(8, "int32"), dev(1), dev(4, "int32"), dev(2),
+                                               dev(2), 64, BLOCK=32, grid=(2, )))
+write("xchg_cas", lambda: F.xchg_cas_kernel.warmup(dev(8, "int32"), dev(32, "int32"), dev(4, "int32"),
+                                                 dev(8, "int32"), BLOCK=8, grid=(4, )))
