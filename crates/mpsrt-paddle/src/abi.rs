@@ -116,11 +116,13 @@ pub mod arg {
     pub const FLOAT32: i32 = 5;
     pub const INT32: i32 = 7;
     pub const INT64: i32 = 8;
+    pub const STRING: i32 = 9;
     pub const SCALAR: i32 = 10;
     pub const INT_ARRAY: i32 = 11;
     pub const DATA_TYPE: i32 = 12;
     pub const LIST_INT32: i32 = 16;
     pub const LIST_INT64: i32 = 17;
+    pub const OPTIONAL_TENSOR: i32 = 24;
     pub const LIST_TENSOR: i32 = 25;
 }
 

@@ -52,12 +52,16 @@ api_table! {
     PD_KernelContextDataTypeAttrAt: fn(*mut T, usize) -> c_int;
     PD_KernelContextListInt32AttrAt: fn(*mut T, usize) -> PD_List;
     PD_KernelContextListInt64AttrAt: fn(*mut T, usize) -> PD_List;
+    PD_KernelContextStringAttrAt: fn(*mut T, usize) -> *mut c_char;
+    PD_StringAttr: fn(*mut c_void) -> *const c_char;
+    PD_OptionalTensorGetPointer: fn(*mut T) -> *mut T;
     PD_DatatTypeAttr: fn(*mut c_void) -> c_int;
     PD_ListInt32Attr: fn(*mut c_void) -> PD_List;
     PD_ListInt64Attr: fn(*mut c_void) -> PD_List;
     PD_DeletePointerList: fn(PD_List);
     PD_TensorGetPDDataType: fn(*const T, St) -> c_int;
     PD_TensorGetDataPointer: fn(*const T, St) -> *mut c_void;
+    PD_TensorIsInitialized: fn(*const T, St) -> bool;
     PD_TensorGetNumDims: fn(*const T, St) -> i64;
     PD_TensorGetDim: fn(*const T, usize, St) -> i64;
     PD_TensorGetNumStrides: fn(*const T, St) -> i64;
@@ -190,7 +194,12 @@ pub fn input(op: &str, t: *const T) -> Result<Tensor> {
     }
     let a = api()?;
     let mut st = 0;
-    // SAFETY: live tensor; the pointer includes the view offset.
+    // SAFETY: live tensor. A tensor without memory (an input Paddle marks "no need buffer")
+    // would make the data-pointer query throw, which must not unwind through Rust.
+    if !unsafe { (a.PD_TensorIsInitialized)(t, &mut st) } {
+        return Err(Error::invalid(op, "an input tensor holds no data"));
+    }
+    // SAFETY: live, initialized tensor; the pointer includes the view offset.
     let ptr = unsafe { (a.PD_TensorGetDataPointer)(t, &mut st) } as usize;
     check(op, st, "data pointer query")?;
     let es = m.dtype.size();

@@ -5,7 +5,10 @@
 //! build the same [`Call`] for the body, which runs mpsrt-tensor ops (the same kernels as the
 //! rest of mpsrt) over tensors that wrap Paddle's device memory.
 
+mod grad;
+mod nn;
 mod ops;
+mod optim;
 
 use crate::abi::arg;
 use crate::capi::{self, api};
@@ -18,6 +21,8 @@ use std::ffi::c_void;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     In,
+    /// `const paddle::optional<DenseTensor>&` (absent: a null tensor).
+    OptIn,
     InList,
     Out,
     Bool,
@@ -29,6 +34,8 @@ pub enum Kind {
     DType,
     VecI64,
     VecI32,
+    /// `const std::string&`.
+    Str,
 }
 
 /// A raw variadic argument before it is interpreted by its [`Kind`].
@@ -80,6 +87,7 @@ pub enum Val {
     Ints(Vec<i64>),
     /// `None`: DataType::UNDEFINED (keep the input's type).
     D(Option<DType>),
+    Str(String),
 }
 
 /// A result waiting to be written into Paddle's output `out` once the body has returned.
@@ -116,7 +124,26 @@ impl Call {
 
     /// Input `i` as an mpsrt tensor over Paddle's memory.
     pub fn input(&self, i: usize) -> Result<Tensor> {
+        if self.ins[i].is_null() {
+            return Err(Error::invalid(self.name, format!("input {i} is missing")));
+        }
         capi::input(self.name, self.ins[i])
+    }
+    /// The dims of input `i` without touching its memory (Paddle passes some inputs of
+    /// backward kernels, e.g. `x` of `add_grad`, with their metadata only).
+    pub fn in_shape(&self, i: usize) -> Result<Vec<usize>> {
+        Ok(capi::meta(self.name, self.ins[i])?.dims)
+    }
+    /// Optional input `i` (`None` when Paddle passed none).
+    pub fn opt_input(&self, i: usize) -> Result<Option<Tensor>> {
+        if self.ins[i].is_null() {
+            return Ok(None);
+        }
+        capi::input(self.name, self.ins[i]).map(Some)
+    }
+    /// Whether output `i` is wanted (Paddle passes null for outputs nobody reads).
+    pub fn wants(&self, i: usize) -> bool {
+        !self.outs[i].is_null()
     }
     /// Tensor list input `i`.
     pub fn input_list(&self, i: usize) -> Result<Vec<Tensor>> {
@@ -185,6 +212,12 @@ impl Call {
             _ => vec![],
         }
     }
+    pub fn string(&self, i: usize) -> &str {
+        match self.attrs.get(i) {
+            Some(Val::Str(s)) => s,
+            _ => "",
+        }
+    }
     pub fn dtype(&self, i: usize) -> Option<DType> {
         match self.attrs.get(i) {
             Some(Val::D(d)) => *d,
@@ -200,6 +233,21 @@ impl Call {
         };
         match (kind, raw) {
             (Kind::In, _) => self.ins.push(p as *const c_void),
+            (Kind::OptIn, _) => {
+                // SAFETY: Paddle passes a live paddle::optional<DenseTensor>; the accessor
+                // returns its tensor or null.
+                let t = if p == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    unsafe { (a.PD_OptionalTensorGetPointer)(p as *mut c_void) }
+                };
+                self.ins.push(t as *const c_void)
+            }
+            (Kind::Str, _) => {
+                // SAFETY: Paddle passes a live std::string; the accessor returns its c_str().
+                let s = unsafe { (a.PD_StringAttr)(p as *mut c_void) };
+                self.attrs.push(Val::Str(cstr(s)))
+            }
             (Kind::Out, _) => self.outs.push(p as *mut c_void),
             (Kind::InList, _) => {
                 // `const std::vector<const DenseTensor*>&`: libstdc++'s {begin, end, cap}.
@@ -256,7 +304,7 @@ impl Call {
             c.dev_ctx = (a.PD_KernelContextGetDeviceContext)(ctx);
             for &k in kinds {
                 match k {
-                    Kind::In => {
+                    Kind::In | Kind::OptIn => {
                         c.ins.push((a.PD_KernelContextInputAt)(ctx, ii));
                         ii += 1;
                         continue;
@@ -308,12 +356,24 @@ impl Call {
                         let v = capi::list_i32((a.PD_KernelContextListInt32AttrAt)(ctx, ai));
                         c.attrs.push(Val::Ints(v.into_iter().map(i64::from).collect()));
                     }
+                    Kind::Str => {
+                        c.attrs.push(Val::Str(cstr((a.PD_KernelContextStringAttrAt)(ctx, ai))))
+                    }
                 }
                 ai += 1;
             }
         }
         Ok(c)
     }
+}
+
+/// A C string owned by Paddle, copied (empty when null).
+fn cstr(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: Paddle's accessors return NUL-terminated strings that live for the call.
+    unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 pub type Body = fn(&Call) -> Result<()>;
@@ -330,7 +390,8 @@ pub fn run(name: &'static str, build: impl FnOnce() -> Result<Call>, body: Body)
         let c = built?;
         let dt = c
             .ins
-            .first()
+            .iter()
+            .find(|t| !t.is_null())
             .or(c.lists.first().and_then(|l| l.first()))
             .copied()
             .or(c.outs.first().map(|&o| o as *const c_void))
@@ -425,6 +486,8 @@ pub struct KernelDef {
 
 macro_rules! vty {
     (In) => { *const c_void };
+    (OptIn) => { *const c_void };
+    (Str) => { *const c_void };
     (InList) => { *const c_void };
     (Out) => { *mut c_void };
     (Bool) => { bool };
@@ -459,13 +522,15 @@ extern "C-unwind" fn args_def(_key: *const c_void, _kernel: *mut c_void) {}
 pub fn register_all() -> Result<usize> {
     let a = api()?;
     let mut n = 0;
-    for def in ops::all() {
+    for def in all() {
         let mut ins = vec![];
         let mut attrs = vec![];
         let mut outs = vec![];
         for &k in def.kinds {
             match k {
                 Kind::In => ins.push(arg::TENSOR),
+                Kind::OptIn => ins.push(arg::OPTIONAL_TENSOR),
+                Kind::Str => attrs.push(arg::STRING),
                 Kind::InList => ins.push(arg::LIST_TENSOR),
                 Kind::Out => outs.push(arg::TENSOR),
                 Kind::Bool => attrs.push(arg::BOOL),
@@ -505,7 +570,15 @@ pub fn register_all() -> Result<usize> {
     Ok(n)
 }
 
+fn all() -> Vec<KernelDef> {
+    let mut v = ops::all();
+    v.extend(grad::all());
+    v.extend(nn::all());
+    v.extend(optim::all());
+    v
+}
+
 /// Names of the registered kernels with their dtypes (for tests and `mpsrt.paddle`).
 pub fn registered() -> Vec<(&'static str, Vec<&'static str>)> {
-    ops::all().iter().map(|d| (d.name, d.dtypes.iter().map(|t| t.name()).collect())).collect()
+    all().iter().map(|d| (d.name, d.dtypes.iter().map(|t| t.name()).collect())).collect()
 }

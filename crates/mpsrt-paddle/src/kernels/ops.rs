@@ -9,7 +9,10 @@ use std::ffi::c_void;
 
 const F: &[DType] = &[DType::F32, DType::F16];
 const FI: &[DType] = &[DType::F32, DType::F16, DType::I32];
+/// With int64 (run on the host, see [`wide`]).
+const FIL: &[DType] = &[DType::F32, DType::F16, DType::I32, DType::I64];
 const FIB: &[DType] = &[DType::F32, DType::F16, DType::I32, DType::Bool];
+const FIBL: &[DType] = &[DType::F32, DType::F16, DType::I32, DType::Bool, DType::I64];
 /// Every dtype Paddle can hold on the device (raw copies work for all of them).
 const ALL: &[DType] = &[
     DType::F32,
@@ -24,7 +27,7 @@ const ALL: &[DType] = &[
 
 /// An 8-byte element view reinterpreted as int32 pairs (WGSL has no 64-bit types; moving bytes
 /// does not need them).
-fn as_words(t: &Tensor) -> Result<Tensor> {
+pub(super) fn as_words(t: &Tensor) -> Result<Tensor> {
     let l = t.layout();
     let mut shape = l.shape.clone();
     shape.push(2);
@@ -85,10 +88,32 @@ fn assign(c: &Call) -> Result<()> {
     contiguous(c)
 }
 
+/// Store a result computed on the host (mpsrt's CPU backend): 8-byte types, which WGSL has
+/// no arithmetic for, are moved as int32 pairs.
+pub(super) fn store_host(c: &Call, i: usize, host: &Tensor) -> Result<()> {
+    if host.dtype().gpu_supported() {
+        return c.store(i, &host.to(place())?);
+    }
+    let words = Tensor::from_bytes(&host.to_bytes()?, DType::I32, &[host.numel() * 2], place())?;
+    c.store_raw(i, &words)
+}
+
+/// int64 / float64 operands (Python ints become int64 tensors, e.g. labels and masks in
+/// `cross_entropy`): WGSL has no 64-bit types, so these few small ops read their operands
+/// back and run on mpsrt's CPU backend; the result goes back to the device.
+fn wide(t: &Tensor) -> bool {
+    !t.dtype().gpu_supported()
+}
+
 macro_rules! binary {
     ($($f:ident => $op:path;)*) => {$(
         fn $f(c: &Call) -> Result<()> {
-            c.store(0, &$op(&c.input(0)?, &c.input(1)?)?)
+            let (x, y) = (c.input(0)?, c.input(1)?);
+            if wide(&x) || wide(&y) {
+                let cpu = mpsrt_core::Place::Cpu;
+                return store_host(c, 0, &$op(&x.to(cpu)?, &y.to(cpu)?)?);
+            }
+            c.store(0, &$op(&x, &y)?)
         }
     )*};
 }
@@ -129,13 +154,18 @@ fn place() -> mpsrt_core::Place {
     mpsrt_core::Place::Gpu(mpsrt_runtime::current_device())
 }
 
-fn full(c: &Call) -> Result<()> {
+fn full_of(c: &Call, value: mt::Scalar) -> Result<()> {
     let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
-    c.store(0, &mt::full(&shape, c.scalar(1), dt, place())?)
+    if !dt.gpu_supported() {
+        return store_host(c, 0, &mt::full(&shape, value, dt, mpsrt_core::Place::Cpu)?);
+    }
+    c.store(0, &mt::full(&shape, value, dt, place())?)
+}
+fn full(c: &Call) -> Result<()> {
+    full_of(c, c.scalar(1))
 }
 fn full_like(c: &Call) -> Result<()> {
-    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
-    c.store(0, &mt::full(&shape, c.scalar(0), dt, place())?)
+    full_of(c, c.scalar(0))
 }
 
 /// `gaussian(shape, mean, std, seed, dtype)`: mpsrt's generator (a non-zero seed reseeds it).
@@ -180,14 +210,10 @@ fn cast(c: &Call) -> Result<()> {
         Some(d) => d,
         None => c.out_dtype(0)?,
     };
-    if want.gpu_supported() {
+    if want.gpu_supported() && !wide(&x) {
         return c.store(0, &x.astype(want)?);
     }
-    let host = x.to(mpsrt_core::Place::Cpu)?.astype(want)?;
-    let m = crate::capi::out_meta(c.name, c.outs[0])?;
-    let back = Tensor::from_bytes(&host.to_bytes()?, DType::I32, &[host.numel() * 2], place())?;
-    debug_assert_eq!(m.dtype, want);
-    c.store_raw(0, &back)
+    store_host(c, 0, &x.to(mpsrt_core::Place::Cpu)?.astype(want)?)
 }
 
 fn matmul(c: &Call) -> Result<()> {
@@ -268,14 +294,14 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("assign", assign, ALL, [x: In, out: Out]),
         kernel!("strided_copy", strided_copy, ALL, [x: In, dims: VecI64, strides: VecI64, offset: I64, out: Out]),
         kernel!("transpose", transpose, ALL, [x: In, axis: VecI32, out: Out]),
-        kernel!("add", add, FI, [x: In, y: In, out: Out]),
-        kernel!("subtract", subtract, FI, [x: In, y: In, out: Out]),
-        kernel!("multiply", multiply, FI, [x: In, y: In, out: Out]),
+        kernel!("add", add, FIL, [x: In, y: In, out: Out]),
+        kernel!("subtract", subtract, FIL, [x: In, y: In, out: Out]),
+        kernel!("multiply", multiply, FIL, [x: In, y: In, out: Out]),
         kernel!("divide", divide, F, [x: In, y: In, out: Out]),
         kernel!("maximum", maximum, FI, [x: In, y: In, out: Out]),
         kernel!("minimum", minimum, FI, [x: In, y: In, out: Out]),
-        kernel!("equal", equal, FIB, [x: In, y: In, out: Out]),
-        kernel!("not_equal", not_equal, FIB, [x: In, y: In, out: Out]),
+        kernel!("equal", equal, FIBL, [x: In, y: In, out: Out]),
+        kernel!("not_equal", not_equal, FIBL, [x: In, y: In, out: Out]),
         kernel!("less_than", less_than, FI, [x: In, y: In, out: Out]),
         kernel!("less_equal", less_equal, FI, [x: In, y: In, out: Out]),
         kernel!("greater_than", greater_than, FI, [x: In, y: In, out: Out]),
@@ -297,12 +323,12 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("leaky_relu", leaky_relu, F, [x: In, alpha: F32, out: Out]),
         kernel!("clip", clip, F, [x: In, min: Scalar, max: Scalar, out: Out]),
         kernel!("where", where_, FI, [cond: In, x: In, y: In, out: Out]),
-        kernel!("full", full, FIB, [shape: IntArray, val: Scalar, dtype: DType, out: Out]),
-        kernel!("full_like", full_like, FIB, [x: In, val: Scalar, dtype: DType, out: Out]),
+        kernel!("full", full, FIBL, [shape: IntArray, val: Scalar, dtype: DType, out: Out]),
+        kernel!("full_like", full_like, FIBL, [x: In, val: Scalar, dtype: DType, out: Out]),
         kernel!("gaussian", gaussian, F, [shape: IntArray, mean: F32, std: F32, seed: I32, dtype: DType, out: Out]),
         kernel!("uniform", uniform, F, [shape: IntArray, dtype: DType, min: Scalar, max: Scalar, seed: I32, out: Out]),
         kernel!("scale", scale, F, [x: In, sc: Scalar, bias: Scalar, after: Bool, out: Out]),
-        kernel!("cast", cast, FIB, [x: In, dtype: DType, out: Out]),
+        kernel!("cast", cast, FIBL, [x: In, dtype: DType, out: Out]),
         kernel!("matmul", matmul, F, [x: In, y: In, tx: Bool, ty: Bool, out: Out]),
         kernel!("softmax", softmax, F, [x: In, axis: I32, out: Out]),
         kernel!("log_softmax", log_softmax, F, [x: In, axis: I32, out: Out]),
