@@ -81,39 +81,41 @@ pub(crate) fn split(
     if transposed {
         return Ok(None);
     }
-    // 2. Over output channels (whole groups).
-    let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
-    let filter = icg * g.kh * g.kw;
-    let per_group_out = ocg * g.n * g.oh * g.ow;
-    if (w_big || r_big || out_big) && (g.groups > 1 || g.oc > 1) {
+    // 2./3. Over output channels (whole groups) when the weight is past the limit, else over
+    // output rows first (the input is then read once, not once per channel block).
+    let by_channels = || -> Result<Option<Tensor>> {
+        let (icg, ocg) = (g.c / g.groups, g.oc / g.groups);
         // Groups per piece (groups == 1: output channels per piece, as one-channel "groups").
         let (units, unit_oc, unit_ic) =
             if g.groups == 1 { (g.oc, 1, g.c) } else { (g.groups, ocg, icg) };
-        let unit_w = unit_oc * filter;
-        let unit_out = if g.groups == 1 { g.n * g.oh * g.ow } else { per_group_out };
+        let unit_w = unit_oc * icg * g.kh * g.kw;
+        let unit_out = unit_oc * g.n * g.oh * g.ow;
         let per = (lim / unit_w.max(unit_out).max(1)).clamp(1, units);
-        if per < units {
-            let mut parts = Vec::new();
-            for u0 in (0..units).step_by(per) {
-                let u1 = (u0 + per).min(units);
-                let (o0, o1) = (u0 * unit_oc, u1 * unit_oc);
-                let ws = own(&w.slice(0, Some(i(o0)), Some(i(o1)), 1)?)?;
-                let bs = b.map(|b| own(&b.slice(0, Some(i(o0)), Some(i(o1)), 1)?)).transpose()?;
-                let rs = res.map(|r| own(&r.slice(1, Some(i(o0)), Some(i(o1)), 1)?)).transpose()?;
-                let (xs, sub) = if g.groups == 1 {
-                    (x.clone(), ConvGeom { oc: o1 - o0, ..*g })
-                } else {
-                    let (c0, c1) = (u0 * unit_ic, u1 * unit_ic);
-                    let xs = own(&x.slice(1, Some(i(c0)), Some(i(c1)), 1)?)?;
-                    (xs, ConvGeom { c: c1 - c0, oc: o1 - o0, groups: u1 - u0, ..*g })
-                };
-                parts.push(run(&xs, &ws, bs.as_ref(), &sub, (rs.as_ref(), act))?);
-            }
-            return concat(parts, 1).map(Some);
+        if per >= units {
+            return Ok(None);
         }
-    }
-    // 3. Over output rows (one image).
-    if (x_big || out_big || r_big) && g.oh > 1 {
+        let mut parts = Vec::new();
+        for u0 in (0..units).step_by(per) {
+            let u1 = (u0 + per).min(units);
+            let (o0, o1) = (u0 * unit_oc, u1 * unit_oc);
+            let ws = own(&w.slice(0, Some(i(o0)), Some(i(o1)), 1)?)?;
+            let bs = b.map(|b| own(&b.slice(0, Some(i(o0)), Some(i(o1)), 1)?)).transpose()?;
+            let rs = res.map(|r| own(&r.slice(1, Some(i(o0)), Some(i(o1)), 1)?)).transpose()?;
+            let (xs, sub) = if g.groups == 1 {
+                (x.clone(), ConvGeom { oc: o1 - o0, ..*g })
+            } else {
+                let (c0, c1) = (u0 * unit_ic, u1 * unit_ic);
+                let xs = own(&x.slice(1, Some(i(c0)), Some(i(c1)), 1)?)?;
+                (xs, ConvGeom { c: c1 - c0, oc: o1 - o0, groups: u1 - u0, ..*g })
+            };
+            parts.push(run(&xs, &ws, bs.as_ref(), &sub, (rs.as_ref(), act))?);
+        }
+        concat(parts, 1).map(Some)
+    };
+    let by_rows = || -> Result<Option<Tensor>> {
+        if g.oh < 2 {
+            return Ok(None);
+        }
         let ekh = (g.kh - 1) * g.dh + 1;
         let in_rows = lim / (g.c * g.w).max(1);
         let by_in = if in_rows >= ekh { (in_rows - ekh) / g.sh + 1 } else { 0 };
@@ -148,9 +150,18 @@ pub(crate) fn split(
             let rs = res.map(|r| own(&r.slice(2, Some(i(r0)), Some(i(r1)), 1)?)).transpose()?;
             parts.push(run(&xs, w, b, &sub, (rs.as_ref(), act))?);
         }
-        return concat(parts, 2).map(Some);
+        concat(parts, 2).map(Some)
+    };
+    if w_big {
+        if let Some(y) = by_channels()? {
+            return Ok(Some(y));
+        }
+        return by_rows();
     }
-    Ok(None)
+    match by_rows()? {
+        Some(y) => Ok(Some(y)),
+        None => by_channels(),
+    }
 }
 
 fn concat(parts: Vec<Tensor>, axis: isize) -> Result<Tensor> {
