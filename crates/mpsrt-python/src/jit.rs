@@ -390,73 +390,210 @@ fn triton_launch(
     let args = convert(&kinds)?;
     let (pipeline, device) = (pipe.pipeline.clone(), pipe.device);
     crate::guard::detach(py, "triton_launch", move || {
-        let op = "triton";
-        let tensors: Vec<&Tensor> =
-            args.iter().filter_map(|a| if let Arg::Ptr(t) = a { Some(t) } else { None }).collect();
-        let dev = launch_device(op, &tensors)?;
-        if dev.index() != device {
-            return Err(Error::invalid(
-                op,
-                format!("kernel loaded on mps:{device} but its tensors are on mps:{}", dev.index()),
-            ));
-        }
-        let grid = [grid.0, grid.1, grid.2];
-        if grid.contains(&0) {
-            return Ok(());
-        }
-        let wg = workgroups(op, grid, dev.properties().max_compute_workgroups_per_dimension)?;
-        let mut meta = vec![0u8; uniform_size.max(4 * uniform.len()).div_ceil(16) * 16];
-        for (i, &(code, a)) in uniform.iter().enumerate() {
-            let word: u32 = match (code, args.get(a)) {
-                (0..=2, _) => grid[code as usize],
-                (3, _) => wg[0],
-                (4, _) => wg[1],
-                (5, Some(Arg::Ptr(t))) => t.layout().offset as u32,
-                (6, Some(Arg::Int(v))) => match i32::try_from(*v) {
-                    Ok(x) => x as u32,
-                    // Triton types such ints i64; the kernel computes in 32 bits.
-                    Err(_) => {
-                        return Err(Error::invalid(
-                            op,
-                            format!("argument {a} = {v} does not fit in 32 bits (64-bit integers are not supported on the GPU)"),
-                        ))
-                    }
-                },
-                (6 | 8, Some(Arg::Bool(b))) => u32::from(*b),
-                (7, Some(Arg::Float(v))) => (*v as f32).to_bits(),
-                (7, Some(Arg::Int(v))) => (*v as f32).to_bits(),
-                (8, Some(Arg::Int(v))) => u32::from(*v != 0),
-                (_, got) => {
-                    let got = match got {
-                        Some(Arg::Ptr(_)) => "a tensor",
-                        Some(Arg::Float(_)) => "a float",
-                        Some(_) => "a scalar",
-                        None => "nothing",
-                    };
-                    return Err(Error::invalid(
-                        op,
-                        format!(
-                            "argument {a}: the kernel expects another kind of value, got {got}"
-                        ),
-                    ));
-                }
-            };
-            meta[4 * i..4 * i + 4].copy_from_slice(&word.to_le_bytes());
-        }
-        let mut binds = Vec::with_capacity(bindings.len());
-        for &a in &bindings {
-            match args.get(a) {
-                Some(Arg::Ptr(t)) => binds.push(Binding::from(gpu_buffer(op, t)?)),
-                _ => return Err(Error::invalid(op, format!("argument {a} must be a tensor"))),
-            }
-        }
-        dev.dispatch(op, &pipeline, &binds, &meta, wg)
+        triton_record(
+            &pipeline,
+            device,
+            &uniform,
+            &bindings,
+            uniform_size,
+            &args,
+            [grid.0, grid.1, grid.2],
+        )
     })
     .py_err()
 }
 
+/// Records one launch of a Triton kernel (see [`triton_launch`] for the layout codes).
+fn triton_record(
+    pipeline: &Pipeline,
+    device: usize,
+    uniform: &[(u8, usize)],
+    bindings: &[usize],
+    uniform_size: usize,
+    args: &[Arg],
+    grid: [u32; 3],
+) -> Result<()> {
+    let op = "triton";
+    let tensors: Vec<&Tensor> =
+        args.iter().filter_map(|a| if let Arg::Ptr(t) = a { Some(t) } else { None }).collect();
+    let dev = launch_device(op, &tensors)?;
+    if dev.index() != device {
+        return Err(Error::invalid(
+            op,
+            format!("kernel loaded on mps:{device} but its tensors are on mps:{}", dev.index()),
+        ));
+    }
+    if grid.contains(&0) {
+        return Ok(());
+    }
+    let wg = workgroups(op, grid, dev.properties().max_compute_workgroups_per_dimension)?;
+    // At most 64 fields (16 pointer/scalar arguments is typical): a stack buffer, no allocation.
+    let mut meta_buf = [0u8; 256];
+    let mut meta_vec;
+    let n = uniform_size.max(4 * uniform.len()).div_ceil(16) * 16;
+    let meta: &mut [u8] = if n <= meta_buf.len() {
+        &mut meta_buf[..n]
+    } else {
+        meta_vec = vec![0u8; n];
+        &mut meta_vec
+    };
+    for (i, &(code, a)) in uniform.iter().enumerate() {
+        let word: u32 = match (code, args.get(a)) {
+            (0..=2, _) => grid[code as usize],
+            (3, _) => wg[0],
+            (4, _) => wg[1],
+            (5, Some(Arg::Ptr(t))) => t.layout().offset as u32,
+            (6, Some(Arg::Int(v))) => match i32::try_from(*v) {
+                Ok(x) => x as u32,
+                // Triton types such ints i64; the kernel computes in 32 bits.
+                Err(_) => {
+                    return Err(Error::invalid(
+                        op,
+                        format!("argument {a} = {v} does not fit in 32 bits (64-bit integers are not supported on the GPU)"),
+                    ))
+                }
+            },
+            (6 | 8, Some(Arg::Bool(b))) => u32::from(*b),
+            (7, Some(Arg::Float(v))) => (*v as f32).to_bits(),
+            (7, Some(Arg::Int(v))) => (*v as f32).to_bits(),
+            (8, Some(Arg::Int(v))) => u32::from(*v != 0),
+            (_, got) => {
+                let got = match got {
+                    Some(Arg::Ptr(_)) => "a tensor",
+                    Some(Arg::Float(_)) => "a float",
+                    Some(_) => "a scalar",
+                    None => "nothing",
+                };
+                return Err(Error::invalid(
+                    op,
+                    format!("argument {a}: the kernel expects another kind of value, got {got}"),
+                ));
+            }
+        };
+        meta[4 * i..4 * i + 4].copy_from_slice(&word.to_le_bytes());
+    }
+    let mut binds = Vec::with_capacity(bindings.len());
+    for &a in bindings {
+        match args.get(a) {
+            Some(Arg::Ptr(t)) => binds.push(Binding::from(gpu_buffer(op, t)?)),
+            _ => return Err(Error::invalid(op, format!("argument {a} must be a tensor"))),
+        }
+    }
+    dev.dispatch(op, pipeline, &binds, meta, wg)
+}
+
+/// Triton's launcher for one compiled kernel (`driver.launcher_cls(src, metadata)` returns
+/// one): called as `(gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
+/// enter_hook, exit_hook, *args)` with the kernel's Python arguments. Everything per launch
+/// happens here (no Python frame of ours): constexpr arguments are dropped by index, tensors
+/// are read from mpsrt tensors (`._t`) or `triton.reinterpret` wrappers (`.base._t`), and the
+/// uniform block is built on the stack.
+#[pyclass(frozen, name = "TritonLauncher")]
+struct TritonLauncher {
+    keep: Vec<usize>,
+    uniform: Vec<(u8, usize)>,
+    bindings: Vec<usize>,
+    uniform_size: usize,
+}
+
+impl TritonLauncher {
+    fn arg(v: &Bound<'_, PyAny>, i: usize) -> PyRes<Arg> {
+        let py = v.py();
+        if let Ok(t) = v.cast::<PyTensor>() {
+            return Ok(Arg::Ptr(t.get().inner.clone()));
+        }
+        if v.is_instance_of::<PyBool>() {
+            return Ok(Arg::Bool(v.extract()?));
+        }
+        if v.is_instance_of::<PyInt>() {
+            return Ok(Arg::Int(v.extract()?));
+        }
+        if v.is_instance_of::<PyFloat>() {
+            return Ok(Arg::Float(v.extract()?));
+        }
+        if let Ok(t) = v.getattr(pyo3::intern!(py, "_t")) {
+            if let Ok(t) = t.cast::<PyTensor>() {
+                return Ok(Arg::Ptr(t.get().inner.clone()));
+            }
+        }
+        if let Ok(b) = v.getattr(pyo3::intern!(py, "base")) {
+            if let Ok(t) = b.getattr(pyo3::intern!(py, "_t")) {
+                if let Ok(t) = t.cast::<PyTensor>() {
+                    return Ok(Arg::Ptr(t.get().inner.clone()));
+                }
+            }
+        }
+        if let Ok(x) = v.call_method0(pyo3::intern!(py, "item")) {
+            if !x.is(v) {
+                return Self::arg(&x, i);
+            }
+        }
+        Err(PyTypeError::new_err(format!(
+            "[mpsrt triton backend] argument {i}: expected an mpsrt tensor or a Python number, got {}",
+            v.get_type().name()?
+        )))
+    }
+}
+
+#[pymethods]
+impl TritonLauncher {
+    #[new]
+    fn new(
+        keep: Vec<usize>,
+        uniform: Vec<(u8, usize)>,
+        bindings: Vec<usize>,
+        uniform_size: usize,
+    ) -> Self {
+        TritonLauncher { keep, uniform, bindings, uniform_size }
+    }
+
+    #[pyo3(signature = (*args))]
+    fn __call__(&self, py: Python<'_>, args: &Bound<'_, pyo3::types::PyTuple>) -> PyRes<()> {
+        const FIXED: usize = 9;
+        if args.len() < FIXED {
+            return Err(PyTypeError::new_err(format!(
+                "[mpsrt triton backend] the launcher takes 9 launch arguments then the kernel's, got {}",
+                args.len()
+            )));
+        }
+        let grid = [
+            args.get_item(0)?.extract::<u32>()?,
+            args.get_item(1)?.extract::<u32>()?,
+            args.get_item(2)?.extract::<u32>()?,
+        ];
+        let function = args.get_item(4)?;
+        let pipe = function.cast::<TritonPipeline>()?.get();
+        let (launch_meta, enter, exit) = (args.get_item(6)?, args.get_item(7)?, args.get_item(8)?);
+        if !enter.is_none() {
+            enter.call1((&launch_meta,))?;
+        }
+        let mut rt = Vec::with_capacity(self.keep.len());
+        for &k in &self.keep {
+            rt.push(Self::arg(&args.get_item(FIXED + k)?, k)?);
+        }
+        let (pipeline, device) = (&pipe.pipeline, pipe.device);
+        crate::guard::detach(py, "triton_launch", || {
+            triton_record(
+                pipeline,
+                device,
+                &self.uniform,
+                &self.bindings,
+                self.uniform_size,
+                &rt,
+                grid,
+            )
+        })
+        .py_err()?;
+        if !exit.is_none() {
+            exit.call1((&launch_meta,))?;
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TritonPipeline>()?;
+    m.add_class::<TritonLauncher>()?;
     m.add_function(wrap_pyfunction!(triton_compiler_version, m)?)?;
     m.add_function(wrap_pyfunction!(triton_compile, m)?)?;
     m.add_function(wrap_pyfunction!(triton_load, m)?)?;

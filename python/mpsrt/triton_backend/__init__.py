@@ -34,16 +34,15 @@ def _install_tensor_protocol() -> None:
 
     if getattr(Tensor, "data_ptr", None) is not None:
         return
+    sizes = {"float16": 2, "bool": 1, "uint8": 1, "int8": 1, "float64": 8, "int64": 8}
 
-    def data_ptr(self) -> int:
+    def data_ptr(self) -> int:  # called for every tensor argument of every launch
         t = self._t
-        itemsize = {"float16": 2, "bool": 1, "uint8": 1, "int8": 1, "float64": 8,
-                    "int64": 8}.get(t.dtype, 4)
-        return (1 << 32) + t.offset * itemsize
+        off = t.offset
+        return (1 << 32) + off * sizes.get(t.dtype, 4) if off else 1 << 32
 
     def element_size(self) -> int:
-        return {"float16": 2, "bool": 1, "uint8": 1, "int8": 1, "float64": 8,
-                "int64": 8}.get(self._t.dtype, 4)
+        return sizes.get(self._t.dtype, 4)
 
     Tensor.data_ptr = data_ptr
     if getattr(Tensor, "element_size", None) is None:

@@ -21,9 +21,15 @@ def kernel_config() -> dict:
     return dict(_CONFIG)
 
 
+_NATIVE = None
+
+
 def _C():
-    from .. import _C as c
-    return c
+    global _NATIVE
+    if _NATIVE is None:
+        from .. import _C as c
+        _NATIVE = c
+    return _NATIVE
 
 
 def _device_index(device=None) -> int:
@@ -67,47 +73,22 @@ class WgpuUtils:
         pass
 
 
-def _arg(a):
-    """A launch argument for Rust: the native tensor of mpsrt tensors (and of
-    `triton.reinterpret` wrappers), Python numbers as they are."""
-    t = getattr(a, "_t", None)
-    if t is not None:
-        return t
-    base = getattr(a, "base", None)
-    if base is not None and getattr(base, "_t", None) is not None:
-        return base._t
-    if hasattr(a, "item") and not hasattr(a, "__len__"):
-        return a.item()
-    return a
-
-
-class WgpuLauncher:
-    """Called by Triton as (gridX, gridY, gridZ, stream, function, packed_metadata,
-    launch_metadata, enter_hook, exit_hook, *args) with the kernel's Python arguments;
-    constexpr arguments (and ints specialized to 1 / None) are dropped, as in the TTIR."""
-
-    def __init__(self, src, metadata):
-        sig = list(src.signature.values()) if hasattr(src, "signature") else []
-        self.keep = [i for i, ty in enumerate(sig) if ty != "constexpr"]
-        for ty in sig:
-            if isinstance(ty, tuple) or (isinstance(ty, str) and ty.startswith("tensordesc")):
-                raise NotImplementedError(
-                    f"[mpsrt triton backend] {metadata.name}: tuple and tensor-descriptor "
-                    "arguments are not supported")
-        self.uniform = [tuple(u) for u in metadata.mpsrt_uniform]
-        self.bindings = list(metadata.mpsrt_bindings)
-        self.uniform_size = int(metadata.mpsrt_uniform_size)
-        self.name = metadata.name
-
-    def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata,
-                 launch_enter_hook, launch_exit_hook, *args):
-        if launch_enter_hook is not None:
-            launch_enter_hook(launch_metadata)
-        rt = [_arg(args[i]) for i in self.keep]
-        _C().triton_launch(function, self.uniform, self.bindings, self.uniform_size, rt,
-                           (int(gridX), int(gridY), int(gridZ)))
-        if launch_exit_hook is not None:
-            launch_exit_hook(launch_metadata)
+def make_launcher(src, metadata):
+    """`driver.launcher_cls(src, metadata)`: a `_C.TritonLauncher` that Triton calls per launch
+    as (gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata, enter_hook,
+    exit_hook, *args). It is native code end to end (no Python frame per launch): it drops the
+    constexpr arguments by index (ints equal to 1 and None are specialized to constexprs too,
+    exactly as in the TTIR), reads mpsrt tensors and `triton.reinterpret` wrappers, builds the
+    uniform block on the stack and records the dispatch (bind groups are cached by the runtime)."""
+    sig = list(src.signature.values()) if hasattr(src, "signature") else []
+    for ty in sig:
+        if isinstance(ty, tuple) or (isinstance(ty, str) and ty.startswith("tensordesc")):
+            raise NotImplementedError(
+                f"[mpsrt triton backend] {metadata.name}: tuple and tensor-descriptor "
+                "arguments are not supported")
+    keep = [i for i, ty in enumerate(sig) if ty != "constexpr"]
+    return _C().TritonLauncher(keep, [tuple(u) for u in metadata.mpsrt_uniform],
+                               list(metadata.mpsrt_bindings), int(metadata.mpsrt_uniform_size))
 
 
 class _Event:
@@ -181,11 +162,13 @@ class WgpuDriver(DriverBase):
     def __init__(self):
         super().__init__()
         self.utils = WgpuUtils()
-        self.launcher_cls = WgpuLauncher
-        self.get_current_device = lambda: _C().current_device()
-        self.set_current_device = lambda device: _C().set_current_device(int(device))
+        self.launcher_cls = make_launcher
+        c = _C()
+        # Called by Triton on every launch: the native functions themselves, no wrapper.
+        self.get_current_device = c.current_device
+        self.set_current_device = lambda device: c.set_current_device(int(device))
         # One in-order command stream per device: the stream handle is the device index.
-        self.get_current_stream = lambda device=None: _device_index(device)
+        self.get_current_stream = lambda device=None: c.current_device() if device is None else device
 
     @staticmethod
     def is_active():

@@ -28,6 +28,13 @@ impl TtirLowerer {
         let Elem::D(d) = out.elem else {
             return Err(self.err("pointer-typed elementwise ops are not supported"));
         };
+        let wide = d == DType::I64 || ins.iter().any(|v| v.ty() == Ty::D(DType::I64));
+        if wide && !I64_EXACT.contains(&name) {
+            return Err(self.err(format!(
+                "`{name}` on int64 values is not supported: WGSL has no 64-bit integers, and mpsrt computes int64 in 32 bits only for ops whose low 32 bits do not depend on the high ones ({}), which is exact for pointer offsets; keep this arithmetic in int32",
+                I64_EXACT.join(", ")
+            )));
+        }
         let refs: Vec<&V> = ins.iter().collect();
         let v = match kind {
             Kind::Cmp => {
@@ -94,6 +101,28 @@ impl TtirLowerer {
         Ok(Some(v))
     }
 }
+
+/// Ops on int64 values computed exactly modulo 2^32 (ring operations, extensions and
+/// truncations, selects): their 32-bit results equal the low half of the 64-bit ones. Anything
+/// reading the high half (compares, division, right shifts, conversion to float) is refused.
+/// Justification (issue 24): kernels widen offsets with `.to(tl.int64)` against overflow on large
+/// tensors, but a bound buffer holds fewer than 2^31 elements, so the final offset's low 32 bits
+/// are the offset; emulating 64-bit arithmetic with vec2<u32> would slow every such kernel's
+/// address math several-fold for values that never need it.
+pub(super) const I64_EXACT: &[&str] = &[
+    "arith.addi",
+    "arith.subi",
+    "arith.muli",
+    "arith.shli",
+    "arith.andi",
+    "arith.ori",
+    "arith.xori",
+    "arith.extsi",
+    "arith.extui",
+    "arith.trunci",
+    "arith.select",
+    "arith.index_cast",
+];
 
 #[derive(Clone, Copy)]
 enum Kind {

@@ -440,12 +440,24 @@ pub(crate) fn parse_type(s: &str) -> Result<Type> {
             shape.push(rest[..digits].parse().map_err(|_| err(format!("bad tensor type `{s}`")))?);
             rest = &rest[digits + 1..];
         }
-        let elem =
-            parse_elem(rest).ok_or_else(|| err(format!("unsupported element type in `{s}`")))?;
+        let elem = parse_elem(rest).ok_or_else(|| unsupported_type(s))?;
         return Ok(Type { shape, elem });
     }
-    let elem = parse_elem(s).ok_or_else(|| err(format!("unsupported type `{s}`")))?;
+    let elem = parse_elem(s).ok_or_else(|| unsupported_type(s))?;
     Ok(Type { shape: Vec::new(), elem })
+}
+
+/// The error for a type outside the backend's set, with the reason for the common ones.
+fn unsupported_type(s: &str) -> Error {
+    let elem = s.trim_start_matches("tensor<").trim_start_matches(|c: char| c.is_ascii_digit() || c == 'x');
+    let elem = elem.trim_start_matches("!tt.ptr<");
+    if elem.starts_with("bf16") {
+        err(format!("bfloat16 (`{s}`) is not supported: mpsrt tensors have no bfloat16 dtype (use float16 or float32)"))
+    } else if elem.starts_with("f8") {
+        err(format!("fp8 (`{s}`) is not supported: WGSL has no 8-bit float type and mpsrt tensors no fp8 dtype (use float16)"))
+    } else {
+        err(format!("unsupported type `{s}`"))
+    }
 }
 
 fn parse_elem(s: &str) -> Option<Elem> {
