@@ -46,6 +46,11 @@ pub struct CoopMatmulSpec {
     pub vec_a: bool,
     /// B is contiguous along N with N, its K stride, offset and batch strides multiples of 8.
     pub vec_b: bool,
+    /// Kernel generation: 2 (default: double-buffered padded slabs, the next slab's global loads
+    /// in flight during the current slab's products, direct stores of interior tiles) or 1 (the
+    /// first kernel: one slab buffer, every tile stored through scratch), kept to compare
+    /// (`MPSRT_COOP_VARIANT=1`).
+    pub variant: u8,
 }
 
 /// Subgroups per workgroup along M and N, and cooperative tiles per subgroup along M and N:
@@ -57,6 +62,9 @@ const TM: u32 = 4;
 const TN: u32 = 4;
 /// K staged per workgroup-memory slab.
 const BK: u32 = 32;
+/// Generation 2 pads every slab row by 8 f16 (16 bytes): rows stay 16-byte aligned for the
+/// matrix loads while consecutive rows start in different banks.
+const PAD: u32 = 8;
 
 impl CoopMatmulSpec {
     /// Output rows per workgroup.
@@ -72,8 +80,40 @@ impl CoopMatmulSpec {
         WM * WN * self.subgroup
     }
 
+    /// Workgroup-memory bytes the kernel declares.
+    pub fn shared_bytes(&self) -> u32 {
+        let (bm, bn, s) = (self.block_m(), self.block_n(), self.size);
+        let acc = if self.acc == DType::F32 { 4 } else { 2 };
+        let scratch = WM * WN * s * s * acc;
+        if self.variant == 1 {
+            2 * (bm * BK + BK * bn) + scratch
+        } else {
+            2 * 2 * (bm * (BK + PAD) + BK * (bn + PAD)) + scratch
+        }
+    }
+
+    /// This spec as kernel generation `variant` (1 or 2; anything else means 2), falling back
+    /// to 1 when generation 2's double-buffered slabs do not fit `shared_limit` bytes of
+    /// workgroup memory (the device's `max_compute_workgroup_storage_size`). Pure.
+    pub fn with_variant(self, variant: u8, shared_limit: u32) -> Self {
+        let v2 = CoopMatmulSpec { variant: 2, ..self };
+        if variant != 1 && v2.shared_bytes() <= shared_limit {
+            v2
+        } else {
+            CoopMatmulSpec { variant: 1, ..self }
+        }
+    }
+
     /// Render the WGSL source; fails for parameters the planner never produces.
     pub fn render(&self) -> Result<String, String> {
+        match self.variant {
+            1 => self.render_v1(),
+            2 => self.render_v2(),
+            v => Err(format!("cooperative matmul variant must be 1 or 2, got {v}")),
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
         let s = self.size;
         if s != 8 && s != 16 {
             return Err(format!("cooperative tile size must be 8 or 16, got {s}"));
@@ -84,6 +124,13 @@ impl CoopMatmulSpec {
         if !self.subgroup.is_power_of_two() || !(4..=128).contains(&self.subgroup) {
             return Err(format!("unsupported subgroup size {}", self.subgroup));
         }
+        Ok(())
+    }
+
+    /// The first kernel (generation 1).
+    fn render_v1(&self) -> Result<String, String> {
+        self.check()?;
+        let s = self.size;
         let (bm, bn, nt) = (self.block_m(), self.block_n(), self.threads());
         let acc = if self.acc == DType::F32 { "f32" } else { "f16" };
         let nb = self.batch_dims;
@@ -317,5 +364,243 @@ pub fn plan_coop_matmul(
         batch_dims,
         vec_a: false,
         vec_b: false,
+        variant: 2,
     })
+}
+
+/// `MPSRT_COOP_VARIANT` (1 or 2, default 2), read once: which cooperative kernel generation
+/// the launcher asks for, so both can be timed in one GPU session.
+pub fn coop_variant_from_env() -> u8 {
+    static V: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *V.get_or_init(|| match std::env::var("MPSRT_COOP_VARIANT").as_deref().map(str::trim) {
+        Ok("1") => 1,
+        _ => 2,
+    })
+}
+
+/// Generation 2: the same tiling (a `WM × WN` grid of subgroups, `TM × TN` cooperative tiles
+/// each, K in slabs of `BK`), restructured for throughput:
+/// - two slab buffers, so one barrier per slab: slab `t + 1` is written into the other buffer
+///   while slab `t` is multiplied;
+/// - on the vector paths the next slab's global loads (whole 16-byte vectors) are issued into
+///   registers before the current slab's products and stored to workgroup memory after them,
+///   so their latency hides behind the matrix units;
+/// - staged halves are bitcast from the loaded words (no f32 round trip);
+/// - slab rows padded by [`PAD`] halves against bank conflicts of the matrix loads;
+/// - an interior workgroup (whole block inside the output, `alpha == 1`) stores its tiles with
+///   `coopStoreT` straight to the output; edge blocks go through the bounds-checked scratch.
+impl CoopMatmulSpec {
+    fn render_v2(&self) -> Result<String, String> {
+        self.check()?;
+        let (s, nt, sg) = (self.size, self.threads(), self.subgroup);
+        let (bm, bn) = (self.block_m(), self.block_n());
+        let (as_, bs_) = (BK + PAD, bn + PAD);
+        let (a_stage, b_stage) = (bm * as_, BK * bs_);
+        let acc = if self.acc == DType::F32 { "f32" } else { "f16" };
+        let nb = self.batch_dims;
+        let h = crate::MATMUL_META_HEAD;
+        let words = (h + 3 * nb).div_ceil(4);
+        let mut w = String::with_capacity(12288);
+        let _ = writeln!(w, "// generated by mpsrt-kernels: cooperative matmul {self:?}");
+        w.push_str("// Techniques: cooperative matrices (tensor cores / simdgroup matrices), double-buffered padded workgroup slabs, register prefetch of the next slab, direct tile stores.\n");
+        w.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+        let _ = writeln!(w, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
+        // Vector paths read 8 halves as two `vec4<f16>` (no conversions on the way to the slab).
+        let ty = |v: bool| if v { "vec4<f16>" } else { "f16" };
+        let _ =
+            writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty(self.vec_a));
+        let _ =
+            writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(self.vec_b));
+        w.push_str("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n");
+        w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
+        w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
+        w.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
+        w.push_str("fn boffs(z: u32) -> vec2<i32> {\n  var rem = z; var oa = 0; var ob = 0;\n");
+        for d in (0..nb).rev() {
+            let _ = writeln!(
+                w,
+                "  {{ let sz = mw({}u); let c = i32(rem % sz); rem = rem / sz; oa = oa + c * mi({}u); ob = ob + c * mi({}u); }}",
+                h + d,
+                h + nb + d,
+                h + 2 * nb + d
+            );
+        }
+        w.push_str("  return vec2<i32>(oa, ob);\n}\n");
+        let _ = writeln!(w, "var<workgroup> As: array<f16, {}>;", 2 * a_stage);
+        let _ = writeln!(w, "var<workgroup> Bs: array<f16, {}>;", 2 * b_stage);
+        let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", WM * WN * s * s);
+        let _ = writeln!(w, "@compute @workgroup_size({nt})");
+        w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
+        w.push_str("        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {\n");
+        w.push_str(
+            "  let Mr = mw(0u); let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n",
+        );
+        w.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
+        w.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
+        let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+        let _ = writeln!(
+            w,
+            "  let sm = (sg / {WN}u) * {}u; let sn = (sg % {WN}u) * {}u;",
+            TM * s,
+            TN * s
+        );
+        for i in 0..TM {
+            for j in 0..TN {
+                let _ = writeln!(w, "  var c{i}{j} = coop_mat{s}x{s}<{acc}, C>();");
+            }
+        }
+        // Per-thread share of a slab: vectors of 8 halves (vector paths) or single halves.
+        let q = BK / 8;
+        let qn = bn / 8;
+        let (na, nbv) = ((bm * q).div_ceil(nt), (BK * qn).div_ceil(nt));
+        if self.vec_a {
+            for t in 0..na {
+                let _ = writeln!(w, "  var ra{t}l = vec4<f16>(); var ra{t}h = vec4<f16>();");
+            }
+        }
+        if self.vec_b {
+            for t in 0..nbv {
+                let _ = writeln!(w, "  var rb{t}l = vec4<f16>(); var rb{t}h = vec4<f16>();");
+            }
+        }
+        // Loads of slab `k0` (into registers, or straight into stage `st` on scalar paths) and
+        // stores of the registers into stage `st`, as inline code.
+        let load = |k0: &str, st: &str| -> String {
+            let mut c = String::new();
+            if self.vec_a {
+                for t in 0..na {
+                    let _ = writeln!(c, "    {{ let e = tid + {}u; let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u;", t * nt);
+                    let _ = writeln!(c, "      ra{t}l = vec4<f16>(); ra{t}h = vec4<f16>();");
+                    let _ = writeln!(c, "      if (e < {}u && m < Mr && k < K) {{ let at = u32(abase + i32(m) * sam + i32(k)) >> 2u; ra{t}l = a[at]; ra{t}h = a[at + 1u]; }} }}", bm * q);
+                }
+            } else {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * BK);
+                let _ = writeln!(c, "      let r = e / {BK}u; let kk = e % {BK}u; let m = m0 + r; let k = {k0} + kk;");
+                c.push_str("      var v = f16(0.0);\n");
+                c.push_str("      if (m < Mr && k < K) { v = a[u32(abase + i32(m) * sam + i32(k) * sak)]; }\n");
+                let _ = writeln!(c, "      As[{st} * {a_stage}u + r * {as_}u + kk] = v;\n    }}");
+            }
+            if self.vec_b {
+                for t in 0..nbv {
+                    let _ = writeln!(c, "    {{ let e = tid + {}u; let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u;", t * nt);
+                    let _ = writeln!(c, "      rb{t}l = vec4<f16>(); rb{t}h = vec4<f16>();");
+                    let _ = writeln!(c, "      if (e < {}u && n < N && k < K) {{ let at = u32(bbase + i32(k) * sbk + i32(n)) >> 2u; rb{t}l = b[at]; rb{t}h = b[at + 1u]; }} }}", BK * qn);
+                }
+            } else {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", BK * bn);
+                let _ = writeln!(c, "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;");
+                c.push_str("      var v = f16(0.0);\n");
+                c.push_str("      if (n < N && k < K) { v = b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]; }\n");
+                let _ = writeln!(c, "      Bs[{st} * {b_stage}u + kk * {bs_}u + cc] = v;\n    }}");
+            }
+            c
+        };
+        let store = |st: &str| -> String {
+            let mut c = String::new();
+            let put = |c: &mut String, reg: String, dst: &str, at: String| {
+                let _ = writeln!(c, "      let at = {at};");
+                for (i, part) in
+                    ["l.x", "l.y", "l.z", "l.w", "h.x", "h.y", "h.z", "h.w"].iter().enumerate()
+                {
+                    let _ = writeln!(c, "      {dst}[at + {i}u] = {reg}{part};");
+                }
+            };
+            if self.vec_a {
+                for t in 0..na {
+                    let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
+                    let _ = writeln!(c, "      if (e < {}u) {{", bm * q);
+                    let at = format!("({st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u)");
+                    put(&mut c, format!("ra{t}"), "As", at);
+                    c.push_str("    } }\n");
+                }
+            }
+            if self.vec_b {
+                for t in 0..nbv {
+                    let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
+                    let _ = writeln!(c, "      if (e < {}u) {{", BK * qn);
+                    let at =
+                        format!("({st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u)");
+                    put(&mut c, format!("rb{t}"), "Bs", at);
+                    c.push_str("    } }\n");
+                }
+            }
+            c
+        };
+        // Prologue: slab 0 into stage 0.
+        w.push_str("  {\n");
+        w.push_str(&load("0u", "0u"));
+        w.push_str(&store("0u"));
+        w.push_str("  }\n  workgroupBarrier();\n  var st = 0u;\n");
+        let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {BK}u) {{");
+        let _ = writeln!(w, "    let nxt = k0 + {BK}u; let ot = 1u - st;");
+        // Next slab: registers (vector paths) or the other stage (scalar paths).
+        w.push_str("    if (nxt < K) {\n");
+        w.push_str(&load("nxt", "ot"));
+        w.push_str("    }\n");
+        let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+        for kk in (0..BK).step_by(s as usize) {
+            for i in 0..TM {
+                let _ = writeln!(
+                    w,
+                    "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[ab + (sm + {}u) * {as_}u + {kk}u], {as_}u);",
+                    i * s
+                );
+            }
+            for j in 0..TN {
+                let _ = writeln!(
+                    w,
+                    "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[bb + {kk}u * {bs_}u + sn + {}u], {bs_}u);",
+                    j * s
+                );
+            }
+            for i in 0..TM {
+                for j in 0..TN {
+                    let _ = writeln!(
+                        w,
+                        "    c{i}{j} = coopMultiplyAdd(a{i}_{kk}, b{j}_{kk}, c{i}{j});"
+                    );
+                }
+            }
+        }
+        if self.vec_a || self.vec_b {
+            w.push_str("    if (nxt < K) {\n");
+            w.push_str(&store("ot"));
+            w.push_str("    }\n");
+        }
+        w.push_str("    workgroupBarrier();\n    st = ot;\n  }\n");
+        // Epilogue.
+        w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+        // f16 accumulators cannot be stored to the f32 output directly: scratch only.
+        if self.acc == DType::F32 {
+            let _ = writeln!(w, "  if (alpha == 1.0 && m0 + {bm}u <= Mr && n0 + {bn}u <= N) {{");
+            for i in 0..TM {
+                for j in 0..TN {
+                    let _ = writeln!(
+                        w,
+                        "    coopStoreT(c{i}{j}, &out[obase + (m0 + sm + {}u) * N + n0 + sn + {}u], N);",
+                        i * s,
+                        j * s
+                    );
+                }
+            }
+            w.push_str("    return;\n  }\n");
+        }
+        let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+        for i in 0..TM {
+            for j in 0..TN {
+                let _ = writeln!(w, "  coopStoreT(c{i}{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
+                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+                let _ = writeln!(
+                    w,
+                    "    let m = m0 + sm + {}u + e / {s}u; let n = n0 + sn + {}u + e % {s}u;",
+                    i * s,
+                    j * s
+                );
+                w.push_str("    if (m < Mr && n < N) { out[obase + m * N + n] = alpha * f32(Cs[cs + e]); }\n");
+                w.push_str("  }\n  workgroupBarrier();\n");
+            }
+        }
+        w.push_str("}\n");
+        Ok(w)
+    }
 }

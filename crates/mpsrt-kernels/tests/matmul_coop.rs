@@ -18,10 +18,21 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                 for (batch_dims, vec_a, vec_b) in
                     [(0, false, false), (1, true, false), (2, false, true), (0, true, true)]
                 {
-                    let spec = CoopMatmulSpec { size, acc, subgroup, batch_dims, vec_a, vec_b };
-                    let src = spec.render().unwrap();
-                    let msl = wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
-                    assert!(msl.contains("simdgroup"), "{spec:?}: no simdgroup matrix in MSL");
+                    for variant in [1, 2] {
+                        let spec = CoopMatmulSpec {
+                            size,
+                            acc,
+                            subgroup,
+                            batch_dims,
+                            vec_a,
+                            vec_b,
+                            variant,
+                        };
+                        let src = spec.render().unwrap();
+                        let msl =
+                            wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                        assert!(msl.contains("simdgroup"), "{spec:?}: no simdgroup matrix in MSL");
+                    }
                 }
             }
         }
@@ -38,6 +49,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             batch_dims: 0,
             vec_a: false,
             vec_b: false,
+            variant: 2,
         },
         CoopMatmulSpec {
             size: 16,
@@ -46,6 +58,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             batch_dims: 0,
             vec_a: false,
             vec_b: false,
+            variant: 2,
         },
         CoopMatmulSpec {
             size: 16,
@@ -54,6 +67,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             batch_dims: 0,
             vec_a: false,
             vec_b: false,
+            variant: 2,
         },
     ];
     for s in bad {
@@ -71,7 +85,7 @@ fn planner_picks_from_the_configuration_list() {
         CoopConfig { m: 16, n: 16, k: 32, ab: DType::I8, cr: DType::I32 },
     ];
     let p = plan_coop_matmul(&nv, (32, 32), big, 0).unwrap();
-    assert_eq!((p.size, p.acc, p.subgroup), (16, DType::F32, 32));
+    assert_eq!((p.size, p.acc, p.subgroup, p.variant), (16, DType::F32, 32, 2));
     assert_eq!((p.block_m(), p.block_n(), p.threads()), (128, 128, 128));
     // Apple-like: 8×8 only, f32×f32 / f16×f16 / f16→f32.
     let apple = [
@@ -103,4 +117,22 @@ fn planner_declines_and_says_why() {
     assert_eq!(plan_coop_matmul(&rect, (32, 32), [64; 3], 0), Err(CoopDecline::NoConfig));
     assert_eq!(plan_coop_matmul(&nv, (32, 64), [64; 3], 0), Err(CoopDecline::SubgroupSize(32, 64)));
     assert_eq!(plan_coop_matmul(&nv, (32, 32), [64, 8, 64], 0), Err(CoopDecline::TooSmall));
+}
+
+#[test]
+fn variant_choice_respects_workgroup_memory() {
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    // Generation 2 at 16×16: two padded slabs of A (128×40) and B (32×136) halves + scratch.
+    assert_eq!(p.shared_bytes(), 2 * 2 * (128 * 40 + 32 * 136) + 4 * 256 * 4);
+    assert_eq!(p.with_variant(2, 49152).variant, 2, "fits NVIDIA's 48 KiB");
+    assert_eq!(p.with_variant(2, 32768).variant, 1, "not 32 KiB: generation 1");
+    assert_eq!(p.with_variant(1, 49152).variant, 1, "asked for generation 1");
+    assert!(p.with_variant(1, 0).shared_bytes() == 2 * (128 * 32 + 32 * 128) + 4 * 256 * 4);
+    // Apple's 8×8 tiles: 64×64 blocks fit Metal's 32 KiB with generation 2.
+    let apple = [cfg(8, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&apple, (32, 32), [4096; 3], 0).unwrap();
+    assert_eq!(p.with_variant(2, 32768).variant, 2);
+    let bad = CoopMatmulSpec { variant: 3, ..p };
+    assert!(bad.render().is_err());
 }

@@ -21,7 +21,9 @@ use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
-use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
+use mpsrt_kernels::{
+    coop_variant_from_env, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec,
+};
 use mpsrt_runtime::{Binding, DeviceProperties, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -103,8 +105,13 @@ pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Resul
     if dtype != DType::F16 {
         return Ok(format!("tiled ({dtype})"));
     }
-    Ok(match plan_f16_gemm(dev.properties(), mnk, 0, false, coop_enabled()) {
-        Ok(s) => format!("coop {0}x{0} {1} accumulation", s.size, s.acc),
+    let props = dev.properties();
+    Ok(match plan_f16_gemm(props, mnk, 0, false, coop_enabled()) {
+        Ok(s) => {
+            let s =
+                s.with_variant(coop_variant_from_env(), props.max_compute_workgroup_storage_size);
+            format!("coop {0}x{0} {1} accumulation v{2}", s.size, s.acc, s.variant)
+        }
         Err(why) => format!("tiled ({why})"),
     })
 }
@@ -395,7 +402,10 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     if dtype == DType::F16 {
         let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
         let props = dev.properties();
-        if let Ok(mut spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
+        if let Ok(spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
+            // Kernel generation (`MPSRT_COOP_VARIANT`), as far as workgroup memory allows.
+            let limit = props.max_compute_workgroup_storage_size;
+            let mut spec = spec.with_variant(coop_variant_from_env(), limit);
             // 8 f16 per load where the operand runs contiguously along K (A) / N (B) in whole
             // 16-byte vectors: offsets, strides and the contiguous extent multiples of 8.
             let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
