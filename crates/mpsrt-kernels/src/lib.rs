@@ -12,9 +12,9 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod reduce;
 pub mod softmax;
+pub mod winograd;
 #[cfg(feature = "validate")]
 pub mod validate;
-pub mod winograd;
 
 pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
@@ -29,9 +29,7 @@ pub use matmul_coop::{
     coop_variant_from_env, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec,
 };
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
-pub use winograd::{
-    winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,
-};
+pub use winograd::{winograd_output_kernel, winograd_tiles, WINOGRAD_TRANSFORMS};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.
