@@ -251,19 +251,34 @@ def test_static_graph():
             a = paddle.static.data("a", [2, 3], "float32")
             b = paddle.static.data("b", [3, 4], "float32")
             d = paddle.static.data("d", [4], "float32")
-            # Scalar arithmetic (x * 2.0 -> scale) is not used: in PIR programs the kernel
-            # context does not hold the `scale` attribute as phi::Scalar (see ARCHITECTURE.md).
+            # `* 2.0` and paddle.scale: PIR passes their scalars as tensor references.
             c = paddle.transpose(paddle.exp(F.relu(paddle.matmul(a, b) + d)), [1, 0])
+            c = paddle.scale(c, 0.5, 1.0) * 2.0
         exe = paddle.static.Executor(MPS)
         exe.run(startup)
         x, y, z = rand((2, 3)), rand((3, 4)), rand((4,))
-        before = [ran(k, "float32") for k in ("matmul", "add", "relu", "exp", "transpose")]
+        ops = ("matmul", "add", "relu", "exp", "transpose", "scale")
+        before = [ran(k, "float32") for k in ops]
         (out,) = exe.run(main, feed={"a": x, "b": y, "d": z}, fetch_list=[c])
-        after = [ran(k, "float32") for k in ("matmul", "add", "relu", "exp", "transpose")]
+        after = [ran(k, "float32") for k in ops]
         assert all(b < a for b, a in zip(before, after)), (before, after)
-        np.testing.assert_allclose(out, np.exp(np.maximum(x @ y + z, 0)).T, rtol=1e-5, atol=1e-5)
+        want = (np.exp(np.maximum(x @ y + z, 0)).T * 0.5 + 1.0) * 2.0
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
     finally:
         paddle.disable_static()
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32"])
+def test_randint(dtype):
+    before = ran("randint", dtype)
+    paddle.set_device("mps")
+    try:
+        t = paddle.randint(-3, 5, [2000], dtype=dtype)
+    finally:
+        paddle.set_device("cpu")
+    assert ran("randint", dtype) > before and "mps" in str(t.place)
+    v = t.numpy()
+    assert v.dtype == np.dtype(dtype) and v.min() == -3 and v.max() == 4, (v.min(), v.max())
 
 
 def test_mps_api():

@@ -365,6 +365,103 @@ pub fn scalar(s: *mut T) -> Result<mpsrt_tensor::Scalar> {
     })
 }
 
+/// `phi::Attribute` alternatives (`paddle::variant` in `phi/core/attribute.h`, 3.x order).
+mod attr_index {
+    pub const INT: u32 = 1;
+    pub const INT64: u32 = 2;
+    pub const FLOAT: u32 = 3;
+    pub const DOUBLE: u32 = 4;
+    pub const SCALAR: u32 = 12;
+    pub const TENSOR_REF: u32 = 18;
+}
+
+/// Scalar attribute `idx` of a kernel context. PIR programs pass a scalar that came from a
+/// value (`paddle.scale(x, 3.0)` in a static graph: the 3.0 is a `full` op's output) as a
+/// `phi::TensorRef`, which the C API's `PD_KernelContextScalarAttrAt` cannot read (it throws
+/// "Attribute 0 cast error"); Paddle's own kernels unwrap it. So the attribute is read as the
+/// `phi::Attribute` variant (`KernelContext::AttrAt(size_t)`, exported by libphi_core): 64
+/// bytes, 16-aligned, the value at offset 0 and the `unsigned` alternative index at offset 48
+/// (printed by g++ against the 3.3.1 headers), checked before use.
+///
+/// # Safety
+/// `ctx` is the live kernel context of this launch and `idx` a scalar attribute of it.
+pub unsafe fn ctx_scalar(ctx: *mut T, idx: usize) -> Result<mpsrt_tensor::Scalar> {
+    use mpsrt_tensor::Scalar as S;
+    type AttrAt = unsafe extern "C-unwind" fn(*const T, usize) -> *const u8;
+    static F: OnceLock<usize> = OnceLock::new();
+    let f = *F.get_or_init(|| {
+        // SAFETY: RTLD_NOLOAD finds the copy Paddle loaded; the name is NUL-terminated.
+        unsafe {
+            let h = libc::dlopen(c"libphi_core.so".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+            if h.is_null() {
+                return 0;
+            }
+            libc::dlsym(h, c"_ZNK3phi13KernelContext6AttrAtB5cxx11Em".as_ptr()) as usize
+        }
+    });
+    let a = api()?;
+    if f == 0 {
+        // SAFETY: per the contract.
+        return scalar(unsafe { (a.PD_KernelContextScalarAttrAt)(ctx, idx) });
+    }
+    // SAFETY: the symbol is `const Attribute& KernelContext::AttrAt(size_t) const`; the
+    // returned variant lives as long as the context.
+    let v = unsafe { std::mem::transmute::<usize, AttrAt>(f)(ctx, idx) };
+    let index = unsafe { *(v.add(48) as *const u32) };
+    let rd = |off| unsafe { std::ptr::read_unaligned(v.add(off) as *const u64) };
+    Ok(match index {
+        attr_index::SCALAR => return scalar(v as *mut T),
+        attr_index::INT => S::I(rd(0) as u32 as i32 as i64),
+        attr_index::INT64 => S::I(rd(0) as i64),
+        attr_index::FLOAT => S::F(f32::from_bits(rd(0) as u32) as f64),
+        attr_index::DOUBLE => S::F(f64::from_bits(rd(0))),
+        attr_index::TENSOR_REF => tensor_scalar(rd(0) as usize as *const T)?,
+        other => {
+            return Err(Error::invalid(
+                "scalar",
+                format!("scalar attribute {idx} holds variant alternative {other}"),
+            ))
+        }
+    })
+}
+
+/// The single value of a tensor (on the host or on this plugin's device).
+fn tensor_scalar(t: *const T) -> Result<mpsrt_tensor::Scalar> {
+    use mpsrt_tensor::Scalar as S;
+    if t.is_null() {
+        return Err(Error::invalid("scalar", "a tensor-valued scalar attribute has no tensor"));
+    }
+    let m = meta("scalar", t)?;
+    if m.dims.iter().product::<usize>() != 1 {
+        return Err(Error::shape("scalar", format!("scalar tensor of shape {:?}", m.dims)));
+    }
+    let a = api()?;
+    let mut st = 0;
+    // SAFETY: a live tensor of one element.
+    let p = unsafe { (a.PD_TensorGetDataPointer)(t, &mut st) } as usize;
+    check("scalar", st, "data pointer query")?;
+    let mut b = [0u8; 8];
+    let n = m.dtype.size();
+    if memory::resolve("scalar", p, n).is_ok() {
+        memory::read(p, &mut b[..n])?;
+    } else {
+        // A CPU tensor: Paddle's host memory, `n` readable bytes.
+        // SAFETY: the tensor is initialized (it has a data pointer) and holds one element.
+        unsafe { std::ptr::copy_nonoverlapping(p as *const u8, b.as_mut_ptr(), n) };
+    }
+    let w = u64::from_le_bytes(b);
+    Ok(match m.dtype {
+        DType::F32 => S::F(f32::from_bits(w as u32) as f64),
+        DType::F64 => S::F(f64::from_bits(w)),
+        DType::F16 => S::F(half::f16::from_bits(w as u16).to_f64()),
+        DType::I32 => S::I(w as u32 as i32 as i64),
+        DType::I64 => S::I(w as i64),
+        DType::Bool => S::B(w as u8 != 0),
+        DType::I8 => S::I(w as u8 as i8 as i64),
+        DType::U8 => S::I(w as u8 as i64),
+    })
+}
+
 /// An attribute of type `phi::IntArray`.
 pub fn int_array(p: *mut T) -> Result<Vec<i64>> {
     let a = api()?;

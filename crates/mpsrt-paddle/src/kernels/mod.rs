@@ -331,9 +331,7 @@ impl Call {
                     Kind::F32 => {
                         c.attrs.push(Val::F((a.PD_KernelContextFloatAttrAt)(ctx, ai) as f64))
                     }
-                    Kind::Scalar => c
-                        .attrs
-                        .push(Val::S(capi::scalar((a.PD_KernelContextScalarAttrAt)(ctx, ai))?)),
+                    Kind::Scalar => c.attrs.push(Val::S(capi::ctx_scalar(ctx, ai)?)),
                     Kind::IntArray => c
                         .attrs
                         .push(Val::Ints(capi::int_array((a.PD_KernelContextIntArrayAttrAt)(

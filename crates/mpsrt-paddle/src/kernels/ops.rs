@@ -191,6 +191,22 @@ fn uniform(c: &Call) -> Result<()> {
     c.store(0, &mt::add_scalar(&mt::multiply_scalar(&u, hi - lo)?, lo)?.astype(dt)?)
 }
 
+/// `randint(low, high, shape, dtype)`: uniform integers in `[low, high)` from mpsrt's
+/// generator (int64 results are written as int32 pairs).
+fn randint(c: &Call) -> Result<()> {
+    let (shape, dt) = (c.out_shape(0)?, c.out_dtype(0)?);
+    let (lo, hi) = (c.int(0), c.int(1));
+    if hi <= lo {
+        return Err(Error::invalid(c.name, format!("low {lo} must be below high {hi}")));
+    }
+    let cpu = mpsrt_core::Place::Cpu;
+    let u = mt::rand(&shape, DType::F32, cpu)?.astype(DType::F64)?;
+    // floor(lo + u·(hi - lo)), clamped: u < 1, but float rounding may reach the top.
+    let v = mt::floor(&mt::add_scalar(&mt::multiply_scalar(&u, (hi - lo) as f64)?, lo as f64)?)?;
+    let v = mt::clip(&v, Some(lo as f64), Some((hi - 1) as f64))?;
+    store_host(c, 0, &v.astype(dt)?)
+}
+
 fn scale(c: &Call) -> Result<()> {
     let x = c.input(0)?;
     let (s, b, after) = (c.scalar(0), c.scalar(1), c.bool(2));
@@ -327,6 +343,7 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("full_like", full_like, FIBL, [x: In, val: Scalar, dtype: DType, out: Out]),
         kernel!("gaussian", gaussian, F, [shape: IntArray, mean: F32, std: F32, seed: I32, dtype: DType, out: Out]),
         kernel!("uniform", uniform, F, [shape: IntArray, dtype: DType, min: Scalar, max: Scalar, seed: I32, out: Out]),
+        kernel!("randint", randint, &[DType::I32, DType::I64], [low: I32, high: I32, shape: IntArray, dtype: DType, out: Out]),
         kernel!("scale", scale, F, [x: In, sc: Scalar, bias: Scalar, after: Bool, out: Out]),
         kernel!("cast", cast, FIBL, [x: In, dtype: DType, out: Out]),
         kernel!("matmul", matmul, F, [x: In, y: In, tx: Bool, ty: Bool, out: Out]),
