@@ -87,14 +87,22 @@ if part ops; then
 fi
 if part convs; then
   echo "== convs"
-  # Each conv algorithm (MPSRT_CONV_ALGO): the planner's choice and the route before it at batch
-  # 1 and 32, then each forced algorithm at batch 32 (one that cannot run a shape falls back).
-  { for algo in auto legacy; do
-      MPSRT_CONV_ALGO=$algo timeout 150 $E/bench_ops_b --batch 1,32 --iters 20 --sync-each --densenet
+  # Each conv algorithm (MPSRT_CONV_ALGO) on each shape in a fresh process: under Vulkan the
+  # H100's SM clock drops from 1980 to ~345 MHz a few seconds into a busy process (BENCHMARKS.md,
+  # "two speeds per process"), so one long process would time most shapes at the low clock.
+  # 23 ResNet-50 + 6 DenseNet-121 shapes (--densenet) at batch 32 for every algorithm; batch 1
+  # (the planner's choice) with CONV_B1=1.
+  NSHAPES=${NSHAPES:-29}
+  { for algo in auto legacy gemm splitk winograd; do
+      for i in $(seq 0 $((NSHAPES - 1))); do
+        MPSRT_CONV_ALGO=$algo timeout 30 $E/bench_ops_b --batch 32 --shapes $i --iters 20 --sync-each --densenet --warm-s 0.3
+      done
     done
-    for algo in gemm splitk winograd; do
-      MPSRT_CONV_ALGO=$algo timeout 120 $E/bench_ops_b --batch 32 --iters 20 --sync-each --densenet
-    done; } | tee "$OUT/convs.jsonl"
+    if [ -n "${CONV_B1:-}" ]; then
+      for i in $(seq 0 $((NSHAPES - 1))); do
+        timeout 30 $E/bench_ops_b --batch 1 --shapes $i --iters 20 --sync-each --densenet --warm-s 0.3
+      done
+    fi; } | tee "$OUT/convs.jsonl"
   timeout 150 python3 bench/torch_reference.py convs --sync-each --densenet | tee "$OUT/convs_torch.jsonl"
 fi
 if part ort && [ -f bench/ort_ep.py ]; then
