@@ -1,8 +1,11 @@
 //! The engine as a Triton backend for `mpsrt serve`: backend `onnxruntime`, platform
 //! `onnxruntime_onnx`, so Triton model repositories written for ONNX Runtime load unchanged; the
 //! MPS backend's names (`metal_mps`, `mps`) and its `model.mps` files (ONNX) are accepted too.
-//! `KIND_GPU` instances run on `mps:N`, `KIND_CPU` instances on the CPU.
+//! `KIND_GPU` instances run on `mps:N`, `KIND_CPU` instances on the CPU. A config's
+//! `parameters { key: "precision" value: { string_value: "f16" } }` loads the model with
+//! `precision=f16` (heavy ops in half precision, inputs and outputs unchanged).
 
+use crate::precision::Precision;
 use crate::session::{Session, SessionOptions};
 use mpsrt_core::{DType, Place};
 use mpsrt_serve::proto::inference::ModelConfig;
@@ -103,14 +106,25 @@ impl Backend for EngineBackend {
     fn load(
         &self,
         model_path: &Path,
-        _config: &ModelConfig,
+        config: &ModelConfig,
         device: InstanceDevice,
     ) -> Result<Box<dyn ModelInstance>, ServeError> {
         let place = match device {
             InstanceDevice::Cpu => Place::Cpu,
             InstanceDevice::Gpu(i) => Place::Gpu(i as usize),
         };
-        let session = Session::load(model_path, place, self.options).map_err(serve_err)?;
+        // `parameters { key: "precision" value: { string_value: "f16" } }` in config.pbtxt.
+        let precision = match mpsrt_serve::config::string_parameter(config, "precision") {
+            None => Precision::F32,
+            Some(v) => v.parse::<Precision>().map_err(|e| {
+                ServeError::invalid(format!(
+                    "model '{}': config parameters: {}",
+                    config.name, e.message
+                ))
+            })?,
+        };
+        let session = Session::load_with_precision(model_path, place, self.options, precision)
+            .map_err(serve_err)?;
         Ok(Box::new(EngineInstance { session }))
     }
 }

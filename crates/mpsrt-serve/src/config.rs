@@ -284,6 +284,12 @@ pub fn check_against_model(config: &ModelConfig, io: &ModelIo) -> Result<(), Ser
     Ok(())
 }
 
+/// The `string_value` of `parameters { key: KEY value: { string_value: ... } }` in a config,
+/// for backends to read their options (the engine's `precision`).
+pub fn string_parameter<'a>(config: &'a ModelConfig, key: &str) -> Option<&'a str> {
+    config.parameters.get(key).map(|p| p.string_value.as_str())
+}
+
 /// The wire dtype of a config tensor, or an error naming it.
 pub fn dtype_of(config: &ModelConfig, tensor: &str, dt: i32) -> Result<TritonDType, ServeError> {
     crate::proto::inference::DataType::try_from(dt)

@@ -1,5 +1,5 @@
 //! Graph-to-graph passes (dead-node elimination, identity removal, BatchNorm-into-Conv folding,
-//! per-channel affine chains merged and folded into convs)
+//! per-channel affine chains merged and folded into convs, `precision=f16` in `precision.rs`)
 //! and analyses (elementwise
 //! fusion groups, conv/matmul epilogue candidates). Each pass keeps nodes topologically ordered.
 
@@ -7,4 +7,5 @@ pub mod affine;
 pub mod dce;
 pub mod fold_bn;
 pub mod fusion;
+pub mod precision;
 pub mod simplify;
