@@ -2,7 +2,8 @@
 """The ONNX Runtime plugin EP (`mpsrt.ort`) beside mpsrt's own `mpsrt.onnx.InferenceSession` and
 Microsoft's WebGPU plugin EP (`onnxruntime-ep-webgpu`, when importable), on the same ONNX files.
 
-  python3 bench/ort_ep.py DIR [--iters N] [--models a,b] [--runtimes ep,mpsrt,webgpu]
+  python3 bench/ort_ep.py DIR [--iters N] [--models a,b] [--runtimes ep,ep_iobinding,mpsrt,webgpu]
+  python3 bench/ort_ep.py light [--iters N] [--models squeezenet,...] [--runtimes ...]
 
 DIR holds the files `bench/engine_torch.py export DIR` writes: torchvision resnet50 /
 densenet121 / mobilenet_v3_small / efficientnet_b0 (input `x`, batch 1 and 32) and BERT-base
@@ -10,7 +11,11 @@ densenet121 / mobilenet_v3_small / efficientnet_b0 (input `x`, batch 1 and 32) a
 (model, batch, runtime): p50/p90/mean ms of `run` (host arrays in, host arrays out, as a
 user's onnxruntime program does), the device, and for the EPs the share of ORT kernels that ran
 on that EP (from ORT's profile of one run), plus max |ours - onnxruntime CPU| on that input as a
-correctness check. The WebGPU EP wheel: `pip download --no-deps onnxruntime-ep-webgpu==0.4.0`
+correctness check. `ep_iobinding` is the EP with the input bound in mpsrt device memory and the
+output bound to device memory too (IOBinding: what the plugin boundary costs without host
+copies). `light` runs the ONNX light models shipped with the `onnx` wheel
+(`onnx/backend/test/data/light/light_*.onnx`, their own input shape) instead of DIR's files.
+The WebGPU EP wheel: `pip download --no-deps onnxruntime-ep-webgpu==0.4.0`
 (py3-none manylinux x86_64; it needs onnxruntime >= 1.24.4 and libvulkan.so.1).
 """
 import json
@@ -29,7 +34,20 @@ BATCHES = {"bert_base": (1, 8)}  # the CNNs: (1, 32)
 SEQ = 128
 
 
-def feeds(name, batch, rng):
+LIGHT_DIR = None
+
+
+def light_models():
+    import onnx
+    d = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    return d, sorted(f[len("light_"):-len(".onnx")] for f in os.listdir(d)
+                     if f.startswith("light_") and f.endswith(".onnx"))
+
+
+def feeds(name, batch, rng, sess=None):
+    if sess is not None:  # a light model: its own input shape
+        (i,) = sess.get_inputs()
+        return {i.name: rng.standard_normal(i.shape).astype(np.float32)}
     if name == "bert_base":
         return {"input_ids": rng.integers(0, 30000, size=(batch, SEQ)).astype(np.int64),
                 "attention_mask": np.ones((batch, SEQ), np.int64)}
@@ -70,6 +88,33 @@ def share(path, ep, x):
     return sum(p == ep for p in prov) / max(len(prov), 1)
 
 
+def iobound(sess, x, ref):
+    """A run with the inputs and the first output bound in mpsrt device memory; returns the
+    output read back (outside the timing, which calls the returned function)."""
+    io = sess.io_binding()
+    for k, v in x.items():
+        io.bind_ortvalue_input(k, mpsrt.ort.ortvalue_from_numpy(v))
+    out = mpsrt.ort.ortvalue_empty(ref.shape, ref.dtype)
+    io.bind_ortvalue_output(sess.get_outputs()[0].name, out)
+    for o in sess.get_outputs()[1:]:
+        io.bind_output(o.name)
+
+    def run():
+        sess.run_with_iobinding(io)
+        return out
+
+    class Run:
+        first = True
+
+        def __call__(self):
+            run()
+            if Run.first:  # the correctness check reads the value once
+                Run.first = False
+                return out.numpy()
+            return None
+    return Run()
+
+
 def main():
     args = sys.argv[1:]
     iters = int(args[args.index("--iters") + 1]) if "--iters" in args else 30
@@ -78,6 +123,9 @@ def main():
     runtimes = (args[args.index("--runtimes") + 1].split(",") if "--runtimes" in args else
                 ["ep", "mpsrt", "webgpu"])
     root = args[0]
+    if root == "light":
+        root, names = light_models()
+        models = (args[args.index("--models") + 1].split(",") if "--models" in args else names)
     device = mpsrt.mps.get_device_name() if mpsrt.mps.is_available() else "cpu"
     mpsrt.ort.register()
     webgpu = None
@@ -95,7 +143,8 @@ def main():
             webgpu = None
     rng = np.random.default_rng(0)
     for name in models:
-        path = os.path.join(root, f"{name}.onnx")
+        light = os.path.basename(root) == "light"
+        path = os.path.join(root, f"light_{name}.onnx" if light else f"{name}.onnx")
         if not os.path.exists(path):
             print(json.dumps({"skipped": name, "reason": f"{path} is missing"}), flush=True)
             continue
@@ -106,6 +155,10 @@ def main():
             sessions["mpsrt_ep"] = (ort.InferenceSession(
                 path, providers=[mpsrt.ort.get_ep_name(), "CPUExecutionProvider"]),
                 mpsrt.ort.get_ep_name(), time.perf_counter() - t0)
+        if "ep_iobinding" in runtimes:
+            sessions["mpsrt_ep_iobinding"] = (ort.InferenceSession(
+                path, providers=[mpsrt.ort.get_ep_name(), "CPUExecutionProvider"]),
+                mpsrt.ort.get_ep_name(), 0.0)
         if "mpsrt" in runtimes:
             t0 = time.perf_counter()
             sessions["mpsrt_session"] = (mpsrt.onnx.InferenceSession(
@@ -124,16 +177,18 @@ def main():
                                          webgpu.get_ep_name(), time.perf_counter() - t0)
             except Exception as e:  # noqa: BLE001
                 print(json.dumps({"skipped": f"webgpu {name}", "reason": str(e)[:300]}), flush=True)
-        for batch in BATCHES.get(name, (1, 32)):
-            x = feeds(name, batch, rng)
+        for batch in ((None,) if light else BATCHES.get(name, (1, 32))):
+            x = feeds(name, batch, rng, cpu if light else None)
             ref = cpu.run(None, x)[0]
             for label, (sess, ep, load_s) in sessions.items():
                 try:
-                    out = sess.run(None, x)[0]
+                    run = (iobound(sess, x, ref) if label.endswith("iobinding")
+                           else (lambda s=sess: s.run(None, x)[0]))
+                    out = run()
                     row = {"runtime": label, "model": name, "batch": batch, "device": device,
                            "load_s": round(load_s, 2),
                            "max_abs_diff_vs_ort_cpu": float(np.abs(out - ref).max())}
-                    row.update(timed(lambda: sess.run(None, x), iters))
+                    row.update(timed(run, iters))
                     if ep is not None:
                         row["ep_kernel_share"] = round(share(path, ep, x), 3)
                     row["onnxruntime"] = ort.__version__

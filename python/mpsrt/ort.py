@@ -28,11 +28,16 @@ from typing import Any, List
 from . import _C
 
 __all__ = ["get_library_path", "get_ep_name", "get_ep_names", "register", "unregister",
-           "get_ep_devices", "REGISTRATION_NAME"]
+           "get_ep_devices", "device_memory_info", "ortvalue_from_numpy", "ortvalue_empty",
+           "transfer_stats",
+           "REGISTRATION_NAME", "MEMORY_VENDOR_ID"]
 
 #: The name the library is registered under with onnxruntime.
 REGISTRATION_NAME = "mpsrt"
 _EP_NAME = "MpsrtExecutionProvider"
+#: Vendor id of mpsrt device memory in onnxruntime's `OrtDevice` ("MPSR": a private id, so the
+#: memory is never mistaken for another provider's memory on the same card).
+MEMORY_VENDOR_ID = 0x4D505352
 _lock = threading.Lock()
 _registered = False
 
@@ -97,3 +102,49 @@ def get_ep_devices() -> list:
     register()
     return [d for d in _ort().get_ep_devices() if d.ep_name == _EP_NAME]
 
+
+
+def device_memory_info(device: int = 0) -> Any:
+    """onnxruntime's `OrtMemoryInfo` of mpsrt device memory on GPU `device` (for
+    `OrtValue.ortvalue_from_shape_and_type(..., memory_info=...)`). Raises when the provider
+    registered none (no GPU, or `MPSRT_ORT_DEVICE_MEMORY=0`)."""
+    ort = _ort()
+    for d in get_ep_devices():
+        if dict(d.ep_metadata).get("mpsrt.device") == str(device):
+            info = d.memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+            if info is not None:
+                return info
+    raise RuntimeError(f"MpsrtExecutionProvider registered no device memory for GPU {device}")
+
+
+def ortvalue_empty(shape, dtype, device: int = 0) -> Any:
+    """An uninitialized `OrtValue` in mpsrt device memory (e.g. an IO-bound output)."""
+    ort = _ort()
+    return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype,
+                                                     memory_info=device_memory_info(device))
+
+
+def ortvalue_from_numpy(array, device: int = 0) -> Any:
+    """A copy of `array` in mpsrt device memory, for `IOBinding.bind_ortvalue_input`: a session
+    whose first nodes run on MpsrtExecutionProvider then reads it without a host copy."""
+    import numpy as np
+    array = np.ascontiguousarray(array)
+    v = ortvalue_empty(array.shape, array.dtype, device)
+    v.update_inplace(array)
+    return v
+
+
+_STATS = ("host_to_device_bytes", "device_to_host_bytes", "device_to_device_bytes",
+          "inputs_in_place", "inputs_copied", "outputs_on_device", "outputs_to_host")
+
+
+def transfer_stats() -> dict:
+    """Process-wide counters of the provider's data movement (bytes through its data transfer;
+    fused-node inputs read in place from device memory or copied; outputs written on the device
+    or to host memory). Differences between two calls show where a run's bytes went."""
+    import ctypes
+    f = ctypes.CDLL(get_library_path()).mpsrt_ort_stats
+    f.restype = ctypes.c_size_t
+    buf = (ctypes.c_uint64 * len(_STATS))()
+    f(buf, len(_STATS))
+    return dict(zip(_STATS, buf))

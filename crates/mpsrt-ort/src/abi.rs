@@ -99,6 +99,59 @@ pub struct OrtEpApi {
         unsafe extern "C" fn(info: *mut OrtEpGraphSupportInfo, node: *const OrtNode) -> Status,
     pub node_compute_context_node_name:
         unsafe extern "C" fn(ctx: *const OrtNodeComputeContext) -> *const c_char,
+    /// 1.23: registers an allocator's memory info on a device we create.
+    pub ep_device_add_allocator_info:
+        unsafe extern "C" fn(device: *mut OrtEpDevice, info: *const OrtMemoryInfo) -> Status,
+    pub memory_info_get_memory_device:
+        unsafe extern "C" fn(info: *const OrtMemoryInfo) -> *const OrtMemoryDevice,
+    pub value_get_memory_device: unsafe extern "C" fn(v: *const OrtValue) -> *const OrtMemoryDevice,
+    pub memory_device_are_equal:
+        unsafe extern "C" fn(a: *const OrtMemoryDevice, b: *const OrtMemoryDevice) -> bool,
+    pub memory_device_get_device_type: unsafe extern "C" fn(d: *const OrtMemoryDevice) -> i32,
+    pub memory_device_get_memory_type: unsafe extern "C" fn(d: *const OrtMemoryDevice) -> i32,
+}
+
+/// `OrtMemoryInfoDeviceType`.
+pub const MEM_DEVICE_CPU: i32 = 0;
+pub const MEM_DEVICE_GPU: i32 = 1;
+/// `OrtDeviceMemoryType`.
+pub const MEM_TYPE_DEFAULT: i32 = 0;
+pub const MEM_TYPE_HOST_ACCESSIBLE: i32 = 5;
+/// `OrtAllocatorType::OrtDeviceAllocator` (`OrtArenaAllocator` is reserved for ORT's own arena).
+pub const DEVICE_ALLOCATOR: i32 = 0;
+
+/// `OrtAllocator` (version 1.23 members; ORT reads `GetStats`/`AllocOnStream` only when
+/// non-NULL, and members newer than `version` never).
+#[repr(C)]
+pub struct OrtAllocatorImpl {
+    pub version: u32,
+    pub alloc: unsafe extern "C" fn(this: *mut OrtAllocatorImpl, size: usize) -> *mut c_void,
+    pub free: unsafe extern "C" fn(this: *mut OrtAllocatorImpl, p: *mut c_void),
+    pub info: unsafe extern "C" fn(this: *const OrtAllocatorImpl) -> *const OrtMemoryInfo,
+    pub reserve: unsafe extern "C" fn(this: *mut OrtAllocatorImpl, size: usize) -> *mut c_void,
+    pub get_stats: Unset,
+    pub alloc_on_stream: Unset,
+    pub reserved: [Unset; RESERVED],
+}
+
+/// `OrtDataTransferImpl` (1.23): copies between our device memory and the host.
+#[repr(C)]
+pub struct OrtDataTransferImpl {
+    pub ort_version_supported: u32,
+    pub release: unsafe extern "C" fn(this: *mut OrtDataTransferImpl),
+    pub can_copy: unsafe extern "C" fn(
+        this: *const OrtDataTransferImpl,
+        src: *const OrtMemoryDevice,
+        dst: *const OrtMemoryDevice,
+    ) -> bool,
+    pub copy_tensors: unsafe extern "C" fn(
+        this: *mut OrtDataTransferImpl,
+        src: *const *const OrtValue,
+        dst: *const *mut OrtValue,
+        streams: *const *mut c_void,
+        n: usize,
+    ) -> Status,
+    pub reserved: [Unset; RESERVED],
 }
 
 /// `OrtNodeFusionOptions` (1.23).
@@ -341,6 +394,9 @@ ort_api! {
     364 => fn OpAttr_GetName(a: *const OrtOpAttr, out: *mut *const c_char) -> Status;
     365 => fn Node_GetNumSubgraphs(n: *const OrtNode, out: *mut usize) -> Status;
     378 => fn GetTensorData(v: *const OrtValue, out: *mut *const c_void) -> Status;
+    318 => fn GetTensorSizeInBytes(v: *const OrtValue, out: *mut usize) -> Status;
+    320 => fn CreateMemoryInfo_V2(name: *const c_char, device_type: i32, vendor_id: u32, device_id: i32, mem_type: i32, alignment: usize, allocator_type: i32, out: *mut *mut OrtMemoryInfo) -> Status;
+    94 => fn ReleaseMemoryInfo(i: *mut OrtMemoryInfo);
 }
 
 #[cfg(test)]
@@ -379,6 +435,41 @@ mod tests {
         assert_eq!(offset_of!(OrtEpApi, add_nodes_to_fuse), 2 * P);
         assert_eq!(offset_of!(OrtEpApi, add_single_node), 3 * P);
         assert_eq!(offset_of!(OrtEpApi, node_compute_context_node_name), 4 * P);
+    }
+
+    #[test]
+    fn ep_api_memory_slots_layout() {
+        // OrtEpApi 1.23 members after NodeComputeContext_NodeName, in header order.
+        assert_eq!(offset_of!(OrtEpApi, ep_device_add_allocator_info), 5 * P);
+        assert_eq!(offset_of!(OrtEpApi, memory_info_get_memory_device), 6 * P);
+        assert_eq!(offset_of!(OrtEpApi, value_get_memory_device), 7 * P);
+        assert_eq!(offset_of!(OrtEpApi, memory_device_are_equal), 8 * P);
+        assert_eq!(offset_of!(OrtEpApi, memory_device_get_device_type), 9 * P);
+        assert_eq!(offset_of!(OrtEpApi, memory_device_get_memory_type), 10 * P);
+    }
+
+    #[test]
+    fn allocator_layout_matches_the_header() {
+        // ort-sys (api-24) mirrors OrtAllocator through AllocOnStream.
+        type Theirs = ort_sys::OrtAllocator;
+        assert_eq!(offset_of!(OrtAllocatorImpl, alloc), offset_of!(Theirs, Alloc));
+        assert_eq!(offset_of!(OrtAllocatorImpl, free), offset_of!(Theirs, Free));
+        assert_eq!(offset_of!(OrtAllocatorImpl, info), offset_of!(Theirs, Info));
+        assert_eq!(offset_of!(OrtAllocatorImpl, reserve), offset_of!(Theirs, Reserve));
+        assert_eq!(offset_of!(OrtAllocatorImpl, get_stats), offset_of!(Theirs, GetStats));
+        assert_eq!(
+            offset_of!(OrtAllocatorImpl, alloc_on_stream),
+            offset_of!(Theirs, AllocOnStream)
+        );
+        assert!(size_of::<OrtAllocatorImpl>() >= size_of::<Theirs>());
+    }
+
+    #[test]
+    fn data_transfer_layout() {
+        assert_eq!(offset_of!(OrtDataTransferImpl, release), P);
+        assert_eq!(offset_of!(OrtDataTransferImpl, can_copy), 2 * P);
+        assert_eq!(offset_of!(OrtDataTransferImpl, copy_tensors), 3 * P);
+        assert_eq!(size_of::<OrtDataTransferImpl>(), (4 + RESERVED) * P);
     }
 
     #[test]

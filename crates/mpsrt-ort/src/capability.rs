@@ -1,12 +1,14 @@
 //! `GetCapability`: which nodes the EP claims. A node is a candidate when its op is in the
-//! importer's table (default ONNX domain only: `com.microsoft` contrib ops that ORT's optimizer
-//! makes are declined, so ORT keeps them), it has no subgraph, and every typed tensor it touches
+//! importer's table or is a `com.microsoft` contrib op with a rewrite (`contrib.rs`; variants
+//! the rewrite refuses fail the trial import below and stay with ORT), it has no subgraph, and every typed tensor it touches
 //! has an element type the engine stores as is. Candidates are grouped into convex runs (a
 //! topological order that takes supported nodes whenever one is ready: a contiguous run of a
 //! topological order never has an outside node on a path between two of its nodes). Groups
-//! that only compute shapes or move data are left to ORT. Every group is then imported and
-//! compiled for real, on the CPU place (no upload); a group that fails is narrowed to the nodes
-//! that import alone, so we never claim a node we cannot run.
+//! that only compute shapes or move data are left to ORT, and so are groups too small to pay
+//! for the trip (the cost model in [`worth_claiming`]). Every group is then imported and
+//! compiled for real into the engine `Session` that `Compile` will use (so the weights are
+//! imported once); a group that fails is narrowed to the nodes that import alone, so we never
+//! claim a node we cannot run.
 
 use crate::abi::{OrtGraph, OrtNode, OrtValueInfo};
 use crate::convert::{build_model, feed_dtype};
@@ -44,6 +46,27 @@ const LIGHT: &[&str] = &[
     "Or",
 ];
 
+/// Ops whose cost grows faster than their output (a reduction over a weight or window per
+/// output element): a group holding one is always worth the GPU.
+const HEAVY: &[&str] = &[
+    "Conv",
+    "ConvTranspose",
+    "MatMul",
+    "Gemm",
+    "Einsum",
+    "Attention",
+    "MultiHeadAttention",
+    "FusedMatMul",
+    "FusedConv",
+    "MatMulInteger",
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "LSTM",
+    "GRU",
+    "RNN",
+];
+
 /// Ops in the importer's table that the EP still declines (none today; a row here keeps a
 /// regressing op on ORT's CPU EP).
 const DECLINED: &[&str] = &[];
@@ -58,6 +81,8 @@ struct NodeInfo {
     supported: bool,
     /// Produces a floating-point tensor (not a shape computation).
     float_out: bool,
+    /// Elements of its outputs when every output shape is static; `None` when one is dynamic.
+    out_elems: Option<u64>,
 }
 
 fn candidate(n: *const OrtNode) -> R<NodeInfo> {
@@ -68,11 +93,14 @@ fn candidate(n: *const OrtNode) -> R<NodeInfo> {
     let mut subgraphs = 0usize;
     // SAFETY: per the C API.
     ort::check(unsafe { ort::api().Node_GetNumSubgraphs(n, &mut subgraphs) })?;
-    let mut supported = matches!(domain.as_str(), "" | "ai.onnx")
-        && mpsrt_onnx::ops::lookup(&op).is_some()
+    // Contrib ops are rewritten into default-domain nodes (`contrib.rs`) before import.
+    let mut supported = ((matches!(domain.as_str(), "" | "ai.onnx")
+        && mpsrt_onnx::ops::lookup(&op).is_some())
+        || crate::contrib::is_contrib(&domain, &op))
         && !DECLINED.contains(&op.as_str())
         && subgraphs == 0;
     let mut float_out = false;
+    let mut out_elems = Some(0u64);
     for &vi in &input_vis {
         if supported && !vi.is_null() && ort::initializer(vi)?.is_none() {
             if let Some(t) = ort::value_type(vi)? {
@@ -80,8 +108,13 @@ fn candidate(n: *const OrtNode) -> R<NodeInfo> {
             }
         }
     }
-    for &vi in &output_vis {
-        if let Some(t) = ort::value_type(vi)? {
+    for &vi in output_vis.iter().filter(|v| !v.is_null()) {
+        let t = ort::value_type(vi)?;
+        let n = t.as_ref().and_then(|t| t.dims.as_ref()).and_then(|d| {
+            d.iter().try_fold(1u64, |acc, &(x, _)| (x >= 0).then(|| acc.saturating_mul(x as u64)))
+        });
+        out_elems = out_elems.zip(n).map(|(a, b)| a.saturating_add(b));
+        if let Some(t) = t {
             supported &= feed_dtype(t.elem).is_some();
             float_out |= matches!(t.elem, 1 | 10 | 11);
         }
@@ -97,11 +130,31 @@ fn candidate(n: *const OrtNode) -> R<NodeInfo> {
         output_vis,
         supported,
         float_out,
+        out_elems,
     })
 }
 
-/// Convex groups of supported nodes (indices into `nodes`), in topological order.
-fn partition(nodes: &[NodeInfo]) -> Vec<Vec<usize>> {
+/// The cost model: whether running `group` on the GPU can beat ORT's CPU EP. A fused node
+/// costs a fixed price (a submission and, at the graph's edges, a transfer and a wait: tens of
+/// microseconds on a discrete GPU) that the CPU EP does not pay; the CPU EP's time grows with
+/// the work. Work is counted as elements produced. A group holding a [`HEAVY`] op, or one
+/// whose shapes are dynamic (sized by the request: batch, sequence), is always claimed; a
+/// group with static shapes producing fewer than `min_elements` elements in all (64 Ki by
+/// default: about what the CPU EP streams through in the time of one GPU round trip) is left
+/// to ORT.
+fn worth_claiming(nodes: &[NodeInfo], group: &[usize], min_elements: u64) -> bool {
+    if min_elements == 0 || group.iter().any(|&i| HEAVY.contains(&nodes[i].op.as_str())) {
+        return true;
+    }
+    match group.iter().try_fold(0u64, |acc, &i| nodes[i].out_elems.map(|n| acc.saturating_add(n))) {
+        None => true,
+        Some(work) => work >= min_elements,
+    }
+}
+
+/// Convex groups of supported nodes (indices into `nodes`), in topological order, each worth
+/// claiming (see [`worth_claiming`]).
+fn partition(nodes: &[NodeInfo], min_elements: u64) -> Vec<Vec<usize>> {
     let producer: HashMap<&str, usize> = nodes
         .iter()
         .enumerate()
@@ -157,6 +210,17 @@ fn partition(nodes: &[NodeInfo]) -> Vec<Vec<usize>> {
     groups
         .into_iter()
         .filter(|g| g.iter().any(|&i| nodes[i].float_out && !LIGHT.contains(&nodes[i].op.as_str())))
+        .filter(|g| {
+            let ok = worth_claiming(nodes, g, min_elements);
+            if !ok {
+                crate::log(&format!(
+                    "group of {} node(s) ({}) left to ORT: static shapes, no heavy op, under {min_elements} elements",
+                    g.len(),
+                    g.iter().map(|&i| nodes[i].op.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            ok
+        })
         .collect()
 }
 
@@ -183,6 +247,9 @@ fn boundary(
         }
         for (name, &vi) in nodes[i].outputs.iter().zip(&nodes[i].output_vis) {
             let mut is_out = false;
+            if vi.is_null() {
+                continue; // an omitted optional output
+            }
             // SAFETY: per the C API.
             ort::check(unsafe { ort::api().ValueInfo_IsGraphOutput(vi, &mut is_out) })?;
             if !name.is_empty() && (is_out || read_outside.contains(name.as_str())) {
@@ -193,13 +260,15 @@ fn boundary(
     Ok((ins, outs))
 }
 
-/// Whether the engine imports and compiles these nodes (the error, if not).
+/// The group imported and compiled into an engine session (the error, if the engine cannot).
 fn compiles(
     nodes: &[NodeInfo],
     group: &[usize],
     opsets: &[(String, i64)],
     ir: i64,
-) -> R<Result<(), String>> {
+    place: Place,
+    options: SessionOptions,
+) -> R<Result<Session, String>> {
     let (ins, mut outs) = boundary(nodes, group)?;
     if outs.is_empty() {
         outs = group.iter().flat_map(|&i| nodes[i].output_vis.iter().copied()).collect();
@@ -209,13 +278,36 @@ fn compiles(
         Ok(m) => m,
         Err(s) => return Ok(Err(ort::take_message(s))),
     };
-    let r = mpsrt_onnx::import_model(&model, None)
-        .and_then(|m| Session::from_graph(m.graph, Place::Cpu, SessionOptions::default()));
-    Ok(r.map(|_| ()).map_err(|e| e.to_string()))
+    drop(ptrs);
+    let r = mpsrt_onnx::import_model(&model, None).and_then(|m| {
+        drop(model); // the protobuf's copy of the weights, before the session makes its own
+        Session::from_graph(m.graph, place, options)
+    });
+    Ok(r.map_err(|e| e.to_string()))
 }
 
-/// The groups of nodes to claim, each fused into one node.
-pub fn claim(graph: *const OrtGraph) -> R<Vec<Vec<*const OrtNode>>> {
+/// Key of a group: its nodes' output names, sorted (unique in an ONNX graph, and the same in
+/// the graph ORT hands to `Compile`, where the node handles differ).
+pub fn group_key(outputs: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut k: Vec<String> = outputs.into_iter().filter(|o| !o.is_empty()).collect();
+    k.sort_unstable();
+    k
+}
+
+/// A claimed group: its nodes, its key and the session compiled for it.
+pub struct Claimed {
+    pub nodes: Vec<*const OrtNode>,
+    pub key: Vec<String>,
+    pub session: Session,
+}
+
+/// The groups of nodes to claim, each fused into one node, with their compiled sessions.
+pub fn claim(
+    graph: *const OrtGraph,
+    place: Place,
+    options: SessionOptions,
+    min_elements: u64,
+) -> R<Vec<Claimed>> {
     let all = ort::graph_nodes(graph)?;
     let mut nodes = all.iter().map(|&n| candidate(n)).collect::<R<Vec<_>>>()?;
     let opsets = ort::graph_opsets(graph)?;
@@ -223,17 +315,17 @@ pub fn claim(graph: *const OrtGraph) -> R<Vec<Vec<*const OrtNode>>> {
     // SAFETY: per the C API.
     ort::check(unsafe { ort::api().Graph_GetOnnxIRVersion(graph, &mut ir) })?;
     for _round in 0..4 {
-        let groups = partition(&nodes);
+        let groups = partition(&nodes, min_elements);
         let mut changed = false;
         let mut ok_groups = Vec::new();
         for g in groups {
-            match compiles(&nodes, &g, &opsets, ir)? {
-                Ok(()) => ok_groups.push(g),
+            match compiles(&nodes, &g, &opsets, ir, place, options)? {
+                Ok(s) => ok_groups.push((g, s)),
                 Err(why) => {
                     crate::log(&format!("group of {} nodes declined: {why}", g.len()));
                     // Narrow: keep the nodes that compile alone; the rest go back to ORT.
                     for &i in &g {
-                        if let Err(e) = compiles(&nodes, &[i], &opsets, ir)? {
+                        if let Err(e) = compiles(&nodes, &[i], &opsets, ir, Place::Cpu, options)? {
                             crate::log(&format!("  node {} ({}) declined: {e}", i, nodes[i].op));
                             nodes[i].supported = false;
                             changed = true;
@@ -245,7 +337,11 @@ pub fn claim(graph: *const OrtGraph) -> R<Vec<Vec<*const OrtNode>>> {
         if !changed {
             return Ok(ok_groups
                 .into_iter()
-                .map(|g| g.into_iter().map(|i| nodes[i].ptr).collect())
+                .map(|(g, session)| Claimed {
+                    key: group_key(g.iter().flat_map(|&i| nodes[i].outputs.iter().cloned())),
+                    nodes: g.into_iter().map(|i| nodes[i].ptr).collect(),
+                    session,
+                })
                 .collect());
         }
     }
@@ -266,6 +362,7 @@ mod tests {
             output_vis: vec![],
             supported,
             float_out: true,
+            out_elems: None,
         }
     }
 
@@ -278,7 +375,7 @@ mod tests {
             n("Foo", &["b"], &["x"], false),
             n("Add", &["x", "a"], &["d"], true),
         ];
-        assert_eq!(partition(&nodes), vec![vec![0, 1], vec![3]]);
+        assert_eq!(partition(&nodes, 1), vec![vec![0, 1], vec![3]]);
     }
 
     #[test]
@@ -290,7 +387,22 @@ mod tests {
             n("Relu", &["a"], &["c"], true),
             n("Add", &["c", "x"], &["d"], true),
         ];
-        assert_eq!(partition(&nodes), vec![vec![0, 2], vec![3]]);
+        assert_eq!(partition(&nodes, 1), vec![vec![0, 2], vec![3]]);
+    }
+
+    #[test]
+    fn the_cost_model_leaves_small_static_groups_to_ort() {
+        let small = |op: &str, elems| {
+            let mut x = n(op, &["in"], &["o"], true);
+            x.out_elems = elems;
+            x
+        };
+        let nodes = vec![small("Relu", Some(60)), small("Conv", Some(60)), small("Relu", None)];
+        assert!(!worth_claiming(&nodes, &[0], 65536)); // 60 elements: the CPU EP wins
+        assert!(worth_claiming(&nodes, &[0], 0)); // min_elements=0 claims everything
+        assert!(worth_claiming(&nodes, &[1], 65536)); // a heavy op
+        assert!(worth_claiming(&nodes, &[2], 65536)); // dynamic shapes
+        assert!(worth_claiming(&[small("Relu", Some(1 << 20))], &[0], 65536));
     }
 
     #[test]
@@ -298,8 +410,8 @@ mod tests {
         let mut shape = n("Shape", &["in"], &["s"], true);
         shape.float_out = false;
         let nodes = vec![shape, n("Foo", &["s"], &["y"], false), n("Relu", &["y"], &["z"], true)];
-        assert_eq!(partition(&nodes), vec![vec![2]]);
+        assert_eq!(partition(&nodes, 1), vec![vec![2]]);
         let nodes = vec![n("Reshape", &["in"], &["r"], true)];
-        assert!(partition(&nodes).is_empty());
+        assert!(partition(&nodes, 1).is_empty());
     }
 }

@@ -5,9 +5,11 @@
 
 use crate::abi::{self, OrtGraph, OrtKernelContext, OrtNode, OrtNodeComputeInfo, Status};
 use crate::convert::{build_model, dtype_elem, feed_dtype};
+use crate::memory;
 use crate::ort::{self, api, check, fail, R};
-use mpsrt_core::Place;
+use mpsrt_core::{Layout, Place};
 use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_runtime::Storage;
 use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -27,12 +29,14 @@ pub struct Compiled {
     outputs: Vec<String>,
 }
 
-/// Compiles one fused node's graph for `place`.
+/// Compiles one fused node's graph for `place`, taking the session `GetCapability` compiled
+/// for the same nodes from `cache` when its inputs and outputs fit what ORT passes.
 pub fn compile(
     graph: *const OrtGraph,
     fused: *const OrtNode,
     place: Place,
     options: SessionOptions,
+    cache: &mut HashMap<Vec<String>, Session>,
 ) -> R<Box<Compiled>> {
     let nodes = ort::graph_nodes(graph)?;
     let ins = ort::graph_inputs(graph)?;
@@ -49,22 +53,49 @@ pub fn compile(
     } else {
         ops.join(", ")
     };
-    let model = build_model(&nodes, &ins, &outs, &opsets, ir)?;
-    let session = mpsrt_onnx::import_model(&model, None)
-        .and_then(|m| Session::from_graph(m.graph, place, options))
-        .map_err(|e| fail(format!("compiling fused node {name:?} ({ops}): {e}")))?;
+    let fused_ins =
+        ort::node_inputs(fused)?.into_iter().map(ort::value_name).collect::<R<Vec<_>>>()?;
+    let outputs =
+        ort::node_outputs(fused)?.into_iter().map(ort::value_name).collect::<R<Vec<_>>>()?;
+    let key = crate::capability::group_key(
+        nodes
+            .iter()
+            .map(|&n| ort::node_outputs(n))
+            .collect::<R<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .map(ort::value_name)
+            .collect::<R<Vec<_>>>()?,
+    );
+    let fits = |s: &Session| {
+        s.place() == place
+            && s.options() == options
+            && s.inputs().iter().all(|i| fused_ins.contains(&i.name))
+            && outputs.iter().all(|o| s.outputs().iter().any(|so| &so.name == o))
+    };
+    let session = match cache.remove(&key).filter(|s| fits(s)) {
+        Some(s) => {
+            crate::log(&format!("compile {name:?}: the session from GetCapability"));
+            s
+        }
+        None => {
+            let model = build_model(&nodes, &ins, &outs, &opsets, ir)?;
+            mpsrt_onnx::import_model(&model, None)
+                .and_then(|m| {
+                    drop(model);
+                    Session::from_graph(m.graph, place, options)
+                })
+                .map_err(|e| fail(format!("compiling fused node {name:?} ({ops}): {e}")))?
+        }
+    };
     let names: Vec<String> = session.inputs().iter().map(|i| i.name.clone()).collect();
-    let inputs = ort::node_inputs(fused)?
-        .into_iter()
-        .map(|vi| ort::value_name(vi).map(|n| names.contains(&n).then_some(n)))
-        .collect::<R<Vec<_>>>()?;
+    let inputs: Vec<Option<String>> =
+        fused_ins.into_iter().map(|n| names.contains(&n).then_some(n)).collect();
     if let Some(missing) = names.iter().find(|n| !inputs.contains(&Some((*n).clone()))) {
         return Err(fail(format!(
             "fused node {name:?}: ORT passes no value for input {missing:?}"
         )));
     }
-    let outputs =
-        ort::node_outputs(fused)?.into_iter().map(ort::value_name).collect::<R<Vec<_>>>()?;
     crate::log(&format!(
         "compiled {name:?} on {place}: {} nodes ({ops}), inputs {names:?}, outputs {outputs:?}",
         nodes.len()
@@ -129,6 +160,43 @@ impl Compiled {
         fail(format!("fused node {:?} ({}): {why}", self.name, self.ops))
     }
 
+    /// One fused-node input as an engine tensor: in place when ORT holds it in our device
+    /// memory on the session's GPU, else copied from wherever it lives.
+    fn input(&self, name: &str, v: *const abi::OrtValue) -> R<Tensor> {
+        let (elem, dims) = ort::value_tensor_type(v)?;
+        let dtype = feed_dtype(elem).ok_or_else(|| {
+            self.err(format!(
+                "input {name:?} has element type {elem}, which the engine does not hold"
+            ))
+        })?;
+        let shape: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+        let place = self.session.place();
+        let at = if place.is_gpu() && dtype.gpu_supported() { place } else { Place::Cpu };
+        let len = shape.iter().product::<usize>() * dtype.size();
+        let mut p = ptr::null();
+        // SAFETY: a live tensor value.
+        check(unsafe { api().GetTensorData(v, &mut p) })?;
+        if len > 0 && memory::is_device(p as usize) {
+            let bad = |e: mpsrt_core::Error| self.err(format!("input {name:?}: {e}"));
+            let (buf, off) = memory::resolve("Compute", p as usize, len).map_err(bad)?;
+            if at == Place::Gpu(buf.device().index()) && off.is_multiple_of(dtype.size()) {
+                let mut layout = Layout::contiguous(&shape);
+                layout.offset = off / dtype.size();
+                memory::count(memory::IN_PLACE, 1);
+                return Tensor::from_storage(Storage::Gpu(buf), layout, dtype).map_err(bad);
+            }
+            let bytes = buf.device().read(&buf, off as u64, len as u64).map_err(bad)?;
+            memory::count(memory::IN_COPIED, 1);
+            return Tensor::from_bytes(&bytes, dtype, &shape, at).map_err(bad);
+        }
+        let bytes = ort::tensor_bytes(v, elem, &dims)?;
+        memory::count(memory::IN_COPIED, 1);
+        // Types the GPU holds go straight from ORT's buffer to the device (one copy);
+        // int64/float64 stay on the host, where the engine narrows them itself.
+        Tensor::from_bytes(bytes, dtype, &shape, at)
+            .map_err(|e| self.err(format!("input {name:?}: {e}")))
+    }
+
     fn run(&self, ctx: *mut OrtKernelContext) -> R<()> {
         let a = api();
         let mut feeds = HashMap::with_capacity(self.inputs.len());
@@ -140,34 +208,17 @@ impl Compiled {
             if v.is_null() {
                 return Err(self.err(format!("input {name:?} is missing")));
             }
-            let (elem, dims) = ort::value_tensor_type(v)?;
-            let dtype = feed_dtype(elem).ok_or_else(|| {
-                self.err(format!(
-                    "input {name:?} has element type {elem}, which the engine does not hold"
-                ))
-            })?;
-            let bytes = ort::tensor_bytes(v, elem, &dims)?;
-            let shape: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
-            // Types the GPU holds go straight from ORT's buffer to the device (one copy);
-            // int64/float64 stay on the host, where the engine narrows them itself.
-            let place = self.session.place();
-            let at = if place.is_gpu() && dtype.gpu_supported() { place } else { Place::Cpu };
-            let t = Tensor::from_bytes(bytes, dtype, &shape, at)
-                .map_err(|e| self.err(format!("input {name:?}: {e}")))?;
-            feeds.insert(name.clone(), t);
+            feeds.insert(name.clone(), self.input(name, v)?);
         }
         let results = self.session.run(&feeds).map_err(|e| self.err(e))?;
         let mut by_name: HashMap<&str, &Tensor> =
             results.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let mut ordered = Vec::with_capacity(self.outputs.len());
-        for name in &self.outputs {
+        // ORT allocates each output (in our device memory when it has our allocator).
+        let mut host: Vec<(&Tensor, *mut u8)> = Vec::new();
+        for (i, name) in self.outputs.iter().enumerate() {
             let t = by_name
                 .remove(name.as_str())
                 .ok_or_else(|| self.err(format!("the engine produced no output {name:?}")))?;
-            ordered.push(t);
-        }
-        let data = Tensor::to_bytes_many(&ordered).map_err(|e| self.err(e))?;
-        for (i, (t, bytes)) in ordered.iter().zip(&data).enumerate() {
             let dims: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
             let mut out = ptr::null_mut();
             // SAFETY: ORT allocates the output with these dims.
@@ -177,21 +228,43 @@ impl Compiled {
             let (elem, _) = ort::value_tensor_type(out)?;
             if elem != dtype_elem(t.dtype()) {
                 return Err(self.err(format!(
-                    "output {:?}: ORT expects element type {elem}, the engine gave {}",
-                    self.outputs[i],
+                    "output {name:?}: ORT expects element type {elem}, the engine gave {}",
                     t.dtype()
                 )));
             }
-            if bytes.is_empty() {
+            if t.numel() == 0 {
                 continue;
             }
             let mut p = ptr::null_mut();
-            // SAFETY: the output holds exactly `bytes.len()` bytes (same dims and dtype).
-            unsafe {
-                check(a.GetTensorMutableData(out, &mut p))?;
-                ptr::copy_nonoverlapping(bytes.as_ptr(), p as *mut u8, bytes.len());
+            // SAFETY: the output holds exactly numel × size bytes (same dims and dtype).
+            check(unsafe { a.GetTensorMutableData(out, &mut p) })?;
+            if memory::is_device(p as usize) {
+                store(t, p as usize).map_err(|e| self.err(format!("output {name:?}: {e}")))?;
+                memory::count(memory::OUT_DEVICE, 1);
+            } else {
+                memory::count(memory::OUT_HOST, 1);
+                host.push((t, p as *mut u8));
             }
         }
+        let ts: Vec<&Tensor> = host.iter().map(|(t, _)| *t).collect();
+        let data = Tensor::to_bytes_many(&ts).map_err(|e| self.err(e))?;
+        for ((_, p), bytes) in host.iter().zip(&data) {
+            // SAFETY: the output holds exactly `bytes.len()` bytes.
+            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), *p, bytes.len()) };
+        }
         Ok(())
+    }
+}
+
+/// Writes an engine result into ORT's output at device address `addr`: a GPU copy when the
+/// result is on the GPU, an upload when the engine kept it on the host (int64, CPU place).
+fn store(t: &Tensor, addr: usize) -> mpsrt_core::Result<()> {
+    let t = t.contiguous()?;
+    let es = t.dtype().size();
+    let len = t.numel() * es;
+    let (db, doff) = memory::resolve("Compute", addr, len)?;
+    match t.storage() {
+        Storage::Gpu(sb) => memory::copy_between(sb, t.layout().offset * es, &db, doff, len),
+        Storage::Cpu(_) => memory::write_at(&db, doff, &t.to_bytes()?),
     }
 }

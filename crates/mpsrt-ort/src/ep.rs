@@ -8,8 +8,11 @@ use crate::compute;
 use crate::options::EpOptions;
 use crate::ort::{self, api, ep_api, R};
 use mpsrt_core::Place;
+use mpsrt_engine::Session;
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
+use std::sync::Mutex;
 
 pub const EP_NAME: &CStr = c"MpsrtExecutionProvider";
 const VENDOR: &CStr = c"mpsrt";
@@ -23,10 +26,14 @@ const META_ADAPTER: &CStr = c"mpsrt.adapter";
 #[repr(C)]
 pub struct Factory {
     base: OrtEpFactory,
+    /// Device memory infos (one per GPU we made an `OrtEpDevice` for).
+    infos: crate::device::MemInfos,
+    /// Handed to ORT by `CreateDataTransfer`; ORT's Release of it is a no-op.
+    transfer: Option<Box<crate::device::DataTransfer>>,
 }
 
 pub fn new_factory() -> Box<Factory> {
-    Box::new(Factory {
+    let mut f = Box::new(Factory {
         base: OrtEpFactory {
             ort_version_supported: ORT_API_LEVEL,
             get_name: f_name,
@@ -48,7 +55,12 @@ pub fn new_factory() -> Box<Factory> {
             get_custom_op_domains: f_domains,
             reserved: [None; RESERVED],
         },
-    })
+        infos: crate::device::MemInfos::default(),
+        transfer: None,
+    });
+    // The factory is boxed: the address of its infos is stable for its life.
+    f.transfer = Some(crate::device::new_data_transfer(&f.infos));
+    f
 }
 
 unsafe extern "C" fn f_name(_: *const OrtEpFactory) -> *const c_char {
@@ -100,6 +112,18 @@ fn create_device(
         a.ReleaseKeyValuePairs(meta);
         a.ReleaseKeyValuePairs(opts);
         ort::check(s)?;
+    }
+    if let (Ok(gpu), true) = (device.parse::<usize>(), crate::device::enabled()) {
+        // SAFETY: `factory` is our Factory.
+        let f = unsafe { &*(factory as *const Factory) };
+        let info = f.infos.for_gpu(gpu)?;
+        // SAFETY: per the C API; ORT copies the info.
+        let s = unsafe { (ep_api().ep_device_add_allocator_info)(out, info) };
+        if let Err(s) = ort::check(s) {
+            // SAFETY: the device is not handed to ORT.
+            unsafe { (ep_api().release_ep_device)(out) };
+            return Err(s);
+        }
     }
     Ok(out)
 }
@@ -189,20 +213,43 @@ unsafe extern "C" fn f_validate(
     ptr::null_mut()
 }
 unsafe extern "C" fn f_create_allocator(
-    _: *mut OrtEpFactory,
-    _: *const OrtMemoryInfo,
+    this: *mut OrtEpFactory,
+    info: *const OrtMemoryInfo,
     _: *const OrtKeyValuePairs,
     out: *mut *mut OrtAllocator,
 ) -> Status {
-    // Inputs and outputs live in ORT's CPU memory; NULL selects ORT's default CPU allocator.
-    // SAFETY: valid out pointer.
-    unsafe { *out = ptr::null_mut() };
-    ptr::null_mut()
+    crate::guard("CreateAllocator", || {
+        // SAFETY: `this` is our Factory; valid out pointer.
+        let f = unsafe { &*(this as *const Factory) };
+        unsafe { *out = ptr::null_mut() };
+        let Some((gpu, ours)) = f.infos.gpu_of(info) else {
+            return ort::status(
+                ORT_INVALID_ARGUMENT,
+                "MpsrtExecutionProvider: CreateAllocator for a memory info this factory did not register",
+            );
+        };
+        crate::log(&format!("CreateAllocator for GPU {gpu}"));
+        // SAFETY: ORT hands it back to ReleaseAllocator.
+        unsafe {
+            *out = Box::into_raw(crate::device::new_allocator(gpu, ours)) as *mut OrtAllocator
+        };
+        ptr::null_mut()
+    })
 }
-unsafe extern "C" fn f_release_allocator(_: *mut OrtEpFactory, _: *mut OrtAllocator) {}
-unsafe extern "C" fn f_data_transfer(_: *mut OrtEpFactory, out: *mut *mut c_void) -> Status {
-    // SAFETY: valid out pointer.
-    unsafe { *out = ptr::null_mut() };
+unsafe extern "C" fn f_release_allocator(_: *mut OrtEpFactory, a: *mut OrtAllocator) {
+    let _ = crate::guard("ReleaseAllocator", || {
+        if !a.is_null() {
+            // SAFETY: made by f_create_allocator.
+            drop(unsafe { Box::from_raw(a as *mut crate::device::Allocator) });
+        }
+        ptr::null_mut()
+    });
+}
+unsafe extern "C" fn f_data_transfer(this: *mut OrtEpFactory, out: *mut *mut c_void) -> Status {
+    // SAFETY: `this` is our Factory; valid out pointer. NULL (no GPU memory) means "none".
+    let f = unsafe { &*(this as *const Factory) };
+    let p = f.transfer.as_deref().map_or(ptr::null_mut(), |t| t as *const _ as *mut c_void);
+    unsafe { *out = p };
     ptr::null_mut()
 }
 unsafe extern "C" fn f_stream_aware(_: *const OrtEpFactory) -> bool {
@@ -242,6 +289,9 @@ pub struct Ep {
     base: OrtEp,
     place: Place,
     options: EpOptions,
+    /// Sessions compiled while claiming, by group key, taken by `Compile` (weights are
+    /// imported once); what `Compile` does not take is dropped when it ends.
+    compiled: Mutex<HashMap<Vec<String>, Session>>,
 }
 
 unsafe extern "C" fn f_create_ep(
@@ -303,6 +353,7 @@ unsafe extern "C" fn f_create_ep(
             },
             place,
             options,
+            compiled: Mutex::new(HashMap::new()),
         });
         // SAFETY: valid out pointer; ORT hands it back to ReleaseEp.
         unsafe { *out = Box::into_raw(ep) as *mut OrtEp };
@@ -328,20 +379,35 @@ unsafe extern "C" fn ep_compat(_: *mut OrtEp, _: *const OrtGraph) -> *const c_ch
 }
 
 unsafe extern "C" fn ep_get_capability(
-    _: *mut OrtEp,
+    this: *mut OrtEp,
     graph: *const OrtGraph,
     info: *mut OrtEpGraphSupportInfo,
 ) -> Status {
     crate::guard("GetCapability", || {
-        let groups = match crate::capability::claim(graph) {
+        // SAFETY: `this` is our Ep.
+        let ep = unsafe { &*(this as *const Ep) };
+        let claimed = match crate::capability::claim(
+            graph,
+            ep.place,
+            ep.options.engine(),
+            ep.options.min_elements,
+        ) {
             Ok(g) => g,
             Err(s) => return s,
         };
         crate::log(&format!(
             "GetCapability: claiming {} group(s) of sizes {:?}",
-            groups.len(),
-            groups.iter().map(Vec::len).collect::<Vec<_>>()
+            claimed.len(),
+            claimed.iter().map(|c| c.nodes.len()).collect::<Vec<_>>()
         ));
+        let mut groups = Vec::with_capacity(claimed.len());
+        {
+            let mut cache = ep.compiled.lock().unwrap_or_else(|p| p.into_inner());
+            for c in claimed {
+                cache.insert(c.key, c.session);
+                groups.push(c.nodes);
+            }
+        }
         // The EP keeps its own copy of the weights, so ORT may free the ones only we read.
         let opts = OrtNodeFusionOptions {
             ort_version_supported: ORT_API_LEVEL,
@@ -369,11 +435,12 @@ unsafe extern "C" fn ep_compile(
     crate::guard("Compile", || {
         // SAFETY: `this` is our Ep.
         let ep = unsafe { &*(this as *const Ep) };
+        let mut cache = std::mem::take(&mut *ep.compiled.lock().unwrap_or_else(|p| p.into_inner()));
         let mut done: Vec<*mut OrtNodeComputeInfo> = Vec::with_capacity(count);
         for i in 0..count {
             // SAFETY: ORT passes `count` graphs and fused nodes.
             let (g, f) = unsafe { (*graphs.add(i), *fused.add(i)) };
-            match compute::compile(g, f, ep.place, ep.options.engine()) {
+            match compute::compile(g, f, ep.place, ep.options.engine(), &mut cache) {
                 Ok(c) => done.push(Box::into_raw(c) as *mut OrtNodeComputeInfo),
                 Err(s) => {
                     for p in done {

@@ -6,8 +6,9 @@
 //! GPU path; ORT's CPU EP keeps the rest.
 //!
 //! * `abi` — `repr(C)` mirrors of ORT's C ABI (layout-tested); `ort` — helpers over `OrtApi`.
+//! * `device` — ORT allocator and data transfer over `memory` (addresses for mpsrt buffers).
 //! * `ep` — factory and EP callbacks; `capability` — which nodes we claim; `convert` —
-//!   `OrtGraph` → `ModelProto`; `compute` — compiled fused nodes; `options` — provider options.
+//!   `OrtGraph` → `ModelProto`; `contrib` — `com.microsoft` ops as default-domain nodes; `compute` — compiled fused nodes; `options` — provider options.
 //!
 //! Every exported function and callback runs under [`guard`] (`catch_unwind`): a panic becomes an
 //! `OrtStatus`, never an abort across the C boundary. `MPSRT_ORT_VERBOSE=1` logs placement.
@@ -15,8 +16,11 @@
 pub mod abi;
 mod capability;
 mod compute;
+mod contrib;
 mod convert;
+mod device;
 mod ep;
+mod memory;
 mod options;
 mod ort;
 
@@ -173,10 +177,25 @@ pub unsafe extern "C" fn ReleaseEpFactory(factory: *mut OrtEpFactory) -> Status 
     })
 }
 
-/// The two entry points, for a host binary (the Python extension) that links this crate as an
+/// Copies up to `n` traffic counters (see `memory::STATS`) to `out`; returns how many exist.
+/// For tests (Python reads it with ctypes from `mpsrt._C`), not part of ORT's ABI.
+///
+/// # Safety
+/// `out` must have room for `n` values (or be NULL with `n == 0`).
+#[no_mangle]
+pub unsafe extern "C" fn mpsrt_ort_stats(out: *mut u64, n: usize) -> usize {
+    let all = &memory::STATS;
+    for (i, c) in all.iter().enumerate().take(n) {
+        // SAFETY: room for `n` values.
+        unsafe { *out.add(i) = c.load(std::sync::atomic::Ordering::Relaxed) };
+    }
+    all.len()
+}
+
+/// The entry points, for a host binary (the Python extension) that links this crate as an
 /// rlib and must keep them in its dynamic symbol table.
-pub fn entry_points() -> [*const (); 2] {
-    [CreateEpFactories as *const (), ReleaseEpFactory as *const ()]
+pub fn entry_points() -> [*const (); 3] {
+    [CreateEpFactories as *const (), ReleaseEpFactory as *const (), mpsrt_ort_stats as *const ()]
 }
 
 #[cfg(test)]

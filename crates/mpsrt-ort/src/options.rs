@@ -7,6 +7,7 @@
 //! | `device_id` | mpsrt GPU index (`mpsrt.mps.device_count()`), or `cpu` for mpsrt's CPU backend | the selected `OrtEpDevice`'s GPU |
 //! | `precision` | `fp32` (the engine computes in the model's types; `fp16` is refused: not implemented) | `fp32` |
 //! | `fusion` | `1`/`0` (`true`/`false`): elementwise and epilogue fusion in the engine | `1` |
+//! | `min_elements` | a group with static shapes and no matmul/conv is claimed only when it produces at least this many elements (the cost model in `capability.rs`); `0` claims every supported group | `65536` |
 
 use crate::abi::OrtSessionOptions;
 use crate::ort::{api, cstr, take_message};
@@ -14,11 +15,17 @@ use mpsrt_core::Place;
 use mpsrt_engine::SessionOptions;
 use std::ffi::{c_char, CString};
 
+/// Default of `min_elements`: 64 Ki elements, about what ORT's CPU EP streams through in the
+/// time of one GPU submission and wait.
+pub const DEFAULT_MIN_ELEMENTS: u64 = 1 << 16;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpOptions {
     /// `None`: mpsrt's CPU backend; `Some(i)`: GPU `i`.
     pub device: Option<usize>,
     pub fusion: bool,
+    /// Cost-model threshold (elements produced by a small static group).
+    pub min_elements: u64,
 }
 
 fn entry(so: *const OrtSessionOptions, key: &str) -> Option<String> {
@@ -57,6 +64,7 @@ pub fn parse(
     device_id: Option<&str>,
     precision: Option<&str>,
     fusion: Option<&str>,
+    min_elements: Option<&str>,
     picked: &str,
 ) -> Result<EpOptions, String> {
     let dev_str = device_id.unwrap_or(picked).trim().to_ascii_lowercase();
@@ -80,7 +88,13 @@ pub fn parse(
         Some("0") | Some("false") | Some("off") => false,
         Some(f) => return Err(format!("provider option fusion={f:?}: expected 1/0 or true/false")),
     };
-    Ok(EpOptions { device, fusion })
+    let min_elements = match min_elements.map(str::trim) {
+        None => DEFAULT_MIN_ELEMENTS,
+        Some(m) => m.parse::<u64>().map_err(|_| {
+            format!("provider option min_elements={m:?}: expected a count of elements (0 claims everything)")
+        })?,
+    };
+    Ok(EpOptions { device, fusion, min_elements })
 }
 
 impl EpOptions {
@@ -89,6 +103,7 @@ impl EpOptions {
             entry(so, "device_id").as_deref(),
             entry(so, "precision").as_deref(),
             entry(so, "fusion").as_deref(),
+            entry(so, "min_elements").as_deref(),
             picked,
         )
     }
@@ -110,15 +125,18 @@ mod tests {
 
     #[test]
     fn options_parse_and_refuse_with_the_key_named() {
-        let o = parse(Some("cpu"), Some("fp32"), Some("0"), "0").unwrap();
-        assert_eq!(o, EpOptions { device: None, fusion: false });
-        assert_eq!(parse(None, None, None, "3").unwrap().device, Some(3));
-        let e = parse(Some("gpu"), None, None, "").unwrap_err();
+        let o = parse(Some("cpu"), Some("fp32"), Some("0"), Some("0"), "0").unwrap();
+        assert_eq!(o, EpOptions { device: None, fusion: false, min_elements: 0 });
+        let o = parse(None, None, None, None, "3").unwrap();
+        assert_eq!((o.device, o.min_elements), (Some(3), DEFAULT_MIN_ELEMENTS));
+        let e = parse(Some("gpu"), None, None, None, "").unwrap_err();
         assert!(e.contains("device_id=\"gpu\""), "{e}");
-        let e = parse(None, Some("fp16"), None, "").unwrap_err();
+        let e = parse(None, Some("fp16"), None, None, "").unwrap_err();
         assert!(e.contains("precision=\"fp16\""), "{e}");
-        let e = parse(None, None, Some("maybe"), "").unwrap_err();
+        let e = parse(None, None, Some("maybe"), None, "").unwrap_err();
         assert!(e.contains("fusion"), "{e}");
-        assert!(parse(Some("99"), None, None, "").unwrap().place().is_err());
+        let e = parse(None, None, None, Some("-1"), "").unwrap_err();
+        assert!(e.contains("min_elements"), "{e}");
+        assert!(parse(Some("99"), None, None, None, "").unwrap().place().is_err());
     }
 }

@@ -122,6 +122,9 @@ unsafe fn tensor_type_of(info: *const abi::OrtTensorTypeAndShapeInfo) -> R<Tenso
 
 /// The tensor type of a value info (`None`: not a tensor, or no type known).
 pub fn value_type(vi: *const abi::OrtValueInfo) -> R<Option<TensorType>> {
+    if vi.is_null() {
+        return Ok(None); // an omitted optional input or output
+    }
     let a = api();
     let mut ti = ptr::null();
     // SAFETY: `vi` comes from ORT's graph accessors; the type info is owned by `vi`.

@@ -1,0 +1,226 @@
+//! Device memory as ONNX Runtime sees it. ORT's allocator interface hands out raw `void*`, but
+//! mpsrt's GPU buffers (wgpu) have no addresses; so each allocation gets an address inside a
+//! `PROT_NONE` reservation (ORT never dereferences device memory; if anything on the host ever
+//! did, it would fault at once instead of reading stray memory) and an entry in an address →
+//! buffer map. ORT places tensors at offsets inside one allocation (its memory-pattern planner
+//! allocates one block per run), so lookups take any address inside an allocation and resolve
+//! it to `(buffer, byte offset)`.
+//!
+//! The GPU copies whole 4-byte words at 4-byte offsets; ranges that start or end inside a word
+//! (bool / uint8 / fp16 tensors of odd size) copy the aligned middle on the device and merge
+//! the ragged edge words through the host, so neighbouring tensors are never clobbered.
+
+use mpsrt_core::{Error, Result};
+use mpsrt_runtime::GpuBuffer;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+struct Chunk {
+    buf: Arc<GpuBuffer>,
+    size: usize,
+}
+
+struct Space {
+    start: usize,
+    next: usize,
+    end: usize,
+    chunks: BTreeMap<usize, Chunk>,
+    /// Freed address ranges by size, reused before the reservation grows (ORT frees and
+    /// allocates the same sizes run after run).
+    free: BTreeMap<usize, Vec<usize>>,
+}
+
+static SPACE: Mutex<Option<Space>> = Mutex::new(None);
+
+/// Allocations start 256 bytes apart at least (ORT aligns tensors to 64 bytes inside them).
+const ADDR_ALIGN: usize = 256;
+
+fn reserve() -> Result<Space> {
+    // PROT_NONE + MAP_NORESERVE costs address space only; smaller sizes under `ulimit -v`.
+    for shift in [44u32, 40, 36, 32] {
+        let len = 1usize << shift;
+        #[cfg(target_os = "linux")]
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        #[cfg(not(target_os = "linux"))]
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANON;
+        // SAFETY: an anonymous PROT_NONE mapping at an address the kernel picks touches no
+        // existing memory.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_NONE, flags, -1, 0) };
+        if p != libc::MAP_FAILED {
+            let base = (p as usize).next_multiple_of(ADDR_ALIGN);
+            return Ok(Space {
+                start: base,
+                next: base,
+                end: p as usize + len,
+                chunks: BTreeMap::new(),
+                free: BTreeMap::new(),
+            });
+        }
+    }
+    Err(Error::device("allocate", "could not reserve address space for device pointers (mmap)"))
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Space>> {
+    SPACE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Allocates `size` bytes on GPU `device` and returns the address ORT sees.
+pub fn alloc(device: usize, size: usize) -> Result<usize> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let buf =
+        dev.alloc("MpsrtExecutionProvider allocator", size.max(4).next_multiple_of(4) as u64)?;
+    let mut g = lock();
+    if g.is_none() {
+        *g = Some(reserve()?);
+    }
+    let s = g.as_mut().expect("reserved above");
+    let step = size.max(1).next_multiple_of(ADDR_ALIGN);
+    let addr = match s.free.get_mut(&step).and_then(Vec::pop) {
+        Some(a) => a,
+        None => {
+            if s.next + step > s.end {
+                return Err(Error::oom("allocate", "the EP's device address space is exhausted"));
+            }
+            s.next += step;
+            s.next - step
+        }
+    };
+    s.chunks.insert(addr, Chunk { buf: Arc::new(buf), size });
+    Ok(addr)
+}
+
+/// Frees the allocation at `addr` (the buffer returns to mpsrt's caching allocator once the
+/// last in-flight kernel holding it has finished). False if `addr` is not one of ours.
+pub fn free(addr: usize) -> bool {
+    let mut g = lock();
+    let Some(s) = g.as_mut() else { return false };
+    match s.chunks.remove(&addr) {
+        Some(c) => {
+            s.free.entry(c.size.max(1).next_multiple_of(ADDR_ALIGN)).or_default().push(addr);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Whether `addr` lies in our reservation (device memory) rather than host memory.
+pub fn is_device(addr: usize) -> bool {
+    lock().as_ref().is_some_and(|s| addr >= s.start && addr < s.end)
+}
+
+/// The buffer holding `[addr, addr + len)` and the byte offset of `addr` in it.
+pub fn resolve(op: &str, addr: usize, len: usize) -> Result<(Arc<GpuBuffer>, usize)> {
+    let g = lock();
+    let found = g.as_ref().and_then(|s| s.chunks.range(..=addr).next_back());
+    match found {
+        Some((&base, c)) if addr - base + len <= c.size => Ok((c.buf.clone(), addr - base)),
+        Some((&base, c)) if addr - base < c.size.max(1) => Err(Error::invalid(
+            op,
+            format!(
+                "range {addr:#x}+{len} runs past the end of its allocation ({base:#x}, {} bytes)",
+                c.size
+            ),
+        )),
+        _ => Err(Error::invalid(
+            op,
+            format!("{addr:#x} is not a live MpsrtExecutionProvider allocation"),
+        )),
+    }
+}
+
+/// Host bytes → device at `(buf, off)`.
+pub fn write_at(buf: &GpuBuffer, off: usize, data: &[u8]) -> Result<()> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    let dev = buf.device();
+    let end = off + data.len();
+    if off.is_multiple_of(4) && end.is_multiple_of(4) {
+        return dev.write(buf, off as u64, data);
+    }
+    // Ragged edges: merge with the bytes already in the first and last word.
+    let (start, stop) = (off & !3, end.next_multiple_of(4));
+    let mut words = dev.read(buf, start as u64, (stop - start) as u64)?;
+    words[off - start..end - start].copy_from_slice(data);
+    dev.write(buf, start as u64, &words)
+}
+
+/// Device → device between two windows (any offsets; also inside one buffer).
+pub fn copy_between(
+    sb: &GpuBuffer,
+    so: usize,
+    db: &GpuBuffer,
+    doff: usize,
+    len: usize,
+) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let dev = db.device();
+    let same_device = sb.device().index() == dev.index();
+    let aligned = (so | doff | len).is_multiple_of(4);
+    if same_device && aligned && !std::ptr::eq(sb, db) {
+        return dev.copy(sb, so as u64, db, doff as u64, len as u64);
+    }
+    if same_device && aligned {
+        // wgpu refuses a copy whose source and destination are the same buffer: bounce.
+        let tmp = dev.alloc("MpsrtExecutionProvider copy", len as u64)?;
+        dev.copy(sb, so as u64, &tmp, 0, len as u64)?;
+        return dev.copy(&tmp, 0, db, doff as u64, len as u64);
+    }
+    // Another device or ragged edges: through the host (rare: odd-sized bool/uint8/fp16).
+    let v = sb.device().read(sb, so as u64, len as u64)?;
+    write_at(db, doff, &v)
+}
+
+/// Traffic counters, read by tests through [`crate::mpsrt_ort_stats`] to prove where bytes
+/// went: `[host→device bytes, device→host bytes, device→device bytes, inputs read in place,
+/// inputs copied, outputs written on the device, outputs written to host memory]`.
+pub static STATS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+pub const H2D: usize = 0;
+pub const D2H: usize = 1;
+pub const D2D: usize = 2;
+pub const IN_PLACE: usize = 3;
+pub const IN_COPIED: usize = 4;
+pub const OUT_DEVICE: usize = 5;
+pub const OUT_HOST: usize = 6;
+
+pub fn count(which: usize, n: usize) {
+    STATS[which].fetch_add(n as u64, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_resolve_inside_and_refuse_outside_their_allocation() {
+        if mpsrt_runtime::device_count() == 0 {
+            eprintln!("no GPU: skipped");
+            return;
+        }
+        let a = alloc(0, 1000).unwrap();
+        let b = alloc(0, 10).unwrap();
+        assert!(is_device(a) && is_device(b) && !is_device(&a as *const _ as usize));
+        let (buf, off) = resolve("t", a + 64, 100).unwrap();
+        assert_eq!(off, 64);
+        assert!(buf.size() >= 1000);
+        let e = resolve("t", a + 990, 20).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("past the end"), "{e}");
+        // Ragged write/read round trip (3 bytes at an odd offset) keeps the neighbours.
+        write_at(&buf, 0, &[7u8; 16]).unwrap();
+        write_at(&buf, 5, &[1, 2, 3]).unwrap();
+        let back = buf.device().read(&buf, 0, 12).unwrap();
+        assert_eq!(back, [7, 7, 7, 7, 7, 1, 2, 3, 7, 7, 7, 7]);
+        let (bb, _) = resolve("t", b, 10).unwrap();
+        copy_between(&buf, 4, &bb, 0, 6).unwrap();
+        assert_eq!(bb.device().read(&bb, 0, 6).unwrap(), [7, 1, 2, 3, 7, 7]);
+        assert!(free(a) && free(b) && !free(a));
+        assert!(resolve("t", a, 4).is_err());
+        // A freed range of the same size class is reused.
+        let c = alloc(0, 900).unwrap();
+        assert_eq!(c, a);
+        assert!(free(c));
+    }
+}
