@@ -10,6 +10,11 @@
 //! f32 for f16 inputs (exact for the 0/-inf bias) and the softmax in the `softmax_precision`
 //! dtype, else the input dtype (f16 rounding emulated step by step). Rows whose bias is entirely
 //! `-inf` (no key may be attended) produce zero probabilities instead of NaN.
+//!
+//! When the scores output is not requested and no softcap, window or external cache length is
+//! set, the node runs as one fused kernel instead (`mpsrt_tensor::scaled_dot_product_attention`:
+//! f32 arithmetic throughout; f16 inputs only with `softmax_precision` = float);
+//! `MPSRT_FUSED_ATTENTION=0` keeps the composition.
 
 use crate::ops::{Ctx, OpEntry};
 use crate::reduce::to_out;
@@ -27,7 +32,9 @@ fn attention(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor
         return Err(ctx.err(node, "not Attention"));
     };
     let label = ctx.label(node);
-    let outs = run(&label, ctx.place, a, inputs).map_err(|e| {
+    // The fourth output (the scores) exists only in the unfused composition.
+    let want_qk = node.outputs.len() > 3;
+    let outs = run(&label, ctx.place, a, inputs, want_qk).map_err(|e| {
         if e.op == label {
             e
         } else {
@@ -88,7 +95,13 @@ fn half_scale(a: &AttentionAttrs, head_size: usize, dt: DType) -> f64 {
     }
 }
 
-fn run(label: &str, place: Place, a: &AttentionAttrs, ins: &[Tensor]) -> Result<Vec<Tensor>> {
+fn run(
+    label: &str,
+    place: Place,
+    a: &AttentionAttrs,
+    ins: &[Tensor],
+    want_qk: bool,
+) -> Result<Vec<Tensor>> {
     if ins.len() != a.num_inputs() {
         return Err(Error::invalid(
             label,
@@ -142,8 +155,20 @@ fn run(label: &str, place: Place, a: &AttentionAttrs, ins: &[Tensor]) -> Result<
             format!("q heads ({hq}) must be a multiple of kv heads ({hkv})"),
         ));
     }
-    let groups = hq / hkv;
     let dt = q.dtype();
+    if !want_qk && fusable(place, a, dt, d, dv) {
+        let mask = mask_i.map(|i| mask_bias(label, &ins[i], total, DType::F32)).transpose()?;
+        let opts = t::SdpaOptions {
+            scale: a.scale.map_or(1.0 / (d as f64).sqrt(), f64::from),
+            causal_offset: a.is_causal.then_some(past_len as i64),
+            seq_major: three_d,
+        };
+        let y = t::scaled_dot_product_attention(&q, &k, &v, mask.as_ref(), opts)?;
+        let y =
+            if three_d { y.reshape(&[b as isize, sq as isize, (hq * dv) as isize])? } else { y };
+        return Ok(vec![y, k.contiguous()?, v.contiguous()?]);
+    }
+    let groups = hq / hkv;
     // f16 keeps the reference's rounding points but computes the rest in f32.
     let cf = if dt == DType::F16 { DType::F32 } else { dt };
     let s = half_scale(a, d, dt);
@@ -205,6 +230,26 @@ fn run(label: &str, place: Place, a: &AttentionAttrs, ins: &[Tensor]) -> Result<
         y.reshape(&[b as isize, hq as isize, sq as isize, dv as isize])?
     };
     Ok(vec![y, k.contiguous()?, v.contiguous()?, qk_out.astype(dt)?])
+}
+
+/// Whether the fused kernel computes this node: no softcap, sliding window or external-cache
+/// lengths, a softmax in f32 (f16 inputs only with `softmax_precision` = float: the default is
+/// the reference's step-rounded f16 softmax, which the composition reproduces to the bit), head
+/// sizes the device's kernel takes, on a GPU (the CPU keeps the composition, whose products run
+/// on the fast SGEMM); `MPSRT_FUSED_ATTENTION=0` turns it off (to compare with the composition).
+fn fusable(place: Place, a: &AttentionAttrs, dt: DType, d: usize, dv: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("MPSRT_FUSED_ATTENTION").map_or(true, |v| v != "0"));
+    on && place.is_gpu()
+        && a.softcap <= 0.0
+        && a.left_window_size < 0
+        && a.right_window_size < 0
+        && !a.has_nonpad
+        && match a.softmax_precision {
+            Some(p) => matches!(p, DType::F32 | DType::F64),
+            None => dt != DType::F16,
+        }
+        && t::sdpa_fusable(place, dt, d, dv)
 }
 
 /// Softmax over the last axis in f16 arithmetic: each step (`x - max`, `exp`, the row sum, the

@@ -432,6 +432,10 @@ impl CompiledGraph {
             crate::passes::fold_bn::batchnorm_to_affine(&mut graph);
             crate::passes::affine::fold_affine(&mut graph);
         }
+        if options.fuse_epilogues {
+            // MatMul → scale → mask → Softmax → MatMul as one Attention node (fused on GPUs).
+            crate::passes::attention::fuse_attention(&mut graph);
+        }
         crate::passes::dce::eliminate_dead_nodes(&mut graph);
         let value_inputs = value_inputs(&graph);
         Ok(CompiledGraph {

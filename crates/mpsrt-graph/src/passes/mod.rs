@@ -1,9 +1,10 @@
-//! Graph-to-graph passes (dead-node elimination, identity removal, BatchNorm-into-Conv folding,
+//! Graph-to-graph passes (attention patterns into one `Attention` node, dead-node elimination, identity removal, BatchNorm-into-Conv folding,
 //! per-channel affine chains merged and folded into convs, `precision=f16` in `precision.rs`)
 //! and analyses (elementwise
 //! fusion groups, conv/matmul epilogue candidates). Each pass keeps nodes topologically ordered.
 
 pub mod affine;
+pub mod attention;
 pub mod dce;
 pub mod fold_bn;
 pub mod fusion;

@@ -1,0 +1,163 @@
+//! The attention pattern pass and the fused kernel behind ONNX `Attention`: graphs built in code
+//! as exporters write them (`MatMul → Div → Add mask → Softmax → MatMul`, torch's SDPA export
+//! with `√scale` multiplies on q and kᵀ) compile to one `Attention` node and agree with the
+//! unfused plan (`SessionOptions { fusion: false }`) on the CPU and on the GPU (lavapipe in CI).
+//! Tolerances: f32 2e-5 absolute (outputs of magnitude ≤ 1, f32 in a different order); f16
+//! 4e-3 (the unfused graph rounds the probabilities to f16 before the second product).
+
+use mpsrt_core::{DType, Place};
+use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_graph::PlanOptions;
+use mpsrt_graph::{AttentionAttrs, BinaryOp, CompiledGraph, Dim, Graph, HostTensor, Op};
+use mpsrt_tensor::Tensor;
+use std::collections::HashMap;
+
+fn places() -> Vec<Place> {
+    let mut v = vec![Place::Cpu];
+    if mpsrt_runtime::gpu_available() {
+        v.push(Place::Gpu(0));
+    } else {
+        assert!(std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
+    }
+    v
+}
+
+fn dims(s: &[usize]) -> Vec<Dim> {
+    s.iter().map(|&d| Dim::Known(d)).collect()
+}
+
+/// Deterministic values in ±0.5.
+fn vals(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32
+        })
+        .collect()
+}
+
+/// `[b, h, s, d]` attention in the exporter's form. `bert`: scores divided by √d and a
+/// `[b, 1, 1, s]` additive mask input; otherwise q and kᵀ each multiplied by `d^-1/4` and a
+/// constant causal `[1, 1, s, s]` mask of 0 / -inf.
+fn pattern(dt: DType, [b, h, s, d]: [usize; 4], bert: bool) -> Graph {
+    let mut g = Graph::new();
+    let q = g.add_input("q", dt, dims(&[b, h, s, d])).unwrap();
+    let kt = g.add_input("kt", dt, dims(&[b, h, d, s])).unwrap();
+    let v = g.add_input("v", dt, dims(&[b, h, s, d])).unwrap();
+    let c = |g: &mut Graph, name: &str, x: f64| {
+        g.add_initializer(name, HostTensor::from_f64(dt, vec![], &[x])).unwrap()
+    };
+    let tmp = |g: &mut Graph, n: &str| g.add_value(n, dt, None).unwrap();
+    let scores = tmp(&mut g, "scores");
+    let scaled = tmp(&mut g, "scaled");
+    let masked = tmp(&mut g, "masked");
+    let probs = tmp(&mut g, "probs");
+    let y = tmp(&mut g, "y");
+    if bert {
+        let mask = g.add_input("mask", dt, dims(&[b, 1, 1, s])).unwrap();
+        let sd = c(&mut g, "sqrt_d", (d as f64).sqrt());
+        g.add_node("qk", Op::MatMul, vec![q, kt], vec![scores]);
+        g.add_node("div", Op::Binary(BinaryOp::Div), vec![scores, sd], vec![scaled]);
+        g.add_node("add", Op::Binary(BinaryOp::Add), vec![mask, scaled], vec![masked]);
+    } else {
+        let f = (d as f64).powf(-0.25);
+        let (cq, ck) = (c(&mut g, "cq", f), c(&mut g, "ck", f));
+        let (qs, ks) = (tmp(&mut g, "qs"), tmp(&mut g, "ks"));
+        g.add_node("mq", Op::Binary(BinaryOp::Mul), vec![q, cq], vec![qs]);
+        g.add_node("mk", Op::Binary(BinaryOp::Mul), vec![ck, kt], vec![ks]);
+        let causal: Vec<f64> =
+            (0..s * s).map(|e| if e % s > e / s { f64::NEG_INFINITY } else { 0.0 }).collect();
+        let m = g.add_initializer("causal", HostTensor::from_f64(dt, vec![1, 1, s, s], &causal));
+        g.add_node("qk", Op::MatMul, vec![qs, ks], vec![scaled]);
+        g.add_node("add", Op::Binary(BinaryOp::Add), vec![scaled, m.unwrap()], vec![masked]);
+    }
+    g.add_node("softmax", Op::Softmax { axis: -1 }, vec![masked], vec![probs]);
+    g.add_node("pv", Op::MatMul, vec![probs, v], vec![y]);
+    g.outputs = vec![y];
+    g
+}
+
+fn feeds(dt: DType, [b, h, s, d]: [usize; 4], bert: bool, place: Place) -> HashMap<String, Tensor> {
+    let t = |shape: &[usize], seed| {
+        let n = shape.iter().product();
+        Tensor::from_slice(&vals(n, seed), shape, Place::Cpu)
+            .unwrap()
+            .astype(dt)
+            .unwrap()
+            .to(place)
+            .unwrap()
+    };
+    let mut f: HashMap<String, Tensor> = [
+        ("q".to_string(), t(&[b, h, s, d], 1)),
+        ("kt".to_string(), t(&[b, h, d, s], 2)),
+        ("v".to_string(), t(&[b, h, s, d], 3)),
+    ]
+    .into_iter()
+    .collect();
+    if bert {
+        // Batch 1 pads its last 4 keys with -10000 (BERT's extended attention mask).
+        let m: Vec<f32> =
+            (0..b * s).map(|e| if e / s == 1 && e % s >= s - 4 { -10000.0 } else { 0.0 }).collect();
+        let mt = Tensor::from_slice(&m, &[b, 1, 1, s], Place::Cpu).unwrap().astype(dt).unwrap();
+        f.insert("mask".into(), mt.to(place).unwrap());
+    }
+    f
+}
+
+#[test]
+fn pattern_compiles_to_one_attention_node() {
+    for bert in [true, false] {
+        let g = pattern(DType::F32, [2, 3, 5, 8], bert);
+        let c = CompiledGraph::new(g.clone(), PlanOptions::default()).unwrap();
+        let ops: Vec<String> = c.graph().nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops, ["Transpose", "Attention"], "bert={bert}");
+        let Op::Attention(a) = &c.graph().nodes[1].op else { unreachable!() };
+        let AttentionAttrs { scale, has_mask, .. } = a;
+        assert!((scale.unwrap() - 1.0 / 8f32.sqrt()).abs() < 1e-6, "{scale:?}");
+        assert!(*has_mask);
+        // Fusion off: the pattern stays.
+        let off = PlanOptions { fuse_epilogues: false, ..PlanOptions::default() };
+        let c = CompiledGraph::new(g, off).unwrap();
+        assert!(c.graph().nodes.iter().any(|n| n.op.name() == "Softmax"));
+    }
+    // A scores value that is also a graph output is not private: no rewrite.
+    let mut g = pattern(DType::F32, [1, 2, 4, 8], true);
+    let scores = g.find("scores").unwrap();
+    g.outputs.push(scores);
+    let c = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+    assert!(c.graph().nodes.iter().all(|n| n.op.name() != "Attention"));
+}
+
+#[test]
+fn fused_attention_matches_the_unfused_graph() {
+    let cases = [
+        (DType::F32, [2, 4, 13, 16], true),
+        (DType::F32, [1, 2, 37, 64], false),
+        (DType::F16, [2, 2, 21, 32], true),
+        (DType::F16, [1, 3, 17, 64], false),
+    ];
+    let unfused_opts = SessionOptions { fusion: false, ..SessionOptions::default() };
+    for (dt, shape, bert) in cases {
+        let reference = Session::from_graph(pattern(dt, shape, bert), Place::Cpu, unfused_opts)
+            .unwrap()
+            .run(&feeds(dt, shape, bert, Place::Cpu))
+            .unwrap();
+        let want = reference[0].1.astype(DType::F32).unwrap().to_f64_vec().unwrap();
+        for place in places() {
+            let s = Session::from_graph(pattern(dt, shape, bert), place, SessionOptions::default());
+            let got = s.unwrap().run(&feeds(dt, shape, bert, place)).unwrap();
+            let got = got[0].1.astype(DType::F32).unwrap().to_f64_vec().unwrap();
+            let atol = if dt == DType::F16 { 4e-3 } else { 2e-5 };
+            assert_eq!(got.len(), want.len());
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= atol,
+                    "{dt} {shape:?} bert={bert} on {place:?}: [{i}] {a} vs {b}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Attention as exported by frameworks, found and replaced by one `Attention` node:
+//!
+//! ```text
+//! MatMul(q·c₁, kᵀ·c₂) → [Mul|Div by a scalar constant] → [Add mask] → Softmax(last axis) → MatMul(·, v)
+//! ```
+//!
+//! (`c₁`, `c₂` optional scalar constants: torch's exported `scaled_dot_product_attention`
+//! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`.) Every
+//! intermediate must feed only the next node of the chain, operands must be 4-D
+//! (`[batch, heads, seq, head]`, kᵀ as `[batch, heads, head, keys]`) with matching dims where
+//! known, f32 or f16. The rewrite is `Transpose(kᵀ, [0, 1, 3, 2])` — a view at run time — then
+//! `Attention(q, k, v, mask)` with the folded scale and an f32 softmax, which the engine runs
+//! as the fused kernel on the GPU (the composition elsewhere).
+//!
+//! One difference on purpose: a query row whose mask removes every key gives zeros (ONNX
+//! `Attention`'s rule) where the unfused Softmax gives NaN. Exported masks use large finite
+//! negatives (-10000, `finfo.min`), for which both agree.
+
+use super::fold_bn::rebuild;
+use crate::attention::AttentionAttrs;
+use crate::ir::{Dim, Graph, Node, ValueId};
+use crate::op::{BinaryOp, Op};
+use mpsrt_core::DType;
+
+/// The scalar value of a constant (initializer with one element).
+fn scalar_const(g: &Graph, v: ValueId) -> Option<f64> {
+    let t = g.initializers.get(&v)?;
+    (t.numel() == 1 && t.dtype.is_float()).then(|| t.to_f64_vec()[0])
+}
+
+/// Known rank-4 shape of `v`.
+fn shape4(g: &Graph, v: ValueId) -> Option<[Dim; 4]> {
+    let s = g.value(v).shape.as_ref()?;
+    <[Dim; 4]>::try_from(s.clone()).ok()
+}
+
+/// Dims that may be equal: equal, or one of them not known.
+fn compatible(a: &Dim, b: &Dim) -> bool {
+    match (a.known(), b.known()) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+struct Walk<'a> {
+    g: &'a Graph,
+    uses: Vec<usize>,
+    producers: Vec<Option<usize>>,
+    consumers: Vec<Vec<usize>>,
+}
+
+impl Walk<'_> {
+    /// The single consumer of `v` when `v` is private (one use, not a graph output).
+    fn only_consumer(&self, v: ValueId) -> Option<usize> {
+        if self.uses[v.0] != 1 || self.g.outputs.contains(&v) {
+            return None;
+        }
+        self.consumers[v.0].first().copied()
+    }
+
+    /// `x` for `x * c` (either order) or `x / c` with `c` a scalar constant, when `v` is the
+    /// private output of such a node: `(x, factor, node)`.
+    fn scaled(&self, v: ValueId) -> Option<(ValueId, f64, usize)> {
+        if self.uses[v.0] != 1 || self.g.outputs.contains(&v) {
+            return None;
+        }
+        let i = self.producers[v.0]?;
+        let n = &self.g.nodes[i];
+        let (&[a, b], Op::Binary(op)) = (&n.inputs[..], &n.op) else { return None };
+        match op {
+            BinaryOp::Mul => match (scalar_const(self.g, a), scalar_const(self.g, b)) {
+                (None, Some(c)) => Some((a, c, i)),
+                (Some(c), None) => Some((b, c, i)),
+                _ => None,
+            },
+            BinaryOp::Div => {
+                let c = scalar_const(self.g, b)?;
+                (c != 0.0 && scalar_const(self.g, a).is_none()).then_some((a, 1.0 / c, i))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One match: the nodes to remove and the replacement's parts.
+struct Found {
+    nodes: Vec<usize>,
+    q: ValueId,
+    kt: ValueId,
+    v: ValueId,
+    mask: Option<ValueId>,
+    scale: f64,
+    out: ValueId,
+}
+
+fn match_at(w: &Walk, first: usize) -> Option<Found> {
+    let g = w.g;
+    let n = &g.nodes[first];
+    let (Op::MatMul, &[a, b], &[s0]) = (&n.op, &n.inputs[..], &n.outputs[..]) else {
+        return None;
+    };
+    let dt = g.value(s0).dtype;
+    if !matches!(dt, DType::F32 | DType::F16) {
+        return None;
+    }
+    let mut nodes = vec![first];
+    let mut scale = 1.0;
+    let (mut q, mut kt) = (a, b);
+    if let Some((x, c, i)) = w.scaled(a) {
+        (q, scale) = (x, scale * c);
+        nodes.push(i);
+    }
+    if let Some((x, c, i)) = w.scaled(b) {
+        (kt, scale) = (x, scale * c);
+        nodes.push(i);
+    }
+    // Walk the private chain after the scores.
+    let mut cur = s0;
+    let mut mask = None;
+    let mut next = w.only_consumer(cur)?;
+    let node = |i: usize| &g.nodes[i];
+    if let Op::Binary(op @ (BinaryOp::Mul | BinaryOp::Div)) = node(next).op {
+        let ins = &node(next).inputs;
+        let c = match (op, ins.iter().position(|&v| v == cur)) {
+            (BinaryOp::Mul, Some(p)) => scalar_const(g, ins[1 - p])?,
+            (BinaryOp::Div, Some(0)) => 1.0 / scalar_const(g, ins[1]).filter(|&c| c != 0.0)?,
+            _ => return None,
+        };
+        scale *= c;
+        nodes.push(next);
+        cur = node(next).outputs[0];
+        next = w.only_consumer(cur)?;
+    }
+    if let (Op::Binary(BinaryOp::Add), &[x, y]) = (&node(next).op, &node(next).inputs[..]) {
+        let m = if x == cur { y } else { x };
+        let rank_ok = g.value(m).shape.as_ref().is_some_and(|s| s.len() <= 4);
+        if m == cur || g.value(m).dtype != dt || !rank_ok {
+            return None;
+        }
+        mask = Some(m);
+        nodes.push(next);
+        cur = node(next).outputs[0];
+        next = w.only_consumer(cur)?;
+    }
+    let last_axis = |axis: i64| axis == -1 || axis == 3;
+    match node(next).op {
+        Op::Softmax { axis } if last_axis(axis) => {}
+        Op::SoftmaxFlat { axis, log: false } if last_axis(axis) => {}
+        _ => return None,
+    }
+    nodes.push(next);
+    let p = node(next).outputs[0];
+    let fin = w.only_consumer(p)?;
+    let (Op::MatMul, &[pa, v], &[out]) =
+        (&node(fin).op, &node(fin).inputs[..], &node(fin).outputs[..])
+    else {
+        return None;
+    };
+    if pa != p || v == p {
+        return None;
+    }
+    nodes.push(fin);
+    // Shapes: q [b, h, sq, d], kᵀ [b, h, d, skv], v [b, h, skv, dv], one dtype.
+    let (sq, sk, sv) = (shape4(g, q)?, shape4(g, kt)?, shape4(g, v)?);
+    let same = |x: &Dim, y: &Dim, z: &Dim| compatible(x, y) && compatible(y, z) && compatible(x, z);
+    let dims_ok = same(&sq[0], &sk[0], &sv[0])
+        && same(&sq[1], &sk[1], &sv[1])
+        && compatible(&sq[3], &sk[2])
+        && compatible(&sk[3], &sv[2]);
+    let types_ok = [q, kt, v].iter().all(|&x| g.value(x).dtype == dt);
+    if !dims_ok || !types_ok || !scale.is_finite() {
+        return None;
+    }
+    Some(Found { nodes, q, kt, v, mask, scale, out })
+}
+
+/// Replaces every attention pattern by a `Transpose` view and an `Attention` node. Returns how
+/// many were replaced.
+pub fn fuse_attention(g: &mut Graph) -> usize {
+    let producers = g.producers();
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in &n.inputs {
+            consumers[v.0].push(i);
+        }
+    }
+    let w = Walk { g, uses: g.use_counts(), producers, consumers };
+    let mut found: Vec<Found> = Vec::new();
+    let mut taken = vec![false; g.nodes.len()];
+    for i in 0..g.nodes.len() {
+        if let Some(f) = match_at(&w, i) {
+            if f.nodes.iter().all(|&n| !taken[n]) {
+                f.nodes.iter().for_each(|&n| taken[n] = true);
+                found.push(f);
+            }
+        }
+    }
+    if found.is_empty() {
+        return 0;
+    }
+    let mut removed = Vec::new();
+    let mut inserted = Vec::new();
+    for f in &found {
+        let fin = *f.nodes.last().unwrap_or(&0);
+        let dt = g.value(f.q).dtype;
+        let k = g.add_temp("attention_k", dt);
+        if let Some(s) = g.value(f.kt).shape.clone() {
+            if let [a, b, c, d] = &s[..] {
+                g.value_mut(k).shape = Some(vec![a.clone(), b.clone(), d.clone(), c.clone()]);
+            }
+        }
+        let name = g.nodes[fin].name.clone();
+        inserted.push((
+            fin,
+            Node {
+                op: Op::Transpose { perm: Some(vec![0, 1, 3, 2]) },
+                inputs: vec![f.kt],
+                outputs: vec![k],
+                name: format!("{name}/k"),
+            },
+        ));
+        let attrs = AttentionAttrs {
+            is_causal: false,
+            q_num_heads: None,
+            kv_num_heads: None,
+            qk_matmul_output_mode: 0,
+            scale: Some(f.scale as f32),
+            softcap: 0.0,
+            softmax_precision: Some(DType::F32),
+            left_window_size: -1,
+            right_window_size: -1,
+            has_mask: f.mask.is_some(),
+            has_past: false,
+            has_nonpad: false,
+        };
+        let mut inputs = vec![f.q, k, f.v];
+        inputs.extend(f.mask);
+        inserted.push((
+            fin,
+            Node {
+                op: Op::Attention(attrs),
+                inputs,
+                outputs: vec![f.out],
+                name: format!("{name}/attention"),
+            },
+        ));
+        removed.extend_from_slice(&f.nodes);
+    }
+    rebuild(g, &removed, inserted);
+    found.len()
+}
