@@ -153,31 +153,56 @@ def test_atomic_xchg_and_cas():
 
 
 # --------------------------------------------------------------------------------------------
-# int64: index arithmetic (`.to(tl.int64)` offsets) is exact in 32 bits; ops that read the high
-# half are refused by name.
+# int64 is computed in 32 bits: exact for signed values in the int32 range, which index arithmetic
+# (`.to(tl.int64)` offsets, tensor descriptors) stays in for any bindable buffer; unsigned int64
+# ops are refused by name.
 @triton.jit
 def i64_offsets_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     row = offs * stride  # int64 multiply, as large-tensor kernels write it
-    m = tl.arange(0, BLOCK) < n - tl.program_id(0) * BLOCK  # int32: compares stay 32-bit
-    tl.store(out_ptr + offs, tl.load(x_ptr + row, mask=m, other=0.0) * 2.0, mask=m)
+    m = offs < n  # int64 compare
+    v = tl.load(x_ptr + row, mask=m, other=0.0) * 2.0 + (offs // 3 - offs % 5).to(tl.float32)
+    tl.store(out_ptr + offs, v, mask=m)
 
 
 @triton.jit
-def i64_divide_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK).to(tl.int64)
-    tl.store(x_ptr + offs // 3, 1.0, mask=offs < n)
+def u64_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    u = offs.to(tl.uint64)
+    tl.store(x_ptr + offs, (u >> 1).to(tl.float32), mask=offs < n)
 
 
-def test_int64_offsets_are_exact_and_high_half_ops_are_refused():
+def test_int64_index_arithmetic_and_unsigned_refused():
     n, stride = 300, 3
     x = rng.standard_normal(n * stride).astype(np.float32)
     out = mpsrt.empty([n], "float32", "mps")
     i64_offsets_kernel[(triton.cdiv(n, 128),)](dev(x), out, n, stride, BLOCK=128)
-    np.testing.assert_array_equal(out.numpy(), x[::stride] * 2)
-    with pytest.raises(Exception, match=r"arith.(divsi|cmpi)` on int64 values is not supported"):
-        i64_divide_kernel[(1,)](dev(np.zeros(8, np.float32)), 8, BLOCK=8)
+    i = np.arange(n)
+    np.testing.assert_allclose(out.numpy(), x[::stride] * 2 + (i // 3 - i % 5), rtol=1e-6)
+    with pytest.raises(Exception, match=r"arith.shrui` on int64 values is not supported"):
+        u64_kernel[(1,)](dev(np.zeros(8, np.float32)), 8, BLOCK=8)
+
+
+# Tensor descriptors (Triton 3.9's replacement of block pointers, which its frontend removed):
+# Triton's own rewrite pass turns them into pointers, int64 offsets and bounds masks.
+@triton.jit
+def descriptor_kernel(x_ptr, out_ptr, M, N, stride_m, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    src = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[stride_m, 1],
+                                    block_shape=[BM, BN])
+    dst = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    for j in range(0, tl.cdiv(N, BN)):
+        x = src.load([pid * BM, j * BN])
+        dst.store([pid * BM, j * BN], x * 2.0 + 1.0)
+
+
+def test_tensor_descriptor_load_store_with_bounds():
+    M, N, bm, bn = 37, 50, 16, 16
+    a = rng.standard_normal((M, 64)).astype(np.float32)  # a strided view: rows of 64
+    out = dev(np.full((M, N), -7.0, np.float32))
+    descriptor_kernel[(triton.cdiv(M, bm),)](dev(a), out, M, N, 64, BM=bm, BN=bn)
+    np.testing.assert_array_equal(out.numpy(), a[:, :N] * 2 + 1)
 
 
 @triton.jit

@@ -197,3 +197,15 @@ fn atomics_on_i32_and_f32_buffers() {
     let k = compile("xchg_cas", 256);
     assert!(k.wgsl.contains("atomicExchange(") && k.wgsl.contains("fn at2_cas_i32"), "{}", k.wgsl);
 }
+
+#[test]
+fn tensor_descriptors_and_int64_offsets() {
+    // Triton's rewrite of tl.make_tensor_descriptor: int64 offsets and int64 bounds compares,
+    // computed in 32 bits (exact in the int32 range); unsigned int64 ops are refused by name.
+    let k = compile("tensor_descriptor", 256);
+    assert_eq!(k.bindings.len(), 2);
+    let text =
+        fixture("tensor_descriptor").replace("arith.cmpi slt, %x_13", "arith.cmpi ult, %x_13");
+    let e = compile_ttir(&text, None, &CompileOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("`arith.cmpi` on int64 values is not supported"), "{e}");
+}

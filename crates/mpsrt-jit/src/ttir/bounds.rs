@@ -32,6 +32,11 @@ pub(super) struct Bounds {
     ints: std::collections::HashMap<String, i64>,
 }
 
+/// Integers held in i32 registers (int64 is computed in 32 bits, see `elementwise`).
+fn is_index(t: Ty) -> bool {
+    matches!(t, Ty::D(DType::I32 | DType::I64))
+}
+
 /// Largest |offset| tracked: beyond it, i32 sums in the condition could overflow.
 const LIMIT: i64 = 1 << 30;
 
@@ -49,7 +54,7 @@ impl TtirLowerer {
             return Some(a.clone());
         }
         let v = self.get(name).ok()?;
-        (v.is_uniform() && v.ty() == Ty::D(DType::I32)).then(|| Aff {
+        (v.is_uniform() && is_index(v.ty())).then(|| Aff {
             base: v.view().expr.clone(),
             lo: 0,
             hi: 0,
@@ -83,7 +88,8 @@ impl TtirLowerer {
                 let e = super::parse::int_attr(&op.body, "end").unwrap_or(s + 1);
                 Some(Aff { base: "0i".into(), lo: s, hi: e - 1 })
             }
-            "tt.splat" | "tt.expand_dims" | "tt.broadcast" | "tt.reshape" => {
+            "tt.splat" | "tt.expand_dims" | "tt.broadcast" | "tt.reshape" | "arith.extsi"
+            | "arith.trunci" | "arith.index_cast" => {
                 if let Some(f) = ins.first().and_then(|n| self.bounds.full.get(n)).cloned() {
                     self.bounds.full.insert(res.clone(), f);
                 }
@@ -167,7 +173,7 @@ impl TtirLowerer {
             _ => None,
         };
         if let Some(v) = out {
-            let is_i32 = self.get(&res).is_ok_and(|r: V| r.ty() == Ty::D(DType::I32));
+            let is_i32 = self.get(&res).is_ok_and(|r: V| is_index(r.ty()));
             if v.lo.abs() < LIMIT && v.hi.abs() < LIMIT && is_i32 {
                 self.bounds.aff.insert(res, v);
             }

@@ -29,10 +29,14 @@ impl TtirLowerer {
             return Err(self.err("pointer-typed elementwise ops are not supported"));
         };
         let wide = d == DType::I64 || ins.iter().any(|v| v.ty() == Ty::D(DType::I64));
-        if wide && !I64_EXACT.contains(&name) {
+        let pred = op.body.split([' ', ',']).next().unwrap_or("");
+        // Zero-extending a bool or a byte is exact; zero-extending an int32 is not.
+        let small_ext = name == "arith.extui" && !matches!(in_d, DType::I32 | DType::I64);
+        let unsigned = I64_UNSIGNED.contains(&name) && !small_ext
+            || name == "arith.cmpi" && matches!(pred, "ult" | "ule" | "ugt" | "uge");
+        if wide && unsigned {
             return Err(self.err(format!(
-                "`{name}` on int64 values is not supported: WGSL has no 64-bit integers, and mpsrt computes int64 in 32 bits only for ops whose low 32 bits do not depend on the high ones ({}), which is exact for pointer offsets; keep this arithmetic in int32",
-                I64_EXACT.join(", ")
+                "`{name}` on int64 values is not supported: WGSL has no 64-bit integers and mpsrt computes int64 in 32 bits, which is exact for signed values in the int32 range but not for unsigned ops (a small negative int64 is a huge unsigned one); keep this arithmetic in int32"
             )));
         }
         let refs: Vec<&V> = ins.iter().collect();
@@ -102,26 +106,25 @@ impl TtirLowerer {
     }
 }
 
-/// Ops on int64 values computed exactly modulo 2^32 (ring operations, extensions and
-/// truncations, selects): their 32-bit results equal the low half of the 64-bit ones. Anything
-/// reading the high half (compares, division, right shifts, conversion to float) is refused.
-/// Justification (issue 24): kernels widen offsets with `.to(tl.int64)` against overflow on large
-/// tensors, but a bound buffer holds fewer than 2^31 elements, so the final offset's low 32 bits
-/// are the offset; emulating 64-bit arithmetic with vec2<u32> would slow every such kernel's
-/// address math several-fold for values that never need it.
-pub(super) const I64_EXACT: &[&str] = &[
-    "arith.addi",
-    "arith.subi",
-    "arith.muli",
-    "arith.shli",
-    "arith.andi",
-    "arith.ori",
-    "arith.xori",
-    "arith.extsi",
+/// Unsigned ops, refused on int64 values. WGSL has no 64-bit integers, so int64 values are
+/// computed in 32 bits. That is exact for signed arithmetic whose values stay in the int32 range:
+/// every int64 value a kernel sees starts there (int64 constants outside it are refused at
+/// compile time, int64 arguments outside it by the launcher, and int64 tensors cannot be bound
+/// on the GPU), and index arithmetic (`.to(tl.int64)` offsets, tensor descriptors' bounds
+/// checks) leaves it only for addresses past any bindable buffer (under 2^31 elements).
+/// Add/sub/mul/shl/bitwise results are exact modulo 2^32 even past it. Unsigned ops read a small
+/// negative int64 as a huge number that 32 bits cannot hold, so they are refused by name.
+/// Emulating int64 with vec2<u32> would slow every such kernel's address math several-fold for
+/// values that never need it (issue 24).
+pub(super) const I64_UNSIGNED: &[&str] = &[
+    "arith.divui",
+    "arith.remui",
+    "arith.shrui",
+    "arith.maxui",
+    "arith.minui",
+    "arith.uitofp",
+    "arith.fptoui",
     "arith.extui",
-    "arith.trunci",
-    "arith.select",
-    "arith.index_cast",
 ];
 
 #[derive(Clone, Copy)]

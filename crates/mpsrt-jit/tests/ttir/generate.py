@@ -96,3 +96,6 @@ write("atomics", lambda: F.atomics_kernel.warmup(x, xi, dev(8, "int32"), dev(1),
                                                dev(2), 64, BLOCK=32, grid=(2, )))
 write("xchg_cas", lambda: F.xchg_cas_kernel.warmup(dev(8, "int32"), dev(32, "int32"), dev(4, "int32"),
                                                  dev(8, "int32"), BLOCK=8, grid=(4, )))
+d = dev((37, 64))
+write("tensor_descriptor", lambda: F.descriptor_kernel.warmup(d, dev((37, 50)), 37, 50, 64, BM=16,
+                                                             BN=16, grid=(3, )))
