@@ -29,7 +29,9 @@ pub use matmul_coop::{
     coop_variant_from_env, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec,
 };
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
-pub use winograd::{winograd_output_kernel, winograd_tiles, WINOGRAD_TRANSFORMS};
+pub use winograd::{
+    winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,
+};
 
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.

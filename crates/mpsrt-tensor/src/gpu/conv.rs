@@ -411,7 +411,9 @@ fn conv_f32(
             ConvPlan::Gemm { bm, bn, kslice } => {
                 return super::conv_gemm::conv(op, &dev, &x, &w, b, g, epi, (bm, bn, kslice));
             }
-            ConvPlan::Winograd => return super::winograd::conv(op, &dev, &x, &w, b, g, epi),
+            ConvPlan::Winograd { m } => {
+                return super::winograd::conv(op, &dev, &x, &w, b, g, epi, m);
+            }
             ConvPlan::Lowered => {}
         }
         if let Some(y) = lowered(op, &dev, &x, &w, b, g, epi)? {

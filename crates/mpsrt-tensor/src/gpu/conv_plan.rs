@@ -4,24 +4,26 @@
 //!
 //! Algorithms: the implicit-GEMM kernel (`conv_gemm`) with a `bm × bn` tile and optionally
 //! split-K inside the kernel (each workgroup `z` sums a K slice into an `[S, N, OC, P]` buffer,
-//! one reduce pass applies bias, residual and activation); Winograd F(2×2, 3×3) for 3×3
-//! stride-1 convs (`gpu/winograd.rs`); or the older lowering (`gpu/conv.rs`: im2col or the
+//! one reduce pass applies bias, residual and activation); Winograd F(2×2, 3×3) or F(4×4, 3×3)
+//! for 3×3 stride-1 convs (`gpu/winograd.rs`); or the older lowering (`gpu/conv.rs`: im2col or the
 //! input itself + the tiled matmul, merged batches, split-K over strided views).
 //!
 //! `MPSRT_CONV_ALGO` (read per call) forces a choice: `gemm` (implicit GEMM, whole K), `splitk`
-//! (implicit GEMM with ≥ 2 K slices where K allows), `winograd` (where eligible), `lowered`
+//! (implicit GEMM with ≥ 2 K slices where K allows), `winograd` (where eligible, the cheaper
+//! of F(2,3) and F(4,3)), `winograd2` / `winograd4` (that tile size), `lowered`
 //! (im2col + matmul), `legacy` (the route before this planner: implicit GEMM only with ≥ 256
 //! 64×64 tiles, else lowered) or `auto` (default). A forced algorithm that cannot run a conv
 //! (Winograd on a 1×1, anything past the binding limit) falls back to `auto`'s choice.
 //!
 //! `auto`: batch-1 convs keep the `legacy` route (its split-K paths were tuned for batch 1,
 //! where the host, not the GPU, bounds latency). Batched convs take the cheapest of Winograd and
-//! every (tile, slices) of the implicit GEMM (Winograd only when ≥ 10% cheaper) under a cost model of an NVIDIA-class GPU
-//! ([`CostModel`]): workgroups run in waves of `sms × resident(tile)`; a wave costs the tile's
+//! every (tile, slices) of the implicit GEMM (Winograd only when ≥ 10% cheaper) under a cost
+//! model of an NVIDIA-class GPU ([`CostModel`]): workgroups run in waves of `sms × resident(tile)`; a wave costs the tile's
 //! FMAs at the tile's efficiency (a 128×128 tile reuses each workgroup-memory load 8 times per
 //! thread, a 64×64 one 4); split-K adds its partial buffer's traffic and one launch; Winograd
-//! costs its transforms' traffic (V and M are 4× the input and output), three launches, and a
-//! batched GEMM of 16 products with 2.25× fewer FMAs per output. The constants are estimates
+//! costs its transforms' traffic (V and M are 4× the input and output for F(2,3), 2.25× for
+//! F(4,3), plus the partial tiles at the map's edges), three launches, and a batched GEMM of
+//! α² products with 2.25× (F(2,3)) or 4× (F(4,3)) fewer FMAs per output. The constants are estimates
 //! from the H100 numbers in BENCHMARKS.md (the tiled matmul at ~28 TFLOP/s, ~2.5 TB/s, ~4 µs per
 //! extra dispatch), not a measured table: `bench_ops_b` with each `MPSRT_CONV_ALGO` value gives
 //! the data to correct them.
@@ -35,7 +37,8 @@ pub(crate) enum ConvAlgo {
     Legacy,
     Gemm,
     SplitK,
-    Winograd,
+    /// Winograd with the cheaper tile, or only F(m, 3) when `Some(m)`.
+    Winograd(Option<u32>),
     Lowered,
 }
 
@@ -46,7 +49,9 @@ impl ConvAlgo {
             "legacy" => ConvAlgo::Legacy,
             "gemm" | "implicit" => ConvAlgo::Gemm,
             "splitk" | "split-k" => ConvAlgo::SplitK,
-            "winograd" => ConvAlgo::Winograd,
+            "winograd" => ConvAlgo::Winograd(None),
+            "winograd2" => ConvAlgo::Winograd(Some(2)),
+            "winograd4" => ConvAlgo::Winograd(Some(4)),
             "lowered" | "im2col" => ConvAlgo::Lowered,
             _ => return None,
         })
@@ -66,12 +71,9 @@ impl ConvAlgo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ConvPlan {
     /// The implicit-GEMM kernel; `kslice` 0 = whole K, else split-K with slices of `kslice`.
-    Gemm {
-        bm: u32,
-        bn: u32,
-        kslice: u32,
-    },
-    Winograd,
+    Gemm { bm: u32, bn: u32, kslice: u32 },
+    /// Winograd F(m×m, 3×3), m = 2 or 4.
+    Winograd { m: u32 },
     /// `gpu/conv.rs`'s im2col / direct lowering onto the tiled matmul.
     Lowered,
 }
@@ -164,37 +166,48 @@ fn gemm_fits(g: &ConvGeom, lim: &PlanLimits, bn: u32, slices: usize) -> bool {
         && slices <= lim.max_wg_dim as usize
 }
 
-/// Winograd F(2,3) eligibility: 3×3, stride 1, undilated, ungrouped, and the transformed
-/// input V (`16·C·T`), product M (`16·OC·T`) and weights U (`16·OC·C`) each within a binding.
-fn winograd_fits(g: &ConvGeom, lim: &PlanLimits) -> bool {
+/// Winograd F(m,3) eligibility: 3×3, stride 1, undilated, ungrouped, and the transformed
+/// input V (`α²·C·T`), product M (`α²·OC·T`) and weights U (`α²·OC·C`) each within a binding.
+fn winograd_fits(g: &ConvGeom, lim: &PlanLimits, m: usize) -> bool {
     let shape_ok = g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
-    let t = g.n * g.oh.div_ceil(2) * g.ow.div_ceil(2);
+    let a2 = (m + 2) * (m + 2);
+    let t = g.n * g.oh.div_ceil(m) * g.ow.div_ceil(m);
     let fits = |elems: usize| (elems as u64).saturating_mul(4) <= lim.max_binding && u32_ok(elems);
     shape_ok
         && g.groups == 1
         && t > 0
-        && fits(16 * g.c * t)
-        && fits(16 * g.oc * t)
-        && fits(16 * g.oc * g.c)
+        && fits(a2 * g.c * t)
+        && fits(a2 * g.oc * t)
+        && fits(a2 * g.oc * g.c)
         && fits(g.n * g.c * g.h * g.w)
         && fits(g.n * g.oc * g.oh * g.ow)
 }
 
-/// Winograd's modelled cost: transforms (V and M written and read once, input and output
-/// once, U written and read), three extra launches, and the 16 batched products run by the
-/// tiled matmul (costed as one GEMM with 16× the columns, best 128- or 64-wide tile).
-fn winograd_ns(g: &ConvGeom, m: &CostModel) -> f64 {
-    let t = g.n * g.oh.div_ceil(2) * g.ow.div_ceil(2);
+/// Winograd F(`mt`,3)'s modelled cost: transforms (V and M written and read once, input and
+/// output once, U written and read), three extra launches, and the α² batched products run by
+/// the tiled matmul (costed as one GEMM with α²× the columns, best 128- or 64-wide tile).
+fn winograd_ns(g: &ConvGeom, m: &CostModel, mt: usize) -> f64 {
+    let a2 = (mt + 2) * (mt + 2);
+    let t = g.n * g.oh.div_ceil(mt) * g.ow.div_ceil(mt);
     let bytes = 4
-        * (2 * 16 * (g.c + g.oc) * t
-            + 2 * 16 * g.oc * g.c
+        * (2 * a2 * (g.c + g.oc) * t
+            + 2 * a2 * g.oc * g.c
             + g.n * g.c * g.h * g.w
             + g.n * g.oc * g.oh * g.ow);
     let gemm = [(128, 128), (64, 64)]
         .into_iter()
-        .map(|tile| m.gemm_ns([g.oc, g.c, 16 * t], tile, 1, 0))
+        .map(|tile| m.gemm_ns([g.oc, g.c, a2 * t], tile, 1, 0))
         .fold(f64::INFINITY, f64::min);
     bytes as f64 / m.bytes_per_ns + 3.0 * m.launch_ns + gemm
+}
+
+/// The cheaper Winograd tile that fits (only `only` when given), with its modelled cost.
+fn best_winograd(g: &ConvGeom, lim: &PlanLimits, only: Option<u32>) -> Option<(ConvPlan, f64)> {
+    [2u32, 4]
+        .into_iter()
+        .filter(|&m| only.is_none_or(|o| o == m) && winograd_fits(g, lim, m as usize))
+        .map(|m| (ConvPlan::Winograd { m }, winograd_ns(g, &lim.model, m as usize)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
 /// The slice length for `slices` slices of `k`: a multiple of 8 (the kernel's K step).
@@ -280,7 +293,7 @@ pub(crate) fn plan_conv(g: &ConvGeom, lim: &PlanLimits, algo: ConvAlgo) -> ConvP
             return legacy(g, lim);
         }
         let gemm = best_gemm(g, lim, 1, 32);
-        let wino = winograd_fits(g, lim).then(|| (ConvPlan::Winograd, winograd_ns(g, &lim.model)));
+        let wino = best_winograd(g, lim, None);
         match (gemm, wino) {
             // Winograd must win by a margin: its transform traffic is the least certain term.
             (Some(a), Some(b)) => {
@@ -299,12 +312,11 @@ pub(crate) fn plan_conv(g: &ConvGeom, lim: &PlanLimits, algo: ConvAlgo) -> ConvP
         ConvAlgo::Auto => auto(),
         ConvAlgo::Legacy => legacy(g, lim),
         ConvAlgo::Lowered => ConvPlan::Lowered,
-        ConvAlgo::Winograd if winograd_fits(g, lim) => ConvPlan::Winograd,
+        ConvAlgo::Winograd(m) => best_winograd(g, lim, m).map_or_else(auto, |p| p.0),
         ConvAlgo::Gemm => best_gemm(g, lim, 1, 1).map_or_else(auto, |p| p.0),
         ConvAlgo::SplitK => {
             best_gemm(g, lim, 2, 32).or_else(|| best_gemm(g, lim, 1, 1)).map_or_else(auto, |p| p.0)
         }
-        ConvAlgo::Winograd => auto(),
     }
 }
 
@@ -381,7 +393,7 @@ mod tests {
             ] {
                 let g = geom(n, c, hw, oc, k, s);
                 let lim = h100();
-                let w = winograd_fits(&g, &lim).then(|| winograd_ns(&g, &lim.model) / 1e3);
+                let w = best_winograd(&g, &lim, None).map(|(p, ns)| (p, ns / 1e3));
                 let b = best_gemm(&g, &lim, 1, 32).map(|(p, ns)| (p, ns / 1e3));
                 println!(
                     "n{n} {c}->{oc} {hw} k{k}s{s}: {:?} gemm {b:?} wino {w:?}",
@@ -393,7 +405,8 @@ mod tests {
 
     #[test]
     fn algo_names_parse() {
-        assert_eq!(ConvAlgo::parse("winograd"), Some(ConvAlgo::Winograd));
+        assert_eq!(ConvAlgo::parse("winograd"), Some(ConvAlgo::Winograd(None)));
+        assert_eq!(ConvAlgo::parse("winograd4"), Some(ConvAlgo::Winograd(Some(4))));
         assert_eq!(ConvAlgo::parse(" splitk"), Some(ConvAlgo::SplitK));
         assert_eq!(ConvAlgo::parse("gemm"), Some(ConvAlgo::Gemm));
         assert_eq!(ConvAlgo::parse("im2col"), Some(ConvAlgo::Lowered));
@@ -405,14 +418,15 @@ mod tests {
     #[test]
     fn batch_32_small_maps_take_winograd_or_split_k() {
         let lim = h100();
-        // ResNet-50's 3×3 stride-1 layers on 14×14 and 7×7 maps: Winograd.
+        // ResNet-50's 3×3 stride-1 layers on 28×28, 14×14 and 7×7 maps: Winograd, F(4,3)
+        // (4× fewer multiplies, V only 2.25× the input) wherever its edge tiles waste little.
+        for (c, hw) in [(128, 28), (256, 14), (512, 7)] {
+            let p = plan_conv(&geom(32, c, hw, c, 3, 1), &lim, ConvAlgo::Auto);
+            assert!(matches!(p, ConvPlan::Winograd { .. }), "{c}@{hw}: {p:?}");
+        }
         assert_eq!(
             plan_conv(&geom(32, 256, 14, 256, 3, 1), &lim, ConvAlgo::Auto),
-            ConvPlan::Winograd
-        );
-        assert_eq!(
-            plan_conv(&geom(32, 512, 7, 512, 3, 1), &lim, ConvAlgo::Auto),
-            ConvPlan::Winograd
+            ConvPlan::Winograd { m: 4 }
         );
         // Its 7×7 2048→512 1×1 layer (52 128×128 tiles, K = 2048): split-K in the kernel;
         // 512→2048 has 208 such tiles, one wave: whole K.
@@ -454,7 +468,14 @@ mod tests {
     fn forced_choices_and_their_fallbacks() {
         let lim = h100();
         let g3 = geom(2, 32, 9, 40, 3, 1);
-        assert_eq!(plan_conv(&g3, &lim, ConvAlgo::Winograd), ConvPlan::Winograd);
+        assert!(matches!(
+            plan_conv(&g3, &lim, ConvAlgo::Winograd(None)),
+            ConvPlan::Winograd { .. }
+        ));
+        for m in [2, 4] {
+            let p = plan_conv(&g3, &lim, ConvAlgo::Winograd(Some(m)));
+            assert_eq!(p, ConvPlan::Winograd { m });
+        }
         assert_eq!(plan_conv(&g3, &lim, ConvAlgo::Lowered), ConvPlan::Lowered);
         assert!(matches!(plan_conv(&g3, &lim, ConvAlgo::Gemm), ConvPlan::Gemm { kslice: 0, .. }));
         // K = 288 → at least two slices, each a multiple of 8.
@@ -464,7 +485,8 @@ mod tests {
         }
         // Winograd cannot run a 1×1 or a strided conv: the auto plan instead.
         let g1 = geom(2, 32, 9, 40, 1, 1);
-        assert_eq!(plan_conv(&g1, &lim, ConvAlgo::Winograd), plan_conv(&g1, &lim, ConvAlgo::Auto));
+        let auto = plan_conv(&g1, &lim, ConvAlgo::Auto);
+        assert_eq!(plan_conv(&g1, &lim, ConvAlgo::Winograd(None)), auto);
         // K = 3 cannot split: whole K.
         let tiny = geom(2, 3, 9, 4, 1, 1);
         assert!(matches!(
@@ -473,15 +495,17 @@ mod tests {
         ));
         // Grouped convs always lower.
         let grouped = ConvGeom { groups: 2, ..g3 };
-        assert_eq!(plan_conv(&grouped, &lim, ConvAlgo::Winograd), ConvPlan::Lowered);
+        assert_eq!(plan_conv(&grouped, &lim, ConvAlgo::Winograd(None)), ConvPlan::Lowered);
     }
 
     #[test]
     fn workspaces_past_the_binding_limit_are_never_planned() {
         let lim = PlanLimits { max_binding: 65536, ..h100() };
-        // Output 2·40·81 floats fits; V = 16·32·50 = 25600 floats (100 KiB) does not.
+        // Output 2·40·81 floats fits; V = 16·32·50 = 25600 floats (100 KiB) does not, nor
+        // F(4,3)'s 36·32·18.
         let g = geom(2, 32, 9, 40, 3, 1);
-        assert_ne!(plan_conv(&g, &lim, ConvAlgo::Winograd), ConvPlan::Winograd);
+        let p = plan_conv(&g, &lim, ConvAlgo::Winograd(None));
+        assert!(!matches!(p, ConvPlan::Winograd { .. }), "{p:?}");
         // 16 slices of a 6480-float output would need 405 KiB of partials: fewer slices.
         if let ConvPlan::Gemm { kslice, .. } = plan_conv(&g, &lim, ConvAlgo::SplitK) {
             let slices = if kslice == 0 { 1 } else { 288usize.div_ceil(kslice as usize) };

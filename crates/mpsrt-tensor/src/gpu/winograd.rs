@@ -1,9 +1,9 @@
-//! Launch of the Winograd F(2×2, 3×3) conv (`mpsrt-kernels/src/winograd.rs`) for 3×3,
-//! stride-1, undilated, ungrouped convs the planner (`gpu/conv_plan.rs`) gives it: weight and
-//! input transforms, 16 products `U[ξ]·V[ξ]` as one batched call of the tiled matmul, and
-//! the output transform with bias, residual and activation. The weights are transformed on
-//! every call (`16·OC·C` floats, small beside the input transform); caching them per weight
-//! buffer is left for the engine's plans.
+//! Launch of the Winograd F(m×m, 3×3) conv, m = 2 or 4 (`mpsrt-kernels/src/winograd.rs`), for
+//! 3×3, stride-1, undilated, ungrouped convs the planner (`gpu/conv_plan.rs`) gives it: weight
+//! and input transforms, α² products `U[ξ]·V[ξ]` (α = m + 2) as one batched call of the tiled
+//! matmul, and the output transform with bias, residual and activation. The weights are
+//! transformed on every call (`α²·OC·C` floats, small beside the input transform); caching
+//! them per weight buffer is left for the engine's plans.
 
 use super::conv::{as_f32, buffer, meta_bytes};
 use super::{alloc_out, grid};
@@ -11,7 +11,10 @@ use crate::activation::Activation;
 use crate::conv::ConvGeom;
 use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
-use mpsrt_kernels::{winograd_output_kernel, winograd_tiles, MatmulAct, WINOGRAD_TRANSFORMS};
+use mpsrt_kernels::{
+    winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,
+    MatmulAct,
+};
 use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -53,8 +56,9 @@ fn tensor(buf: GpuBuffer, shape: &[usize]) -> Tensor {
     Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), DType::F32)
 }
 
-/// `act(conv(x, w) + bias + res)` by Winograd F(2,3); the planner has checked the geometry
-/// and that V, M and U each fit one binding.
+/// `act(conv(x, w) + bias + res)` by Winograd F(`m`, 3); the planner has checked the
+/// geometry and that V, M and U each fit one binding.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
     op: &str,
     dev: &Arc<GpuDevice>,
@@ -63,36 +67,38 @@ pub(crate) fn conv(
     b: Option<&Tensor>,
     g: &ConvGeom,
     (res, act): (Option<&Tensor>, Option<Activation>),
+    m: u32,
 ) -> Result<Tensor> {
     let maxd = dev.properties().max_compute_workgroups_per_dimension;
-    let tiles = winograd_tiles(g.oh as u32, g.ow as u32);
+    let a2 = ((m + 2) * (m + 2)) as usize;
+    let tiles = winograd_tiles(m, g.oh as u32, g.ow as u32);
     let t = g.n * (tiles.0 * tiles.1) as usize;
     let meta = Meta::new(g, tiles);
-    let transforms = dev.static_pipeline(WINOGRAD_TRANSFORMS, "winograd_weights")?;
-    // U[16, OC, C].
-    let u = alloc_out(dev, op, 16 * g.oc * g.c, 4)?;
+    // U[α², OC, C].
+    let u = alloc_out(dev, op, a2 * g.oc * g.c, 4)?;
     let (words, wg) = meta.pass(g.oc * g.c, w.layout().offset, maxd);
     let binds = [Binding::from(&**buffer(op, w)?), Binding::from(&u)];
-    dev.dispatch(op, &transforms, &binds, &meta_bytes(&words, 4), wg)?;
-    // V[16, C, T].
-    let input = dev.static_pipeline(WINOGRAD_TRANSFORMS, "winograd_input")?;
-    let v = alloc_out(dev, op, 16 * g.c * t, 4)?;
+    let p = pipeline(dev, Pass::Weights, m, false, false, MatmulAct::None)?;
+    dev.dispatch(op, &p, &binds, &meta_bytes(&words, 4), wg)?;
+    // V[α², C, T].
+    let v = alloc_out(dev, op, a2 * g.c * t, 4)?;
     let (words, wg) = meta.pass(g.c * t, x.layout().offset, maxd);
     let binds = [Binding::from(&**buffer(op, x)?), Binding::from(&v)];
-    dev.dispatch(op, &input, &binds, &meta_bytes(&words, 4), wg)?;
-    // M[16, OC, T] = U · V: 16 products in one batched matmul.
-    let m = crate::matmul(&tensor(u, &[16, g.oc, g.c]), &tensor(v, &[16, g.c, t]))?;
+    let p = pipeline(dev, Pass::Input, m, false, false, MatmulAct::None)?;
+    dev.dispatch(op, &p, &binds, &meta_bytes(&words, 4), wg)?;
+    // M[α², OC, T] = U · V: α² products in one batched matmul.
+    let mx = crate::matmul(&tensor(u, &[a2, g.oc, g.c]), &tensor(v, &[a2, g.c, t]))?;
     // Y = Aᵀ M A + bias + res, activated, NCHW.
     let res = res.map(as_f32).transpose()?;
     let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
-    let pipeline = output_pipeline(dev, b.is_some(), res.is_some(), kind)?;
+    let pipeline = pipeline(dev, Pass::Output, m, b.is_some(), res.is_some(), kind)?;
     let total = g.n * g.oc * g.oh * g.ow;
     let out = alloc_out(dev, op, total, 4)?;
     let (mut words, wg) = meta.pass(g.oc * t, b.map_or(0, |b| b.layout().offset), maxd);
     words[3] = p0.to_bits();
     words[14] = res.as_ref().map_or(0, |r| r.layout().offset as u32);
     words[15] = p1.to_bits();
-    let m = m.contiguous()?;
+    let m = mx.contiguous()?;
     let mut binds = vec![Binding::from(&**buffer(op, &m)?)];
     if let Some(b) = b {
         binds.push(Binding::from(&**buffer(op, b)?));
@@ -108,20 +114,34 @@ pub(crate) fn conv(
     Ok(tensor(out, &[g.n, g.oc, g.oh, g.ow]))
 }
 
-fn output_pipeline(
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Pass {
+    Weights,
+    Input,
+    Output,
+}
+
+/// The pipeline of one pass, rendered and compiled once per (device, pass, m, epilogue).
+fn pipeline(
     dev: &GpuDevice,
+    pass: Pass,
+    m: u32,
     bias: bool,
     res: bool,
     act: MatmulAct,
 ) -> Result<Arc<Pipeline>> {
-    type Cache = parking_lot::Mutex<HashMap<(usize, bool, bool, MatmulAct), Arc<Pipeline>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = (dev.index(), bias, res, act);
+    type Key = (usize, Pass, u32, bool, bool, MatmulAct);
+    static CACHE: OnceLock<parking_lot::Mutex<HashMap<Key, Arc<Pipeline>>>> = OnceLock::new();
+    let key = (dev.index(), pass, m, bias, res, act);
     let cache = CACHE.get_or_init(Default::default);
     if let Some(p) = cache.lock().get(&key) {
         return Ok(p.clone());
     }
-    let src = winograd_output_kernel(bias, res, act);
+    let src = match pass {
+        Pass::Weights => winograd_weights_kernel(m),
+        Pass::Input => winograd_input_kernel(m),
+        Pass::Output => winograd_output_kernel(m, bias, res, act),
+    };
     let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
     cache.lock().insert(key, p.clone());
     Ok(p)
