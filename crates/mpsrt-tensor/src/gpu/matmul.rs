@@ -139,7 +139,8 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
         || p.c.as_ref().map(|(c, _)| big(c)).transpose()?.unwrap_or(false)
         || p.res.map(big).transpose()?.unwrap_or(false)
         || ((z * m * n * 4) as u64) > limit
-        || z > maxd;
+        || z > maxd
+        || m.max(n) > GRID_ROWS * maxd;
     if !oversize {
         return solve(op, device, p, &Wins::default());
     }
@@ -147,6 +148,10 @@ pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor>
     let r = split(op, device, &p.without_epilogue(), 0)?;
     epilogue_after(r, p.res, p.act)
 }
+
+/// Rows (or columns) of the output per workgroup in the narrowest grid (the GEMV's 8 columns):
+/// products longer than this many times the dispatch limit per dimension are cut too.
+const GRID_ROWS: usize = 8;
 
 /// Byte windows bound for A, B and C (`None`: the whole buffer); layouts in the problem are
 /// then relative to the window's first element.
@@ -180,7 +185,8 @@ fn window_of(l: &Layout, eb: usize, align: u64) -> Option<(u64, u64)> {
 }
 
 /// How many bindings' worth each operand of `p` needs (its window over the limit; the output
-/// counts as a fresh contiguous buffer, the batch count against the dispatch limit): ≤ 1 fits.
+/// counts as a fresh contiguous buffer, the batch count and M/N against the dispatch limit):
+/// ≤ 1 fits.
 fn load(p: &Problem<'_>, limit: u64, align: u64, maxd: usize) -> f64 {
     let [m, n, _] = p.mnk;
     let z: usize = p.batch.iter().product();
@@ -188,7 +194,8 @@ fn load(p: &Problem<'_>, limit: u64, align: u64, maxd: usize) -> f64 {
     let mut r = ratio(window_of(&p.a, p.a_t.dtype().size(), align))
         .max(ratio(window_of(&p.b, p.b_t.dtype().size(), align)))
         .max((z * m * n * 4) as f64 / limit as f64)
-        .max(z as f64 / maxd as f64);
+        .max(z as f64 / maxd as f64)
+        .max(m.max(n) as f64 / (GRID_ROWS * maxd) as f64);
     if let Some((c, l)) = &p.c {
         r = r.max(ratio(window_of(l, c.dtype().size(), align)));
     }
