@@ -8,7 +8,7 @@
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
 use mpsrt_graph::PlanOptions;
-use mpsrt_graph::{AttentionAttrs, BinaryOp, CompiledGraph, Dim, Graph, HostTensor, Op};
+use mpsrt_graph::{AttentionAttrs, BinaryOp, CompiledGraph, Dim, Graph, HostTensor, Op, UnaryOp};
 use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 
@@ -158,6 +158,66 @@ fn fused_attention_matches_the_unfused_graph() {
                     "{dt} {shape:?} bert={bert} on {place:?}: [{i}] {a} vs {b}"
                 );
             }
+        }
+    }
+}
+
+/// torch's TorchScript export of `scaled_dot_product_attention`: the scale is computed in the
+/// graph from `Shape(q)` (`sqrt(1 / sqrt(d))` on q and on `Transpose(k)`), so with a symbolic
+/// batch it is constant only once the plan's shapes are concrete: the plan fuses it.
+#[test]
+fn shape_computed_scale_fuses_in_the_plan() {
+    let (h, s, d) = (2, 9, 16);
+    let mut g = Graph::new();
+    let n = Dim::Sym("batch".into());
+    let k4 = |g: &mut Graph, name: &str| {
+        let shape = vec![n.clone(), Dim::Known(h), Dim::Known(s), Dim::Known(d)];
+        g.add_input(name, DType::F32, shape).unwrap()
+    };
+    let (q, k, v) = (k4(&mut g, "q"), k4(&mut g, "k"), k4(&mut g, "v"));
+    let one = g.add_initializer("one", HostTensor::from_f32(vec![], &[1.0])).unwrap();
+    let mut t = |g: &mut Graph, name: &str, op: Op, ins: Vec<mpsrt_graph::ValueId>| {
+        let dt = if name == "shape" { DType::I64 } else { DType::F32 };
+        let o = g.add_value(name, dt, None).unwrap();
+        g.add_node(name, op, ins, vec![o]);
+        o
+    };
+    let shp = t(&mut g, "shape", Op::Shape { start: 3, end: None }, vec![q]);
+    let f = t(&mut g, "cast", Op::Cast { to: DType::F32 }, vec![shp]);
+    let r = t(&mut g, "sqrt_d", Op::Unary(UnaryOp::Sqrt), vec![f]);
+    let sc = t(&mut g, "scale", Op::Binary(BinaryOp::Div), vec![one, r]);
+    let hs = t(&mut g, "half", Op::Unary(UnaryOp::Sqrt), vec![sc]);
+    let qs = t(&mut g, "qs", Op::Binary(BinaryOp::Mul), vec![q, hs]);
+    let kt = t(&mut g, "kt", Op::Transpose { perm: Some(vec![0, 1, 3, 2]) }, vec![k]);
+    let ks = t(&mut g, "ks", Op::Binary(BinaryOp::Mul), vec![kt, hs]);
+    let qk = t(&mut g, "qk", Op::MatMul, vec![qs, ks]);
+    let p = t(&mut g, "p", Op::Softmax { axis: -1 }, vec![qk]);
+    let y = t(&mut g, "y", Op::MatMul, vec![p, v]);
+    g.outputs = vec![y];
+    let c = CompiledGraph::new(g.clone(), PlanOptions::default()).unwrap();
+    let plan = c.plan(&[vec![3, h, s, d], vec![3, h, s, d], vec![3, h, s, d]]).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name()).collect();
+    assert!(ops.contains(&"Attention".to_string()), "{ops:?}");
+    assert!(!ops.contains(&"Softmax".to_string()), "{ops:?}");
+    let feeds = |place: Place| -> HashMap<String, Tensor> {
+        ["q", "k", "v"]
+            .iter()
+            .enumerate()
+            .map(|(i, nm)| {
+                let x =
+                    Tensor::from_slice(&vals(3 * h * s * d, i as u64 + 7), &[3, h, s, d], place);
+                (nm.to_string(), x.unwrap())
+            })
+            .collect()
+    };
+    let off = SessionOptions { fusion: false, ..SessionOptions::default() };
+    let want = Session::from_graph(g.clone(), Place::Cpu, off).unwrap().run(&feeds(Place::Cpu));
+    let want = want.unwrap()[0].1.to_f64_vec().unwrap();
+    for place in places() {
+        let s = Session::from_graph(g.clone(), place, SessionOptions::default()).unwrap();
+        let got = s.run(&feeds(place)).unwrap()[0].1.to_f64_vec().unwrap();
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 2e-5, "{place:?}: [{i}] {a} vs {b}");
         }
     }
 }

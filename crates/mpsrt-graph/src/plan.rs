@@ -212,7 +212,12 @@ pub fn assign_slots(lifetimes: &[Lifetime], reuse: bool) -> Assignment {
 }
 
 /// Builds the plan for an already specialized graph.
-pub fn compile(graph: Graph, opts: PlanOptions) -> Result<Plan> {
+pub fn compile(mut graph: Graph, opts: PlanOptions) -> Result<Plan> {
+    // Attention patterns whose scale is computed from shapes (torch's exported SDPA) are only
+    // constant once the shapes are concrete.
+    if opts.fuse_epilogues && crate::passes::attention::fuse_attention(&mut graph) > 0 {
+        crate::passes::dce::eliminate_dead_nodes(&mut graph);
+    }
     let epilogues = epilogue_candidates(&graph);
     let hoisted = hoistable(&graph);
     let hoisted_nodes: Vec<usize> = (0..graph.nodes.len()).filter(|&i| hoisted[i]).collect();
