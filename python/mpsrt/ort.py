@@ -16,7 +16,8 @@ or, choosing devices explicitly:
 The provider is compiled into mpsrt's own extension module (`mpsrt._C` exports
 `CreateEpFactories` / `ReleaseEpFactory`), so onnxruntime and `import mpsrt` share one binary
 and one GPU runtime in the process. Provider options: `device_id` (mpsrt GPU index, or `cpu`),
-`precision` (`fp32`), `fusion` (`1`/`0`). Set `MPSRT_ORT_VERBOSE=1` to log which nodes the
+`precision` (`fp32` or `fp16`), `fusion` (`1`/`0`), `min_elements` (cost model;
+`0` claims every supported group). Set `MPSRT_ORT_VERBOSE=1` to log which nodes the
 provider claims; ORT's own placement log is `SessionOptions.log_severity_level = 1` (lines
 "Node placements"). This module imports `onnxruntime` only inside its functions.
 """

@@ -115,3 +115,20 @@ def test_fp16_model_runs_on_the_provider():
     assert mo.transfer_stats()["inputs_in_place"] == before + 1  # ran on the provider
     np.testing.assert_allclose(got.astype(np.float32), cpu(m, {"x": x})[0].astype(np.float32),
                                rtol=2e-2, atol=2e-2)
+
+
+def test_precision_fp16_option_runs_a_float32_model_in_float16():
+    """precision=fp16: the engine's f16 pass (matmuls in float16, float32 inputs and outputs);
+    close to the CPU EP at float16 tolerance, and not bit-equal to the fp32 provider run."""
+    m = dense("p", 64, 32, 9, act="Tanh")
+    x = np.random.default_rng(10).standard_normal((8, 64)).astype(np.float32)
+    (want,) = cpu(m, {"x": x})
+    runs = {}
+    for precision in ("fp32", "fp16"):
+        s = ort.InferenceSession(m, providers=[(EP, {"precision": precision}),
+                                               "CPUExecutionProvider"])
+        (runs[precision],) = s.run(None, {"x": x})
+    assert runs["fp16"].dtype == np.float32
+    np.testing.assert_allclose(runs["fp32"], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(runs["fp16"], want, rtol=2e-2, atol=2e-2)
+    assert np.abs(runs["fp16"] - runs["fp32"]).max() > 0

@@ -379,7 +379,7 @@ def test_compute_error_comes_back_as_an_exception_and_the_next_run_works():
     np.testing.assert_allclose(w, np.tanh(2 * x), rtol=1e-5)
 
 
-@pytest.mark.parametrize("opts,word", [({"precision": "fp16"}, "precision"),
+@pytest.mark.parametrize("opts,word", [({"precision": "int8"}, "precision"),
                                        ({"device_id": "banana"}, "device_id"),
                                        ({"device_id": "99"}, "out of range"),
                                        ({"fusion": "maybe"}, "fusion"),

@@ -14,7 +14,7 @@ use crate::abi::{OrtGraph, OrtNode, OrtValueInfo};
 use crate::convert::{build_model, feed_dtype};
 use crate::ort::{self, R};
 use mpsrt_core::Place;
-use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_engine::{Precision, Session, SessionOptions};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// Ops that move or reshape data, or compute shapes: a group made only of these is not worth a
@@ -268,6 +268,7 @@ fn compiles(
     ir: i64,
     place: Place,
     options: SessionOptions,
+    precision: Precision,
 ) -> R<Result<Session, String>> {
     let (ins, mut outs) = boundary(nodes, group)?;
     if outs.is_empty() {
@@ -281,7 +282,7 @@ fn compiles(
     drop(ptrs);
     let r = mpsrt_onnx::import_model(&model, None).and_then(|m| {
         drop(model); // the protobuf's copy of the weights, before the session makes its own
-        Session::from_graph(m.graph, place, options)
+        Session::from_graph_with_precision(m.graph, place, options, precision)
     });
     Ok(r.map_err(|e| e.to_string()))
 }
@@ -306,6 +307,7 @@ pub fn claim(
     graph: *const OrtGraph,
     place: Place,
     options: SessionOptions,
+    precision: Precision,
     min_elements: u64,
 ) -> R<Vec<Claimed>> {
     let all = ort::graph_nodes(graph)?;
@@ -319,13 +321,15 @@ pub fn claim(
         let mut changed = false;
         let mut ok_groups = Vec::new();
         for g in groups {
-            match compiles(&nodes, &g, &opsets, ir, place, options)? {
+            match compiles(&nodes, &g, &opsets, ir, place, options, precision)? {
                 Ok(s) => ok_groups.push((g, s)),
                 Err(why) => {
                     crate::log(&format!("group of {} nodes declined: {why}", g.len()));
                     // Narrow: keep the nodes that compile alone; the rest go back to ORT.
                     for &i in &g {
-                        if let Err(e) = compiles(&nodes, &[i], &opsets, ir, Place::Cpu, options)? {
+                        let r =
+                            compiles(&nodes, &[i], &opsets, ir, Place::Cpu, options, precision)?;
+                        if let Err(e) = r {
                             crate::log(&format!("  node {} ({}) declined: {e}", i, nodes[i].op));
                             nodes[i].supported = false;
                             changed = true;

@@ -6,9 +6,10 @@
 use crate::abi::{self, OrtGraph, OrtKernelContext, OrtNode, OrtNodeComputeInfo, Status};
 use crate::convert::{build_model, dtype_elem, feed_dtype};
 use crate::memory;
+use crate::options::EpOptions;
 use crate::ort::{self, api, check, fail, R};
 use mpsrt_core::{Layout, Place};
-use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_engine::Session;
 use mpsrt_runtime::Storage;
 use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
@@ -35,9 +36,10 @@ pub fn compile(
     graph: *const OrtGraph,
     fused: *const OrtNode,
     place: Place,
-    options: SessionOptions,
+    ep_options: &EpOptions,
     cache: &mut HashMap<Vec<String>, Session>,
 ) -> R<Box<Compiled>> {
+    let options = ep_options.engine();
     let nodes = ort::graph_nodes(graph)?;
     let ins = ort::graph_inputs(graph)?;
     let outs = ort::graph_outputs(graph)?;
@@ -83,7 +85,12 @@ pub fn compile(
             mpsrt_onnx::import_model(&model, None)
                 .and_then(|m| {
                     drop(model);
-                    Session::from_graph(m.graph, place, options)
+                    Session::from_graph_with_precision(
+                        m.graph,
+                        place,
+                        options,
+                        ep_options.precision,
+                    )
                 })
                 .map_err(|e| fail(format!("compiling fused node {name:?} ({ops}): {e}")))?
         }

@@ -390,6 +390,7 @@ unsafe extern "C" fn ep_get_capability(
             graph,
             ep.place,
             ep.options.engine(),
+            ep.options.precision,
             ep.options.min_elements,
         ) {
             Ok(g) => g,
@@ -440,7 +441,7 @@ unsafe extern "C" fn ep_compile(
         for i in 0..count {
             // SAFETY: ORT passes `count` graphs and fused nodes.
             let (g, f) = unsafe { (*graphs.add(i), *fused.add(i)) };
-            match compute::compile(g, f, ep.place, ep.options.engine(), &mut cache) {
+            match compute::compile(g, f, ep.place, &ep.options, &mut cache) {
                 Ok(c) => done.push(Box::into_raw(c) as *mut OrtNodeComputeInfo),
                 Err(s) => {
                     for p in done {

@@ -5,14 +5,14 @@
 //! | key | values | default |
 //! |---|---|---|
 //! | `device_id` | mpsrt GPU index (`mpsrt.mps.device_count()`), or `cpu` for mpsrt's CPU backend | the selected `OrtEpDevice`'s GPU |
-//! | `precision` | `fp32` (the engine computes in the model's types; `fp16` is refused: not implemented) | `fp32` |
+//! | `precision` | `fp32` (the model's own types) or `fp16` (the engine's `precision=f16` pass: heavy ops in float16, softmax/norms/reductions in float32, float32 inputs and outputs kept) | `fp32` |
 //! | `fusion` | `1`/`0` (`true`/`false`): elementwise and epilogue fusion in the engine | `1` |
 //! | `min_elements` | a group with static shapes and no matmul/conv is claimed only when it produces at least this many elements (the cost model in `capability.rs`); `0` claims every supported group | `65536` |
 
 use crate::abi::OrtSessionOptions;
 use crate::ort::{api, cstr, take_message};
 use mpsrt_core::Place;
-use mpsrt_engine::SessionOptions;
+use mpsrt_engine::{Precision, SessionOptions};
 use std::ffi::{c_char, CString};
 
 /// Default of `min_elements`: 64 Ki elements, about what ORT's CPU EP streams through in the
@@ -26,6 +26,7 @@ pub struct EpOptions {
     pub fusion: bool,
     /// Cost-model threshold (elements produced by a small static group).
     pub min_elements: u64,
+    pub precision: Precision,
 }
 
 fn entry(so: *const OrtSessionOptions, key: &str) -> Option<String> {
@@ -75,14 +76,15 @@ pub fn parse(
             format!("provider option device_id={s:?} is not a GPU index (0, 1, ...) or \"cpu\"")
         })?),
     };
-    match precision.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
-        None | Some("fp32") | Some("float32") => {}
+    let precision = match precision.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("fp32") | Some("float32") | Some("f32") => Precision::F32,
+        Some("fp16") | Some("float16") | Some("f16") => Precision::F16,
         Some(p) => {
             return Err(format!(
-                "provider option precision={p:?} is not supported: the engine computes in the model's own types (use \"fp32\")"
+                "provider option precision={p:?}: expected \"fp32\" (the model's own types) or \"fp16\""
             ))
         }
-    }
+    };
     let fusion = match fusion.map(|f| f.trim().to_ascii_lowercase()).as_deref() {
         None | Some("1") | Some("true") | Some("on") => true,
         Some("0") | Some("false") | Some("off") => false,
@@ -94,7 +96,7 @@ pub fn parse(
             format!("provider option min_elements={m:?}: expected a count of elements (0 claims everything)")
         })?,
     };
-    Ok(EpOptions { device, fusion, min_elements })
+    Ok(EpOptions { device, fusion, min_elements, precision })
 }
 
 impl EpOptions {
@@ -126,13 +128,17 @@ mod tests {
     #[test]
     fn options_parse_and_refuse_with_the_key_named() {
         let o = parse(Some("cpu"), Some("fp32"), Some("0"), Some("0"), "0").unwrap();
-        assert_eq!(o, EpOptions { device: None, fusion: false, min_elements: 0 });
+        let want =
+            EpOptions { device: None, fusion: false, min_elements: 0, precision: Precision::F32 };
+        assert_eq!(o, want);
+        let o = parse(None, Some("FP16"), None, None, "0").unwrap();
+        assert_eq!(o.precision, Precision::F16);
         let o = parse(None, None, None, None, "3").unwrap();
         assert_eq!((o.device, o.min_elements), (Some(3), DEFAULT_MIN_ELEMENTS));
         let e = parse(Some("gpu"), None, None, None, "").unwrap_err();
         assert!(e.contains("device_id=\"gpu\""), "{e}");
-        let e = parse(None, Some("fp16"), None, None, "").unwrap_err();
-        assert!(e.contains("precision=\"fp16\""), "{e}");
+        let e = parse(None, Some("int8"), None, None, "").unwrap_err();
+        assert!(e.contains("precision=\"int8\""), "{e}");
         let e = parse(None, None, Some("maybe"), None, "").unwrap_err();
         assert!(e.contains("fusion"), "{e}");
         let e = parse(None, None, None, Some("-1"), "").unwrap_err();
