@@ -32,6 +32,7 @@ mod pool;
 mod precision;
 mod quant;
 mod reduce;
+mod replay;
 mod resize;
 mod scatter;
 mod select;

@@ -4,6 +4,7 @@
 
 use crate::elementwise::run_fused;
 use crate::ops::{lookup, Ctx};
+use crate::replay::ReplayState;
 use crate::value::{host_to_tensor, to_device, to_logical};
 use mpsrt_core::{DType, Error, Place, Result};
 use mpsrt_graph::{
@@ -59,15 +60,17 @@ impl IoInfo {
 }
 
 /// Per-plan state kept across runs.
-struct PlanState {
+pub(crate) struct PlanState {
     plan: Arc<Plan>,
-    persistent: HashMap<ValueId, Tensor>,
+    pub(crate) persistent: HashMap<ValueId, Tensor>,
     /// For each step, the values whose last use it is (dropped after the step).
-    frees: Vec<Vec<ValueId>>,
+    pub(crate) frees: Vec<Vec<ValueId>>,
     /// Device copies of the initializers this plan has read, so a run never re-hashes
     /// constant bytes (ResNet-50 holds 100 MB of them); the tensors are shared with
     /// `Session::constants`, not duplicated.
-    constants: Mutex<HashMap<ValueId, Tensor>>,
+    pub(crate) constants: Mutex<HashMap<ValueId, Tensor>>,
+    /// The plan's recording (GPU sessions; `replay.rs`).
+    pub(crate) replay: Mutex<ReplayState>,
 }
 
 /// Host-side wall time of one step in [`Session::profile`] (the device is synchronized after
@@ -92,6 +95,8 @@ pub struct Session {
     outputs: Vec<IoInfo>,
     states: Mutex<Vec<Arc<PlanState>>>,
     constants: Mutex<HashMap<ConstKey, Tensor>>,
+    /// Replay recorded plans (`replay.rs`; `MPSRT_REPLAY=0` or [`Session::with_replay`] off).
+    replay: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -155,7 +160,53 @@ impl Session {
             outputs,
             states: Mutex::new(Vec::new()),
             constants: Mutex::new(HashMap::new()),
+            replay: crate::replay::enabled_by_env(),
         })
+    }
+
+    /// Turns plan replay on or off for this session (on by default on GPU places unless
+    /// `MPSRT_REPLAY=0`): with it on, the second run of each plan is recorded and later runs
+    /// replay the recorded commands instead of running each step's host logic.
+    pub fn with_replay(mut self, on: bool) -> Session {
+        self.replay = on;
+        self
+    }
+
+    /// Whether the plan for these input shapes is replayed: `"ready: ..."` with the recording's
+    /// size, `"off: <why>"`, `"not recorded yet"`, or `"no plan state"` before its first run.
+    pub fn replay_status(&self, shapes: &[Vec<usize>]) -> Result<String> {
+        let plan = self.compiled.plan(shapes)?;
+        let states = self.states.lock().map_err(|_| poisoned())?;
+        let Some(st) = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan)) else {
+            return Ok("no plan state".into());
+        };
+        let g = st.replay.lock().map_err(|_| poisoned())?;
+        Ok(match &*g {
+            ReplayState::Ready(r) => {
+                let rec = r.recording();
+                format!(
+                    "ready: {} dispatches, {} commands, {} bytes of intermediates",
+                    rec.dispatches(),
+                    rec.commands(),
+                    rec.owned_bytes()
+                )
+            }
+            ReplayState::Off(why) => format!("off: {why}"),
+            ReplayState::Fresh(_) | ReplayState::Capturing => "not recorded yet".into(),
+        })
+    }
+
+    /// Plans of this session holding a recording (a plan being updated is not counted).
+    pub(crate) fn replays_ready(&self) -> usize {
+        let Ok(states) = self.states.lock() else { return usize::MAX };
+        states
+            .iter()
+            .filter(|s| s.replay.try_lock().is_ok_and(|g| matches!(*g, ReplayState::Ready(_))))
+            .count()
+    }
+
+    pub(crate) fn value_input_indices(&self) -> &[usize] {
+        self.compiled.value_inputs()
     }
 
     pub fn inputs(&self) -> &[IoInfo] {
@@ -288,6 +339,7 @@ impl Session {
             persistent,
             frees,
             constants: Mutex::new(HashMap::new()),
+            replay: Mutex::new(ReplayState::Fresh(0)),
         });
         let mut states = self.states.lock().map_err(|_| poisoned())?;
         if states.len() >= STATE_CAPACITY {
@@ -299,7 +351,7 @@ impl Session {
 
     /// A value that is not produced by the current run's steps: constant, persistent or computed
     /// earlier in the run.
-    fn fetch(
+    pub(crate) fn fetch(
         &self,
         plan: &Plan,
         env: &HashMap<ValueId, Tensor>,
@@ -325,7 +377,7 @@ impl Session {
         ))
     }
 
-    fn run_step(
+    pub(crate) fn run_step(
         &self,
         ctx: &Ctx<'_>,
         step: &Step,
@@ -446,6 +498,11 @@ impl Session {
         let bound = self.bind(feeds)?;
         let plan = self.plan(&bound)?;
         let st = self.state(&plan)?;
+        if prof.is_none() && self.replay {
+            if let Some(outs) = self.run_replayed(&plan, &st, &bound)? {
+                return Ok(outs);
+            }
+        }
         let ctx = Ctx { plan: &plan, place: self.place };
         let mut env: HashMap<ValueId, Tensor> = HashMap::new();
         for (i, &v) in plan.graph.inputs.iter().enumerate() {

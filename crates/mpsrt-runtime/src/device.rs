@@ -46,7 +46,7 @@ pub struct SubmitTiming {
 pub struct GpuDevice {
     index: usize,
     pub(crate) device: wgpu::Device,
-    queue: wgpu::Queue,
+    pub(crate) queue: wgpu::Queue,
     pub(crate) props: DeviceProperties,
     pub(crate) config: RuntimeConfig,
     usage: wgpu::BufferUsages,
@@ -252,14 +252,14 @@ impl GpuDevice {
         self.mappable
     }
 
-    fn arc(&self) -> Arc<GpuDevice> {
+    pub(crate) fn arc(&self) -> Arc<GpuDevice> {
         // `this` is set by `Arc::new_cyclic` and the device is only reachable through that Arc.
         self.this
             .upgrade()
             .unwrap_or_else(|| unreachable!("GpuDevice used after its Arc was dropped"))
     }
 
-    fn take_errors(&self, op: &str) -> Result<()> {
+    pub(crate) fn take_errors(&self, op: &str) -> Result<()> {
         let mut errs = self.errors.lock();
         if errs.is_empty() {
             return Ok(());
@@ -282,6 +282,16 @@ impl GpuDevice {
                     fmt_bytes(self.props.max_buffer_size)
                 ),
             ));
+        }
+        // A capturing thread reuses the buffers its capture freed (replay.rs).
+        if let Some((buffer, class, last_use)) = crate::replay::on_alloc(self.index, class) {
+            return Ok(GpuBuffer {
+                device: self.arc(),
+                buffer,
+                size: bytes,
+                class,
+                last_use: AtomicU64::new(last_use),
+            });
         }
         let mut st = self.state.lock();
         let mut last_use = 0;
@@ -331,6 +341,7 @@ impl GpuDevice {
             }
         };
         drop(st);
+        crate::replay::on_alloc_new(self.index, &buffer);
         Ok(GpuBuffer {
             device: self.arc(),
             buffer,
@@ -341,7 +352,12 @@ impl GpuDevice {
         })
     }
 
-    fn release(&self, buffer: wgpu::Buffer, class: u64, last_use: u64) {
+    pub(crate) fn release(&self, buffer: wgpu::Buffer, class: u64, last_use: u64) {
+        let Some((buffer, class, last_use)) =
+            crate::replay::on_release(self.index, buffer, class, last_use)
+        else {
+            return; // kept by this thread's capture
+        };
         let completed = self.completed.load(Ordering::Acquire);
         let mut st = self.state.lock();
         st.alloc.release(buffer, class, last_use, completed);
@@ -373,6 +389,7 @@ impl GpuDevice {
         if !offset.is_multiple_of(4) {
             return Err(Error::invalid("write", format!("offset {offset} is not a multiple of 4")));
         }
+        crate::replay::on_write(self.index, &buf.buffer, offset, data);
         let mut st = self.state.lock();
         // `write_buffer` lands before the next submission's commands; if already-recorded work
         // uses this buffer, submit it first so the write cannot overtake it.
@@ -402,6 +419,7 @@ impl GpuDevice {
     /// with several outputs costs one GPU round trip, not one per output. Unified-memory
     /// adapters (buffers mapped directly) read each range in turn.
     pub fn read_many(&self, parts: &[(&GpuBuffer, u64, u64)]) -> Result<Vec<Vec<u8>>> {
+        crate::replay::on_read(self.index);
         if self.mappable {
             return parts.iter().map(|&(b, o, n)| self.read_mapped(b, o, n)).collect();
         }
@@ -460,6 +478,7 @@ impl GpuDevice {
 
     /// The unified-memory fast path of `read`: map the tensor's own buffer.
     fn read_mapped(&self, buf: &GpuBuffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        crate::replay::on_read(self.index);
         if len == 0 {
             return Ok(Vec::new());
         }
@@ -522,6 +541,7 @@ impl GpuDevice {
         if len == 0 {
             return Ok(());
         }
+        crate::replay::on_copy(self.index, &src.buffer, src_offset, &dst.buffer, dst_offset, len);
         let mut st = self.state.lock();
         st.batch.encoder(&self.device).copy_buffer_to_buffer(
             &src.buffer,

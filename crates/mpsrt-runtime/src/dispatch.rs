@@ -57,6 +57,7 @@ impl GpuDevice {
                 ));
             }
         }
+        crate::replay::on_dispatch(self.index(), pipeline, bindings, meta, workgroups);
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let serial = st.batch.serial;

@@ -14,6 +14,7 @@ mod dispatch;
 mod env;
 mod pipeline;
 mod registry;
+mod replay;
 mod storage;
 
 pub use adapters::{AdapterSummary, CoopMatrixConfig, DeviceProperties};
@@ -22,6 +23,7 @@ pub use bind_cache::BindCacheStats;
 pub use cpu::{check_host_alloc, cpu_memory_usage, host_vec, set_cpu_memory_limit, CpuBuffer};
 pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
 pub use env::RuntimeConfig;
+pub use replay::{Recording, Suspended};
 pub use registry::{
     available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,
     set_current_device, set_default_place, validate_place,

@@ -1,0 +1,219 @@
+//! Plan replay (issue 22) on the GPU (lavapipe in CI; skipped without an adapter unless
+//! `MPSRT_REQUIRE_GPU=1`): a replayed plan gives bit-identical outputs to a session that runs
+//! every step (replay off), with new input data on every run; a new input shape gets its own
+//! plan and recording; concurrent sessions, and one session shared by two threads, keep their
+//! inputs and outputs apart.
+
+use mpsrt_core::{DType, Place};
+use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_graph::{BinaryOp, Dim, Graph, HostTensor, Op, UnaryOp};
+use mpsrt_tensor::Tensor;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+const GPU: Place = Place::Gpu(0);
+
+fn gpu() -> bool {
+    let ok = mpsrt_runtime::gpu_available();
+    assert!(ok || std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
+    ok
+}
+
+/// Deterministic pseudo-random values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+const VOCAB: usize = 50;
+const HIDDEN: usize = 16;
+
+/// A BERT-like block: int64 token ids → embedding Gather, LayerNorm, Q/K/V projections,
+/// softmax(Q·Kᵀ·scale)·V, residual add, GELU, and a transposed second output (a view).
+fn bert_like() -> Graph {
+    let mut g = Graph::new();
+    let seq = Dim::Sym("seq".into());
+    let ids = g.add_input("ids", DType::I64, vec![Dim::Known(1), seq.clone()]).unwrap();
+    let bias = g.add_input("bias", DType::F32, vec![Dim::Known(1), seq, Dim::Known(HIDDEN)]);
+    let bias = bias.unwrap();
+    let init = |g: &mut Graph, name: &str, shape: Vec<usize>, seed: u64| {
+        let n = shape.iter().product();
+        g.add_initializer(name, HostTensor::from_f32(shape, &values(n, seed))).unwrap()
+    };
+    let emb = init(&mut g, "emb", vec![VOCAB, HIDDEN], 1);
+    let gamma = init(&mut g, "gamma", vec![HIDDEN], 2);
+    let beta = init(&mut g, "beta", vec![HIDDEN], 3);
+    let wq = init(&mut g, "wq", vec![HIDDEN, HIDDEN], 4);
+    let wk = init(&mut g, "wk", vec![HIDDEN, HIDDEN], 5);
+    let wv = init(&mut g, "wv", vec![HIDDEN, HIDDEN], 6);
+    let scale = g.add_initializer("scale", HostTensor::from_f32(vec![], &[0.25])).unwrap();
+    let mut v = |name: &str| g.add_value(name, DType::F32, None).unwrap();
+    let (x0, x, ln, q, k, vv, kt, s0, s, p, c, r, y, yt) = (
+        v("x0"),
+        v("x"),
+        v("ln"),
+        v("q"),
+        v("k"),
+        v("v"),
+        v("kt"),
+        v("s0"),
+        v("s"),
+        v("p"),
+        v("c"),
+        v("r"),
+        v("y"),
+        v("yt"),
+    );
+    g.add_node("embed", Op::Gather { axis: 0 }, vec![emb, ids], vec![x0]);
+    g.add_node("pos", Op::Binary(BinaryOp::Add), vec![x0, bias], vec![x]);
+    g.add_node(
+        "ln",
+        Op::LayerNormalization { axis: -1, epsilon: 1e-5 },
+        vec![x, gamma, beta],
+        vec![ln],
+    );
+    g.add_node("q", Op::MatMul, vec![ln, wq], vec![q]);
+    g.add_node("k", Op::MatMul, vec![ln, wk], vec![k]);
+    g.add_node("v", Op::MatMul, vec![ln, wv], vec![vv]);
+    g.add_node("kt", Op::Transpose { perm: Some(vec![0, 2, 1]) }, vec![k], vec![kt]);
+    g.add_node("qk", Op::MatMul, vec![q, kt], vec![s0]);
+    g.add_node("scale", Op::Binary(BinaryOp::Mul), vec![s0, scale], vec![s]);
+    g.add_node("softmax", Op::Softmax { axis: -1 }, vec![s], vec![p]);
+    g.add_node("pv", Op::MatMul, vec![p, vv], vec![c]);
+    g.add_node("res", Op::Binary(BinaryOp::Add), vec![c, x], vec![r]);
+    g.add_node("gelu", Op::Gelu { approximate_tanh: false }, vec![r], vec![y]);
+    g.add_node("yt", Op::Transpose { perm: Some(vec![0, 2, 1]) }, vec![y], vec![yt]);
+    // Also a unary output computed from the input directly.
+    let a = g.add_value("absbias", DType::F32, None).unwrap();
+    g.add_node("abs", Op::Unary(UnaryOp::Abs), vec![bias], vec![a]);
+    g.outputs = vec![y, yt, a];
+    g
+}
+
+/// Token ids on the host (int64, like a tokenizer's output) and a GPU float input.
+fn bert_feeds(seq: usize, seed: u64) -> HashMap<String, Tensor> {
+    let ids: Vec<i64> = values(seq, seed).iter().map(|v| ((v + 1.0) * 24.9) as i64).collect();
+    let ids = Tensor::from_slice(&ids, &[1, seq], Place::Cpu).unwrap();
+    let bias = Tensor::from_slice(&values(seq * HIDDEN, seed + 7), &[1, seq, HIDDEN], GPU);
+    [("ids".to_string(), ids), ("bias".to_string(), bias.unwrap())].into_iter().collect()
+}
+
+fn bytes(outs: &[(String, Tensor)]) -> Vec<(String, Vec<usize>, Vec<u8>)> {
+    outs.iter().map(|(n, t)| (n.clone(), t.shape().to_vec(), t.to_bytes().unwrap())).collect()
+}
+
+fn sessions(g: Graph) -> (Session, Session) {
+    let replayed = Session::from_graph(g.clone(), GPU, SessionOptions::default()).unwrap();
+    let fresh = Session::from_graph(g, GPU, SessionOptions::default()).unwrap().with_replay(false);
+    (replayed.with_replay(true), fresh)
+}
+
+#[test]
+fn bert_like_replay_is_bit_identical_to_step_by_step() {
+    if !gpu() {
+        return;
+    }
+    let (s, fresh) = sessions(bert_like());
+    let shapes = vec![vec![1, 5], vec![1, 5, HIDDEN]];
+    for run in 0..4u64 {
+        let f = bert_feeds(5, run);
+        let want = bytes(&fresh.run(&f).unwrap());
+        let got = bytes(&s.run(&f).unwrap());
+        assert_eq!(got, want, "run {run}");
+        if run >= 1 {
+            let st = s.replay_status(&shapes).unwrap();
+            assert!(st.starts_with("ready"), "run {run}: {st}");
+        }
+    }
+    assert_eq!(fresh.replay_status(&shapes).unwrap(), "not recorded yet");
+}
+
+#[test]
+fn a_new_input_shape_gets_its_own_plan_and_recording() {
+    if !gpu() {
+        return;
+    }
+    let (s, fresh) = sessions(bert_like());
+    for (run, seq) in [3usize, 3, 3, 7, 7, 7, 3, 7, 4].into_iter().enumerate() {
+        let f = bert_feeds(seq, 100 + run as u64);
+        let want = bytes(&fresh.run(&f).unwrap());
+        assert_eq!(bytes(&s.run(&f).unwrap()), want, "run {run}, seq {seq}");
+    }
+    for seq in [3, 7] {
+        let st = s.replay_status(&[vec![1, seq], vec![1, seq, HIDDEN]]).unwrap();
+        assert!(st.starts_with("ready"), "seq {seq}: {st}");
+    }
+    let st = s.replay_status(&[vec![1, 4], vec![1, 4, HIDDEN]]).unwrap();
+    assert_eq!(st, "not recorded yet");
+}
+
+#[test]
+fn concurrent_sessions_and_threads_keep_inputs_and_outputs_apart() {
+    if !gpu() {
+        return;
+    }
+    let (_, fresh) = sessions(bert_like());
+    let seeds: Vec<u64> = (0..12).collect();
+    let want: Vec<_> =
+        seeds.iter().map(|&k| bytes(&fresh.run(&bert_feeds(6, k)).unwrap())).collect();
+    let shared = Session::from_graph(bert_like(), GPU, SessionOptions::default()).unwrap();
+    let own: Vec<Session> = (0..2)
+        .map(|_| Session::from_graph(bert_like(), GPU, SessionOptions::default()).unwrap())
+        .collect();
+    std::thread::scope(|sc| {
+        for (t, own) in own.iter().enumerate() {
+            let (want, shared) = (&want, &shared);
+            sc.spawn(move || {
+                for i in 0..6 {
+                    // Thread 0 takes the even inputs, thread 1 the odd ones.
+                    let k = 2 * i + t;
+                    let f = bert_feeds(6, k as u64);
+                    assert_eq!(bytes(&own.run(&f).unwrap()), want[k], "own session, thread {t}");
+                    assert_eq!(bytes(&shared.run(&f).unwrap()), want[k], "shared, thread {t}");
+                }
+            });
+        }
+    });
+    let shapes = [vec![1, 6], vec![1, 6, HIDDEN]];
+    for s in own.iter().chain([&shared]) {
+        assert!(s.replay_status(&shapes).unwrap().starts_with("ready"));
+    }
+}
+
+fn light_model(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var("MPSRT_CONFORMANCE_DIR").map(PathBuf::from).unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/onnx-conformance").into()
+    });
+    let p = dir.join("light").join(format!("light_{name}")).join("model.onnx");
+    if !p.exists() {
+        eprintln!("skipping {name}: {} not found (scripts/conformance.sh writes it)", p.display());
+        return None;
+    }
+    Some(p)
+}
+
+#[test]
+fn squeezenet_replay_is_bit_identical_to_step_by_step() {
+    if !gpu() {
+        return;
+    }
+    let Some(path) = light_model("squeezenet") else { return };
+    let s = Session::load(&path, GPU, SessionOptions::default()).unwrap().with_replay(true);
+    let fresh = Session::load(&path, GPU, SessionOptions::default()).unwrap().with_replay(false);
+    let info = &s.inputs()[0];
+    let shape: Vec<usize> = info.shape.iter().map(|d| d.known().unwrap_or(1)).collect();
+    let n = shape.iter().product();
+    for run in 0..3u64 {
+        let x = Tensor::from_slice(&values(n, 40 + run), &shape, GPU).unwrap();
+        let f: HashMap<String, Tensor> = [(info.name.clone(), x)].into_iter().collect();
+        let want = bytes(&fresh.run(&f).unwrap());
+        assert_eq!(bytes(&s.run(&f).unwrap()), want, "run {run}");
+    }
+    let st = s.replay_status(&[shape]).unwrap();
+    assert!(st.starts_with("ready"), "{st}");
+}
