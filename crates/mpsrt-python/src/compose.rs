@@ -2,7 +2,7 @@
 //! (so both places run them, the GPU without a host round trip of the data):
 //! `_C.embedding` (gather + a padding mask), `_C.dropout` (rand + compare + multiply) and
 //! `_C.interpolate` (per spatial axis: index_select for nearest, two index_selects and a lerp for
-//! linear). Only small per-axis index/weight tables are built on the host.
+//! linear, four index_selects weighted by Keys' cubic (a = -0.75) for bicubic). Only small per-axis index/weight tables are built on the host.
 
 use crate::tensor::{wrap, PyTensor};
 use crate::{IntoPy, PyRes};
@@ -16,7 +16,18 @@ fn run(py: Python<'_>, op: &str, f: impl FnOnce() -> Result<Tensor> + Send) -> P
 
 /// Rows of `weight` `[num, dim]` at `ids` (any shape, int32/int64); rows whose id equals
 /// `padding_idx` (already made non-negative) come out as zeros, as Paddle's forward does.
-fn embedding_impl(ids: &Tensor, weight: &Tensor, padding_idx: Option<i64>) -> Result<Tensor> {
+///
+/// With `max_norm`, each looked-up row whose `norm_type`-norm exceeds it is scaled by
+/// `max_norm / (norm + 1e-7)` (torch's `embedding_renorm_`, which Paddle follows). The scaling
+/// applies to the returned rows; the weight table itself is not rewritten (mpsrt tensors are
+/// immutable), so it matches torch/Paddle's output but not their in-place weight update.
+fn embedding_impl(
+    ids: &Tensor,
+    weight: &Tensor,
+    padding_idx: Option<i64>,
+    max_norm: Option<f64>,
+    norm_type: f64,
+) -> Result<Tensor> {
     let op = "embedding";
     if weight.ndim() != 2 {
         return Err(Error::shape(
@@ -24,22 +35,46 @@ fn embedding_impl(ids: &Tensor, weight: &Tensor, padding_idx: Option<i64>) -> Re
             format!("weight must be [num_embeddings, embedding_dim], got {:?}", weight.shape()),
         ));
     }
-    let out = mt::gather(weight, ids, 0).map_err(|e| Error::new(e.kind, op, e.message))?;
+    let mut out = mt::gather(weight, ids, 0).map_err(|e| Error::new(e.kind, op, e.message))?;
+    if let Some(max) = max_norm {
+        if max.is_nan() || max < 0.0 || norm_type.is_nan() || norm_type <= 0.0 {
+            return Err(Error::invalid(
+                op,
+                format!("max_norm ({max}) must be >= 0 and norm_type ({norm_type}) > 0"),
+            ));
+        }
+        let dt = weight.dtype().to_float();
+        let rows = out.astype(DType::F32)?;
+        let norm = if norm_type == 2.0 {
+            mt::norm(&rows, Some(&[-1]), true)?
+        } else if norm_type.is_infinite() {
+            mt::max(&mt::abs(&rows)?, Some(&[-1]), true)?
+        } else {
+            let p = mt::pow_scalar(&mt::abs(&rows)?, norm_type)?;
+            mt::pow_scalar(&mt::sum(&p, Some(&[-1]), true)?, 1.0 / norm_type)?
+        };
+        let scale = mt::rdivide_scalar(max, &mt::add_scalar(&norm, 1e-7)?)?;
+        let one = mt::ones(&[1], DType::F32, norm.place())?;
+        let scale = mt::where_(&mt::greater_scalar(&norm, max)?, &scale, &one)?;
+        out = mt::multiply(&rows, &scale)?.astype(dt)?;
+    }
     let Some(p) = padding_idx else { return Ok(out) };
     let keep = mt::not_equal_scalar(&ids.to(weight.place())?, p)?;
     mt::multiply(&out, &keep.unsqueeze(-1)?.astype(weight.dtype())?)
 }
 
 #[pyfunction]
-#[pyo3(signature = (ids, weight, padding_idx))]
+#[pyo3(signature = (ids, weight, padding_idx, max_norm=None, norm_type=2.0))]
 fn embedding(
     py: Python<'_>,
     ids: &PyTensor,
     weight: &PyTensor,
     padding_idx: Option<i64>,
+    max_norm: Option<f64>,
+    norm_type: f64,
 ) -> PyRes<PyTensor> {
     let (i, w) = (ids.inner.clone(), weight.inner.clone());
-    run(py, "embedding", move || embedding_impl(&i, &w, padding_idx))
+    run(py, "embedding", move || embedding_impl(&i, &w, padding_idx, max_norm, norm_type))
 }
 
 /// Training-mode dropout: zero each element with probability `p` (one mask value per position
@@ -115,6 +150,32 @@ impl AxisMap {
             .collect()
     }
 
+    /// Bicubic taps per output index: the four source indices `floor(src) - 1 ..= + 2`
+    /// (clamped to the input) and their weights from Keys' cubic convolution with `a = -0.75`
+    /// (PyTorch's and Paddle's `upsample_bicubic2d`). The source coordinate is
+    /// `i · (len - 1) / (out - 1)` with align_corners, else `(i + 0.5) · ratio - 0.5`, not
+    /// clamped at 0 (as both frameworks do for cubic).
+    fn cubic(self) -> ([Vec<i64>; 4], [Vec<f32>; 4]) {
+        const A: f64 = -0.75;
+        let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+        let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+        let r = self.ratio();
+        let last = self.len as i64 - 1;
+        let mut idx: [Vec<i64>; 4] = Default::default();
+        let mut w: [Vec<f32>; 4] = Default::default();
+        for i in 0..self.out {
+            let src = if self.align_corners { r * i as f64 } else { r * (i as f64 + 0.5) - 0.5 };
+            let f = src.floor();
+            let t = src - f;
+            let ws = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)];
+            for j in 0..4 {
+                idx[j].push((f as i64 - 1 + j as i64).clamp(0, last));
+                w[j].push(ws[j] as f32);
+            }
+        }
+        (idx, w)
+    }
+
     /// `(i0, i1, lambda)` per output index: the value is `x[i0] + (x[i1] - x[i0]) * lambda`.
     fn linear(self) -> (Vec<i64>, Vec<i64>, Vec<f32>) {
         let r = self.ratio();
@@ -182,13 +243,17 @@ fn interpolate_impl(
             format!("input {:?} and output size {size:?} must be non-empty", x.shape()),
         ));
     }
-    let linear = match mode {
-        "nearest" => false,
-        "linear" | "bilinear" | "trilinear" => true,
+    let (linear, cubic) = match mode {
+        "nearest" => (false, false),
+        "linear" | "bilinear" | "trilinear" => (true, false),
+        "bicubic" => (true, true),
         other => {
             return Err(Error::unsupported(
                 op,
-                format!("mode {other:?} (supported: nearest, linear, bilinear, trilinear, area)"),
+                format!(
+                    "mode {other:?} (supported: nearest, linear, bilinear, trilinear, bicubic, \
+                     area)"
+                ),
             ))
         }
     };
@@ -205,6 +270,23 @@ fn interpolate_impl(
         let axis = ax as isize;
         if !linear {
             t = mt::index_select(&t, axis, &index_tensor(&m.nearest())?)?;
+            continue;
+        }
+        if cubic {
+            // Σ_j x[idx_j] · w_j over the four taps, one index_select per tap.
+            let (idx, ws) = m.cubic();
+            let mut wshape = vec![1usize; t.ndim()];
+            wshape[ax] = out;
+            let mut acc: Option<Tensor> = None;
+            for (ij, wj) in idx.iter().zip(&ws) {
+                let tap = mt::index_select(&t, axis, &index_tensor(ij)?)?;
+                let term = mt::multiply(&tap, &Tensor::from_slice(wj, &wshape, t.place())?)?;
+                acc = Some(match acc {
+                    Some(a) => mt::add(&a, &term)?,
+                    None => term,
+                });
+            }
+            t = acc.unwrap_or(t).astype(dt.to_float())?;
             continue;
         }
         let (i0, i1, w) = m.linear();

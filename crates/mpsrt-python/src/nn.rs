@@ -1,5 +1,5 @@
 //! Matrix products, convolution and pooling: `_C.matmul`, `_C.conv2d`,
-//! `_C.pool2d("max"|"avg", ...)`, `_C.adaptive_pool2d`.
+//! `_C.pool2d("max"|"avg", ...)`, `_C.adaptive_pool2d`, `_C.max_pool2d_mask`.
 //! Python passes PyTorch-style arguments already normalized to pairs.
 
 use crate::tensor::{wrap, PyTensor};
@@ -83,7 +83,38 @@ fn adaptive_pool2d(py: Python<'_>, kind: &str, x: &PyTensor, size: [usize; 2]) -
     Ok(wrap(crate::guard::detach(py, "adaptive_pool2d", move || f(&x, size)).py_err()?))
 }
 
+/// Max pooling returning `(values, mask)`: the mask holds each maximum's flat `h·W + w` index
+/// in its input plane (int32), Paddle's `return_mask=True`. `size`: adaptive output size
+/// (kernel, stride, padding, dilation and ceil_mode are then ignored).
+#[pyfunction]
+#[pyo3(signature = (x, kernel, stride, padding, dilation, ceil_mode, size=None))]
+#[allow(clippy::too_many_arguments)]
+fn max_pool2d_mask(
+    py: Python<'_>,
+    x: &PyTensor,
+    kernel: [usize; 2],
+    stride: Option<[usize; 2]>,
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    ceil_mode: bool,
+    size: Option<[usize; 2]>,
+) -> PyRes<(PyTensor, PyTensor)> {
+    let mut opts = Pool2dOptions::new(kernel[0], kernel[1]);
+    opts.stride = stride;
+    opts.padding = padding;
+    opts.dilation = dilation;
+    opts.ceil_mode = ceil_mode;
+    let x = x.inner.clone();
+    let (y, i) = crate::guard::detach(py, "max_pool2d", move || match size {
+        Some(s) => mt::adaptive_max_pool2d_with_indices(&x, s),
+        None => mt::max_pool2d_with_indices(&x, &opts),
+    })
+    .py_err()?;
+    Ok((wrap(y), wrap(i)))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(max_pool2d_mask, m)?)?;
     m.add_function(wrap_pyfunction!(matmul, m)?)?;
     m.add_function(wrap_pyfunction!(conv2d, m)?)?;
     m.add_function(wrap_pyfunction!(pool2d, m)?)?;

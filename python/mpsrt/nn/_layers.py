@@ -227,9 +227,8 @@ def pad(x, pad, mode="constant", value=0.0, data_format=None, pad_from_left_axis
 def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=False,
               scale_grad_by_freq=False, name=None) -> Tensor:
     """Rows of `weight` [num_embeddings, dim] at the ids in `x`; rows for `padding_idx` are
-    zeros (Paddle's forward)."""
-    if max_norm is not None:
-        raise NotImplementedError("[embedding] max_norm renormalization is not supported")
+    zeros (Paddle's forward). With `max_norm`, returned rows whose `norm_type`-norm exceeds it
+    are scaled to `max_norm` (torch/Paddle's renormalization; `weight` itself is left as is)."""
     w = _t(weight)
     ids = x if isinstance(x, Tensor) else Tensor._wrap(
         _C.from_bytes(np.asarray(x, np.int64).tobytes(), "int64", list(np.shape(x)), "cpu"))
@@ -241,7 +240,8 @@ def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=
             raise ValueError(f"[embedding] padding_idx {padding_idx} out of range for "
                              f"{num} embeddings")
         p = p + num if p < 0 else p
-    return Tensor._wrap(_C.embedding(ids._t, w._t, p))
+    mn = None if max_norm is None else float(max_norm)
+    return Tensor._wrap(_C.embedding(ids._t, w._t, p, mn, float(norm_type)))
 
 
 def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None) -> Tensor:
@@ -270,7 +270,8 @@ def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=No
 def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=False,
                 align_mode=0, data_format=None, name=None) -> Tensor:
     """Resizes the spatial dims with 'nearest', 'linear'/'bilinear'/'trilinear' (Paddle's
-    `align_corners` and `align_mode`) or 'area' (adaptive average pooling, 4-D)."""
+    `align_corners` and `align_mode`), 'bicubic' (Keys' cubic with a = -0.75, as Paddle and
+    PyTorch; `align_corners` both ways) or 'area' (adaptive average pooling, 4-D)."""
     x = _t(x)
     mode = str(mode).lower()
     k = x.ndim - 2

@@ -115,13 +115,44 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
 def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, return_mask=False,
                data_format="NCHW", name=None, dilation=1) -> Tensor:
     """Max pooling over NCHW windows (stride defaults to the kernel size); Paddle's argument
-    order, plus PyTorch's `dilation` as a keyword."""
-    if return_mask:
-        raise NotImplementedError("[max_pool2d] return_mask=True is not supported")
+    order, plus PyTorch's `dilation` as a keyword. `return_mask=True` also returns, per output,
+    the int32 flat index `h * W + w` of its maximum in the input plane (first on ties)."""
     _nchw(data_format, "max_pool2d")
-    return Tensor._wrap(_C.pool2d("max", _t(x)._t, _pair(kernel_size),
-                                  None if stride is None else _pair(stride), _pair(padding),
+    st = None if stride is None else _pair(stride)
+    if return_mask:
+        y, m = _C.max_pool2d_mask(_t(x)._t, _pair(kernel_size), st, _pair(padding),
+                                  _pair(dilation), bool(ceil_mode))
+        return Tensor._wrap(y), Tensor._wrap(m)
+    return Tensor._wrap(_C.pool2d("max", _t(x)._t, _pair(kernel_size), st, _pair(padding),
                                   _pair(dilation), bool(ceil_mode), True))
+
+
+def _one(v, op) -> int:
+    v = v if isinstance(v, int) else list(v)
+    if isinstance(v, list):
+        if len(v) != 1:
+            raise ValueError(f"[{op}] expected one value for the 1-D length, got {v!r}")
+        v = v[0]
+    return int(v)
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, return_mask=False, ceil_mode=False,
+               name=None):
+    """Max pooling over the last dim of an NCL (or CL) tensor, Paddle's signature; with
+    `return_mask=True` also the int32 index along L of each maximum."""
+    x = _t(x)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"[max_pool1d] expected a 2-D (C, L) or 3-D (N, C, L) input, "
+                         f"got shape {x.shape}")
+    x4 = x.unsqueeze(-2)
+    k = [1, _one(kernel_size, "max_pool1d")]
+    st = None if stride is None else [1, _one(stride, "max_pool1d")]
+    pad = [0, _one(padding, "max_pool1d")]
+    if return_mask:
+        y, m = _C.max_pool2d_mask(x4._t, k, st, pad, [1, 1], bool(ceil_mode))
+        return Tensor._wrap(y).squeeze(-2), Tensor._wrap(m).squeeze(-2)
+    y = Tensor._wrap(_C.pool2d("max", x4._t, k, st, pad, [1, 1], bool(ceil_mode), True))
+    return y.squeeze(-2)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusive=True,
@@ -152,9 +183,12 @@ def adaptive_avg_pool2d(x, output_size, name=None) -> Tensor:
 
 
 def adaptive_max_pool2d(x, output_size, return_mask=False, name=None) -> Tensor:
-    """Max over adaptive windows; output size 1 runs the global pooling kernel."""
+    """Max over adaptive windows; output size 1 runs the global pooling kernel. With
+    `return_mask=True` also the int32 flat index `h * W + w` of each maximum."""
     if return_mask:
-        raise NotImplementedError("[adaptive_max_pool2d] return_mask=True is not supported")
+        y, m = _C.max_pool2d_mask(_t(x)._t, [1, 1], None, [0, 0], [1, 1], False,
+                                  _pair(output_size))
+        return Tensor._wrap(y), Tensor._wrap(m)
     if _pair(output_size) == [1, 1]:
         return Tensor._wrap(_C.global_pool2d("max", _t(x)._t))
     return Tensor._wrap(_C.adaptive_pool2d("max", _t(x)._t, _pair(output_size)))
