@@ -44,7 +44,9 @@ pub struct ConvGemmSpec {
     pub pw: u32,
     pub dh: u32,
     pub dw: u32,
-    /// Output tile: `bm` output channels × `bn` output columns (64 or 128 each).
+    /// Output tile: `bm` output channels × `bn` output columns (64 or 128 each; or 32 × 128,
+    /// for layers with ≤ 32 output channels — DenseNet's growth convs — whose 64-row tile
+    /// would be half empty: the 256 threads then stand 8 × 32 instead of 16 × 16).
     pub bm: u32,
     pub bn: u32,
     /// Weights read as `vec4` along K (K % 4 == 0 and a 4-aligned offset).
@@ -84,9 +86,12 @@ impl ConvGemmSpec {
 
     /// Render the WGSL source; fails for tile sizes the renderer does not produce.
     pub fn render(&self) -> Result<String, String> {
+        let narrow = self.bm == 32 && self.bn == 128;
         for (name, t) in [("bm", self.bm), ("bn", self.bn)] {
-            if t != 64 && t != 128 {
-                return Err(format!("conv_gemm: {name} must be 64 or 128, got {t}"));
+            if t != 64 && t != 128 && !narrow {
+                return Err(format!(
+                    "conv_gemm: {name} must be 64 or 128 (or a 32x128 tile), got {t}"
+                ));
             }
         }
         if self.kh * self.kw * self.c == 0 || self.oh * self.ow == 0 {
@@ -103,7 +108,10 @@ impl ConvGemmSpec {
                 "conv_gemm: a K slice must be a multiple of 8 without bias/residual, got {self:?}"
             ));
         }
-        let (gm, gn) = ((self.bm / 64) as usize, (self.bn / 64) as usize);
+        // Thread blocks of 64×64 outputs (16×16 threads of 4×4); a 32×128 tile is one block of
+        // 8×32 threads.
+        let (gm, gn) =
+            if narrow { (1, 1) } else { ((self.bm / 64) as usize, (self.bn / 64) as usize) };
         let (qa, qb) = (self.bm / 4, self.bn / 4);
         let cpt = (self.bn / 32) as usize; // B columns loaded per thread
         let p = self.oh * self.ow;
@@ -151,7 +159,8 @@ impl ConvGemmSpec {
         s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
         s.push_str("  let NCOLS = mw(0u); let xoff = i32(mw(1u)); let woff = mw(2u);\n");
         let _ = writeln!(s, "  let m0 = wid.y * {}u; let n0 = wid.x * {}u;", self.bm, self.bn);
-        s.push_str("  let tx = tid % 16u; let ty = tid / 16u;\n");
+        let txn = if narrow { 32 } else { 16 };
+        let _ = writeln!(s, "  let tx = tid % {txn}u; let ty = tid / {txn}u;");
         // The thread's B columns, decomposed once: input row/column of the window's corner
         // (far out of range for columns past the end, so every bounds test fails) and its base.
         let _ = writeln!(s, "  let kr = tid / 32u; let cb = n0 + (tid % 32u) * {cpt}u;");
@@ -490,6 +499,12 @@ mod tests {
             }
         }
         assert!(ConvGemmSpec { bm: 32, ..base }.render().is_err());
+        for (vec_out, kslice, has_bias) in [(false, 0, true), (true, 0, false), (true, 16, false)] {
+            let spec = ConvGemmSpec { bm: 32, bn: 128, vec_out, kslice, has_bias, ..base };
+            assert_eq!(spec.grid(2), [1, 1, spec.slices()]);
+            let src = spec.render().unwrap();
+            crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        }
         assert!(ConvGemmSpec { kslice: 12, ..base }.render().is_err());
         assert!(ConvGemmSpec { kslice: 16, has_bias: true, ..base }.render().is_err());
         for (b, r, act) in [(false, false, MatmulAct::None), (true, true, MatmulAct::Clip)] {

@@ -1,7 +1,7 @@
 //! The implicit-GEMM conv kernel (`mpsrt-kernels/src/conv_gemm.rs`), forced on for every
 //! ungrouped conv with `MPSRT_CONV_GEMM=1` (read once per process, so this file is its own
 //! test binary) and checked on the shared case table against the CPU backend, for each of the
-//! four tile shapes (`MPSRT_CONV_GEMM_TILE`), plain and with bias + residual + activation in
+//! five tile shapes (`MPSRT_CONV_GEMM_TILE`), plain and with bias + residual + activation in
 //! the epilogue, f32 (and f16 on one tile shape), and with inputs that start at an offset or
 //! are not contiguous.
 
@@ -23,7 +23,7 @@ fn implicit_gemm_conv_matches_cpu_for_every_tile_shape() {
         (3, 5, 9, 11, 140, 1, 1, [2, 2], ConvPadding::Explicit([0; 4]), [1, 1], 1, true),
         (2, 3, 13, 12, 9, 5, 3, [1, 2], ConvPadding::Explicit([2, 1, 0, 1]), [2, 1], 1, false),
     ];
-    for tile in ["64x64", "64x128", "128x64", "128x128"] {
+    for tile in ["64x64", "64x128", "128x64", "128x128", "32x128"] {
         std::env::set_var("MPSRT_CONV_GEMM_TILE", tile);
         for (i, &(n, c, h, w, oc, kh, kw, stride, padding, dilation, groups, bias)) in
             CASES.iter().chain(extra.iter()).enumerate()

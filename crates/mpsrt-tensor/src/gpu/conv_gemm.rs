@@ -5,7 +5,7 @@
 //! when and with which tile; the knobs it reads from here: `MPSRT_CONV_GEMM` (`1`: every
 //! ungrouped conv that fits, for tests; `0`: never; unset: the planner's choice),
 //! `MPSRT_CONV_GEMM_MIN_TILES` (the legacy route's threshold, 64×64 tiles, default 256),
-//! `MPSRT_CONV_GEMM_TILE=BMxBN` (64 or 128 each: the only tile considered) and
+//! `MPSRT_CONV_GEMM_TILE=BMxBN` (64 or 128 each, or 32x128: the only tile considered) and
 //! `MPSRT_CONV_SMS` (the cost model's SM count, default 132).
 
 use super::conv::{as_f32, buffer};
@@ -44,7 +44,7 @@ fn tile_override() -> Option<(u32, u32)> {
     let v = std::env::var("MPSRT_CONV_GEMM_TILE").ok()?;
     let (a, b) = v.trim().split_once('x')?;
     let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-    ([64, 128].contains(&a) && [64, 128].contains(&b)).then_some((a, b))
+    (([64, 128].contains(&a) && [64, 128].contains(&b)) || (a, b) == (32, 128)).then_some((a, b))
 }
 
 /// The planner's view of `dev` and of the environment's knobs.

@@ -118,7 +118,8 @@ impl Default for CostModel {
 fn tile_traits(bm: u32, bn: u32) -> (usize, f64) {
     match (bm, bn) {
         (128, 128) => (2, 1.0),
-        (64, 64) => (4, 0.6),
+        // 4×4 outputs per thread, as 64×64 (the narrow tile for ≤ 32-channel layers).
+        (64, 64) | (32, 128) => (4, 0.6),
         _ => (3, 0.8),
     }
 }
@@ -231,6 +232,9 @@ fn best_gemm(
         // 128-channel tiles only where there are that many channels (a 64-channel layer would
         // compute a half-empty tile).
         None if g.oc >= 128 => vec![(128, 128), (128, 64), (64, 128), (64, 64)],
+        // 32×128 where a 64-row tile would be a third or more empty (DenseNet's 32-channel
+        // growth convs).
+        None if g.oc <= 32 || (g.oc > 64 && g.oc <= 96) => vec![(64, 128), (64, 64), (32, 128)],
         None => vec![(64, 128), (64, 64)],
     };
     let min_klen = if min_slices > 1 { 8 } else { 64 };
@@ -441,6 +445,12 @@ mod tests {
         // A 56×56 1×1 layer fills the GPU without splitting.
         match plan_conv(&geom(32, 64, 56, 256, 1, 1), &lim, ConvAlgo::Auto) {
             ConvPlan::Gemm { kslice: 0, .. } => {}
+            p => panic!("{p:?}"),
+        }
+        // DenseNet's 128→32 3×3 on a 56×56 map, forced onto the implicit GEMM: the 32×128 tile.
+        let dense = geom(32, 128, 56, 32, 3, 1);
+        match plan_conv(&dense, &lim, ConvAlgo::Gemm) {
+            ConvPlan::Gemm { bm: 32, bn: 128, kslice: 0 } => {}
             p => panic!("{p:?}"),
         }
         // Strided 3×3 and the 7×7 stem are not Winograd's.
