@@ -13,7 +13,7 @@ by=collections.defaultdict(dict)
 for r in rows:
     if r.get('bench')!='conv2d': continue
     by[key(r)].setdefault(r.get('algo','?'),r['ms'])
-algos=['auto','legacy','gemm','splitk','winograd']
+algos=list(dict.fromkeys(r.get('algo','?') for r in rows if r.get('bench')=='conv2d'))  # as run (ALGOS)
 print('n c k r s h | torch | '+' '.join(algos)+' | best')
 tot=collections.Counter()
 for k in by:

@@ -15,7 +15,7 @@
 #                torch (`torch_reference.py ops`)
 #   convs        ResNet-50's and DenseNet-121's conv2d shapes at batch 1 and 32, each call
 #                synchronized, per conv algorithm (MPSRT_CONV_ALGO=auto|legacy|gemm|splitk|
-#                winograd), beside torch (cuDNN)
+#                winograd; ALGOS="..." picks others, e.g. winograd2 winograd4), beside torch (cuDNN)
 #   ort          the ONNX Runtime plugin EP vs mpsrt's own InferenceSession vs
 #                onnxruntime-ep-webgpu on the `models` files (bench/ort_ep.py)
 #   jit          Triton's tutorials 01-03 through mpsrt.jit beside the built-ins and torch
@@ -93,7 +93,7 @@ if part convs; then
   # 23 ResNet-50 + 6 DenseNet-121 shapes (--densenet) at batch 32 for every algorithm; batch 1
   # (the planner's choice) with CONV_B1=1.
   NSHAPES=${NSHAPES:-29}
-  { for algo in auto legacy gemm splitk winograd; do
+  { for algo in ${ALGOS:-auto legacy gemm splitk winograd}; do
       for i in $(seq 0 $((NSHAPES - 1))); do
         MPSRT_CONV_ALGO=$algo timeout 30 $E/bench_ops_b --batch 32 --shapes $i --iters 20 --sync-each --densenet --warm-s 0.3
       done
