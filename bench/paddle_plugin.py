@@ -6,8 +6,9 @@ torch with CUDA and torchvision for the reference rows, when importable):
     CUSTOM_DEVICE_ROOT=<dir with a link to mpsrt/_C.abi3.so> python bench/paddle_plugin.py
 
 If CUSTOM_DEVICE_ROOT is unset the script makes a temporary one linking the installed `mpsrt._C`.
-Rows: ResNet-50 inference at batch 1 and 32, one training step at batch 32 (SGD), and the eager
-cost of 1,000 tiny adds. `kernels_on_mps` counts launches of the plugin's kernels during the
+Rows: whether ResNet-50 forward + backward + SGD runs with Paddle's CPU fallback off (the first
+missing kernel, if any), ResNet-50 inference at batch 1 and 32, one training step at batch 32
+(SGD), and the eager cost of 1,000 tiny adds. `kernels_on_mps` counts launches of the plugin's kernels during the
 timed runs (ops without a plugin kernel run through Paddle's CPU fallback).
 """
 
@@ -47,6 +48,31 @@ def timeit(fn, sync, repeat=REPEAT):
         sync()
         times.append(time.perf_counter() - t)
     return float(np.median(times)) * 1e3
+
+
+def coverage_row():
+    """ResNet-50 forward, backward and an SGD step on 'mps' with Paddle's CPU fallback turned off:
+    `missing` names the first op without a plugin kernel (None: every op ran on the device)."""
+    paddle.set_device("mps")
+    paddle.set_flags({"FLAGS_enable_api_kernel_fallback": False})
+    missing = None
+    try:
+        model = paddle.vision.models.resnet50()
+        opt = paddle.optimizer.SGD(learning_rate=0.01, parameters=model.parameters())
+        x = paddle.randn([2, 3, 64, 64])
+        y = paddle.randint(0, 1000, [2])
+        loss = paddle.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        model.eval()
+        with paddle.no_grad():
+            model(x)
+        paddle.device.synchronize("mps")
+    except Exception as e:  # the message names the kernel Paddle could not find
+        missing = str(e).splitlines()[0][:300]
+    finally:
+        paddle.set_flags({"FLAGS_enable_api_kernel_fallback": True})
+    emit(bench="resnet50_fallbacks", device="mps", missing=missing, kernels=sorted(mp.stats()["kernels"]))
 
 
 def paddle_rows(device):
@@ -134,6 +160,7 @@ if __name__ == "__main__":
     devices = sys.argv[1:] or ["mps", "cpu"]
     if "mps" in devices:
         emit(bench="device", name=mp.get_device_name() if mp.is_available() else None)
+        coverage_row()
     for d in devices:
         paddle_rows(d)
     torch_rows()

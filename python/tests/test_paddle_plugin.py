@@ -340,6 +340,47 @@ def test_errors_then_a_working_op():
     assert "DTYPE" in r.stdout and "SHAPE ValueError" in r.stdout, out
 
 
+def test_discovery_without_environment_variable(tmp_path):
+    """The loader that `pip install` puts in <site-packages>/paddle_custom_device/ (staged by
+    crates/mpsrt-paddle/build.rs in python/paddle_custom_device/): in a fresh venv whose
+    site-packages holds paddle (a link), the loader and mpsrt/_C, `import paddle` with no
+    CUSTOM_DEVICE_ROOT lists 'mps' and runs an op on it."""
+    import site
+    import venv
+
+    import mpsrt._C as C
+
+    loader = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "paddle_custom_device", "mpsrt_paddle_loader.so")
+    if not os.path.exists(loader):
+        pytest.skip("the loader is not staged (cargo build -p mpsrt-paddle stages it)")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    sp = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True, text=True, check=True).stdout.strip()
+    # A link farm, not one link: Paddle finds paddle_custom_device/ as paddle/libs/../.., which
+    # the OS resolves physically, so paddle/ and paddle/libs/ must be real directories here.
+    real = paddle.__path__[0]
+    os.makedirs(os.path.join(sp, "paddle", "libs"))
+    for name in os.listdir(real):
+        if name != "libs":
+            os.symlink(os.path.join(real, name), os.path.join(sp, "paddle", name))
+    for name in os.listdir(os.path.join(real, "libs")):
+        os.symlink(os.path.join(real, "libs", name), os.path.join(sp, "paddle", "libs", name))
+    os.makedirs(os.path.join(sp, "paddle_custom_device"))
+    os.symlink(loader, os.path.join(sp, "paddle_custom_device", "mpsrt_paddle_loader.so"))
+    os.makedirs(os.path.join(sp, "mpsrt"))
+    os.symlink(os.path.realpath(C.__file__), os.path.join(sp, "mpsrt", os.path.basename(C.__file__)))
+    # Paddle's own dependencies (numpy, ...) from this interpreter's site-packages, after the venv's.
+    with open(os.path.join(sp, "zz_deps.pth"), "w") as f:
+        f.write("\n".join(site.getsitepackages()) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "CUSTOM_DEVICE_ROOT"}
+    env["GLOG_minloglevel"] = "2"
+    code = "import paddle; print(paddle.device.get_all_custom_device_type()); paddle.set_device('mps'); print((paddle.ones([3]) * 2).numpy().tolist())"
+    r = subprocess.run([str(py), "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "['mps']" in r.stdout and "[2.0, 2.0, 2.0]" in r.stdout, r.stdout + r.stderr
+
+
 def test_import_without_gpu():
     r = _run(
         """
