@@ -126,6 +126,25 @@ def test_grad(case):
     check_grad(fn, arrays, grad_of, kernels)
 
 
+F16_CASES = ["add_broadcast", "multiply_broadcast", "matmul", "relu", "gelu", "softmax", "conv2d", "max_pool", "layer_norm", "batch_norm_train"]
+
+
+@pytest.mark.parametrize("case", F16_CASES)
+def test_grad_float16(case):
+    """float16 on 'mps' against float32 on Paddle's CPU (whose float16 kernels are few)."""
+    fn, arrays, grad_of, kernels = GRAD_CASES[case]
+    half = [a.astype("float16").astype("float32") if a.dtype == np.float32 else a for a in arrays]
+    want_y, want_g = grads_on(CPU, fn, half, grad_of)
+    dev = [a.astype("float16") if a.dtype == np.float32 else a for a in arrays]
+    before = {k: launches(k) for k in kernels}
+    got_y, got_g = grads_on(MPS, lambda *t: fn(*t).astype("float32"), dev, grad_of)
+    for k in kernels:
+        assert mp.stats()["kernels"].get(f"{k}/float16", 0) > 0 and launches(k) > before[k], k
+    np.testing.assert_allclose(got_y, want_y, rtol=2e-2, atol=2e-2)
+    for g, w in zip(got_g, want_g):
+        np.testing.assert_allclose(g.astype("float32"), w, rtol=3e-2, atol=3e-2)
+
+
 def test_batch_norm_running_stats_and_eval():
     """Training mode updates the running statistics; eval mode normalizes with them."""
     x = r(4, 3, 5, 5)
