@@ -28,7 +28,10 @@ fn main() -> Result<()> {
     let quick = std::env::var("BENCH_QUICK").is_ok();
     // `BENCH_ONLY=rows`: softmax and row sums only (no matmul history before them).
     let rows_only = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "rows");
-    let sizes: &[usize] = if rows_only {
+    // `BENCH_ONLY=f16`: the gemv and f16 GEMM rows only, in a fresh process (the H100's clock
+    // drops a few seconds into a busy Vulkan process).
+    let f16_only = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "f16");
+    let sizes: &[usize] = if rows_only || f16_only {
         &[]
     } else if quick {
         &[256]
@@ -46,6 +49,9 @@ fn main() -> Result<()> {
     let k = if quick { 256 } else { 4096 };
     if !rows_only {
         matvec_and_f16(&dev, k)?;
+    }
+    if f16_only {
+        return Ok(());
     }
     rows(&dev, if quick { 512 } else { 8192 })
 }
