@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod generate;
 mod info;
 mod model_cmd;
 mod npy;
@@ -48,6 +49,9 @@ enum Command {
     Bench(BenchArgs),
     /// Run an ONNX model on .npy/.npz inputs and write its outputs to .npz.
     Run(model_cmd::RunArgs),
+    /// Greedy text generation with a decoder exported with past key/values (KV cache): the
+    /// tokens and tokens/s.
+    Generate(generate::GenerateArgs),
     /// Serve a Triton model repository over HTTP/gRPC (Triton-compatible).
     Serve(serve::ServeArgs),
     /// Load-test a running server (like Triton's perf_analyzer): throughput, latency
@@ -99,6 +103,7 @@ fn main() {
             "give a model (mpsrt bench model.onnx) or a micro-benchmark (mpsrt bench elementwise)",
         )),
         Command::Run(a) => model_cmd::run(a),
+        Command::Generate(a) => generate::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Perf(a) => perf::run(a),
     };

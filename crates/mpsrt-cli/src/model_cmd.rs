@@ -3,7 +3,7 @@
 use crate::npy;
 use indicatif::{ProgressBar, ProgressStyle};
 use mpsrt::{DType, Error, Place, Result, Tensor};
-use mpsrt_engine::{Session, SessionOptions, StepProfile};
+use mpsrt_engine::{Precision, Session, SessionOptions, StepProfile};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -38,6 +38,15 @@ pub struct RunArgs {
     /// Device (default: the GPU when there is one).
     #[arg(long, value_enum)]
     device: Option<Device>,
+    /// `f16`: run a float32 model's heavy ops in float16 (sensitive ones stay f32; inputs and
+    /// outputs keep their types).
+    #[arg(long, default_value = "f32", value_parser = parse_precision)]
+    precision: Precision,
+}
+
+/// `--precision`: `f32` or `f16` (the error names the option and the accepted values).
+pub(crate) fn parse_precision(s: &str) -> std::result::Result<Precision, String> {
+    s.parse::<Precision>().map_err(|e| e.to_string())
 }
 
 fn load_inputs(specs: &[String], place: Place) -> Result<HashMap<String, Tensor>> {
@@ -94,7 +103,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         check_writable(path)?;
     }
     let place = place(a.device);
-    let session = Session::load(&a.model, place, SessionOptions::default())?;
+    let session =
+        Session::load_with_precision(&a.model, place, SessionOptions::default(), a.precision)?;
     let feeds = load_inputs(&a.inputs, place)?;
     let t0 = Instant::now();
     let outs = session.run(&feeds)?;
@@ -127,6 +137,9 @@ pub struct ModelBenchArgs {
     pub warmup: usize,
     #[arg(long, value_enum)]
     pub device: Option<Device>,
+    /// `f16`: run a float32 model's heavy ops in float16 (sensitive ones stay f32).
+    #[arg(long, default_value = "f32", value_parser = parse_precision)]
+    pub precision: Precision,
     /// Plan without elementwise fusion.
     #[arg(long)]
     pub no_fusion: bool,
@@ -211,7 +224,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
     let place = place(a.device);
     let opts = SessionOptions { fusion: !a.no_fusion, memory_planning: !a.no_memory_planning };
-    let session = Session::load(&model, place, opts)?;
+    let session = Session::load_with_precision(&model, place, opts, a.precision)?;
     let mut feeds = HashMap::new();
     let mut shapes = Vec::new();
     for (name, _) in &a.shapes {
@@ -303,7 +316,7 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
             "model": model.display().to_string(), "place": place.to_string(), "batch": a.batch,
             "iterations": a.iterations, "fusion": opts.fusion, "memory_planning": opts.memory_planning,
             "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": mean, "plan": plan.summary(),
-            "host_record_p50_ms": host_p50,
+            "host_record_p50_ms": host_p50, "precision": a.precision.name(),
         });
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);
@@ -316,7 +329,13 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         }
         println!("{v}");
     } else {
-        println!("{} on {place}, batch {}, {} iterations", model.display(), a.batch, a.iterations);
+        println!(
+            "{} on {place}, batch {}, {} iterations, precision {}",
+            model.display(),
+            a.batch,
+            a.iterations,
+            a.precision
+        );
         println!("  plan: {}", plan.summary());
         println!("  latency ms: p50 {p50:.3}  p90 {p90:.3}  p99 {p99:.3}  mean {mean:.3}");
         println!(
