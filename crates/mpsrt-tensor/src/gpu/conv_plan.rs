@@ -18,15 +18,16 @@
 //! `auto`: batch-1 convs keep the `legacy` route (its split-K paths were tuned for batch 1,
 //! where the host, not the GPU, bounds latency). Batched convs take the cheapest of Winograd and
 //! every (tile, slices) of the implicit GEMM (Winograd only when ≥ 10% cheaper) under a cost
-//! model of an NVIDIA-class GPU ([`CostModel`]): workgroups run in waves of `sms × resident(tile)`; a wave costs the tile's
-//! FMAs at the tile's efficiency (a 128×128 tile reuses each workgroup-memory load 8 times per
-//! thread, a 64×64 one 4); split-K adds its partial buffer's traffic and one launch; Winograd
-//! costs its transforms' traffic (V and M are 4× the input and output for F(2,3), 2.25× for
-//! F(4,3), plus the partial tiles at the map's edges), three launches, and a batched GEMM of
-//! α² products with 2.25× (F(2,3)) or 4× (F(4,3)) fewer FMAs per output. The constants are estimates
-//! from the H100 numbers in BENCHMARKS.md (the tiled matmul at ~28 TFLOP/s, ~2.5 TB/s, ~4 µs per
-//! extra dispatch), not a measured table: `bench_ops_b` with each `MPSRT_CONV_ALGO` value gives
-//! the data to correct them.
+//! model of an NVIDIA-class GPU ([`CostModel`]): workgroups run in (fractional) waves of
+//! `sms × resident(tile)`; a wave costs the tile's FMAs at the tile's efficiency; split-K adds
+//! its partial buffer's traffic and one launch; Winograd costs its transforms' traffic (V and M
+//! are 4× the input and output for F(2,3), 2.25× for F(4,3), plus the partial tiles at the
+//! map's edges), three launches, and a batched GEMM of α² products with 2.25× (F(2,3)) or 4×
+//! (F(4,3)) fewer FMAs per output. The GEMM constants are fitted to the first H100 timings of
+//! every algorithm on ResNet-50's and DenseNet-121's batch-32 shapes (10% log-RMS error; see
+//! [`tile_traits`]); the Winograd F(2,3) costs then fall within ~15% of its measured times;
+//! F(4,3) and the 32×128 tile are not measured yet. `bench/gpu.sh convs` (`bench_ops_b` under
+//! each `MPSRT_CONV_ALGO`) gives the data to refit them.
 
 use crate::conv::ConvGeom;
 
@@ -98,7 +99,7 @@ pub(crate) struct PlanLimits {
 pub(crate) struct CostModel {
     /// Streaming multiprocessors (`MPSRT_CONV_SMS`, default 132: an H100 SXM).
     pub sms: usize,
-    /// FMAs per ns one SM sustains on a 128×128 tile (the tiled GEMM at ~28 TFLOP/s).
+    /// FMAs per ns one SM sustains on a 128×128 tile (fitted: ~24 TFLOP/s on 132 SMs).
     pub fma_per_ns_sm: f64,
     /// Device-memory bytes per ns.
     pub bytes_per_ns: f64,
@@ -108,19 +109,22 @@ pub(crate) struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { sms: 132, fma_per_ns_sm: 106.0, bytes_per_ns: 2500.0, launch_ns: 4000.0 }
+        CostModel { sms: 132, fma_per_ns_sm: 90.0, bytes_per_ns: 2500.0, launch_ns: 4000.0 }
     }
 }
 
-/// Workgroups of a tile shape resident per SM (256 threads; 64 accumulators per thread at
-/// 128×128 limit it to 2 by registers) and the tile's FMA efficiency relative to 128×128
-/// (workgroup-memory loads per FMA: 16/64, 12/32, 8/16).
+/// Workgroups of a tile shape resident per SM and the tile's FMA efficiency relative to
+/// 128×128, fitted (with the wave rule and `fma_per_ns_sm`) to the H100 timings of every
+/// ResNet-50/DenseNet-121 batch-32 shape under `gemm` and `splitk` (bench/results/2026-11-25-
+/// h100/session10/call2: 54 points, log-RMS error 10% after a fixed 70 µs per synchronized
+/// call): 128×64 tiles are as efficient as 128×128 with one more resident, 64×64 reach 80%.
 fn tile_traits(bm: u32, bn: u32) -> (usize, f64) {
     match (bm, bn) {
         (128, 128) => (2, 1.0),
-        // 4×4 outputs per thread, as 64×64 (the narrow tile for ≤ 32-channel layers).
-        (64, 64) | (32, 128) => (4, 0.6),
-        _ => (3, 0.8),
+        // 4×4 outputs per thread, as 64×64 (the narrow tile for ≤ 32-channel layers; not
+        // measured yet: 64×64's values).
+        (64, 64) | (32, 128) => (2, 0.8),
+        _ => (3, 1.0),
     }
 }
 
@@ -136,7 +140,9 @@ impl CostModel {
     ) -> f64 {
         let (resident, eff) = tile_traits(bm, bn);
         let wg = oc.div_ceil(bm as usize) * cols.div_ceil(bn as usize) * slices;
-        let waves = wg.div_ceil(self.sms * resident) as f64;
+        // Fractional waves (the fit preferred them to whole ones: workgroups finish unevenly),
+        // but never less than one workgroup's time.
+        let waves = (wg as f64 / (self.sms * resident) as f64).max(1.0);
         let klen = if slices == 1 { k } else { kslice };
         let wave_ns =
             (resident * bm as usize * bn as usize * klen) as f64 / (self.fma_per_ns_sm * eff);
