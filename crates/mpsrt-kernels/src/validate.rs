@@ -1,7 +1,11 @@
-//! Metal readiness without a Mac: parse WGSL with naga, validate it, and translate it to MSL.
-//! Used by the tests of every crate that produces WGSL.
+//! Metal readiness without a Mac: parse WGSL with naga, validate it, and translate it to MSL —
+//! and to SPIR-V, the form wgpu hands Vulkan, because naga's backends can fail on a module the
+//! validator accepts (the first cooperative-matrix GEMM "generation 2" validated and translated
+//! to MSL, then panicked in naga's SPIR-V writer on the H100). Used by the tests of every crate
+//! that produces WGSL.
 
-/// Validate `source` and translate it to Metal Shading Language; the error says which step failed.
+/// Validate `source`, translate it to SPIR-V (the check only) and to Metal Shading Language; the
+/// error says which step failed. A naga backend that panics is reported as an error too.
 pub fn wgsl_to_msl(source: &str) -> Result<String, String> {
     let module = naga::front::wgsl::parse_str(source)
         .map_err(|e| format!("WGSL parse: {}", e.emit_to_string(source)))?;
@@ -12,6 +16,21 @@ pub fn wgsl_to_msl(source: &str) -> Result<String, String> {
     let info = validator
         .validate(&module)
         .map_err(|e| format!("validation: {}", e.emit_to_string(source)))?;
+    let spv = std::panic::catch_unwind(|| {
+        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+    });
+    match spv {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("SPIR-V translation: {e}")),
+        Err(p) => {
+            let why = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            return Err(format!("SPIR-V translation panicked in naga: {why}"));
+        }
+    }
     let options = naga::back::msl::Options { lang_version: (2, 4), ..Default::default() };
     let (msl, _) = naga::back::msl::write_string(
         &module,
