@@ -103,6 +103,9 @@ def test_host_inputs_go_through_the_data_transfer():
     # ORT copies the input to the provider's memory and the output back, once each.
     assert d["host_to_device_bytes"] == x.nbytes and d["device_to_host_bytes"] == got.nbytes, d
     assert d["inputs_in_place"] == 1 and d["outputs_on_device"] == 1, d
+    # ORT allocates the graph output while Compute asks for it: the engine's result buffer is
+    # registered as that allocation (no device copy).
+    assert d["outputs_adopted"] == 1 and d["device_to_device_bytes"] == 0, d
 
 
 def test_fp16_model_runs_on_the_provider():

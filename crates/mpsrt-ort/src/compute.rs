@@ -15,6 +15,7 @@ use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::Arc;
 
 /// A fused node: `OrtNodeComputeInfo` first, so ORT's pointer is ours.
 #[repr(C)]
@@ -229,8 +230,22 @@ impl Compiled {
             let dims: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
             let mut out = ptr::null_mut();
             // SAFETY: ORT allocates the output with these dims.
-            check(unsafe {
+            let mut get = || unsafe {
                 a.KernelContext_GetOutput(ctx, i, dims.as_ptr(), dims.len(), &mut out)
+            };
+            // A fresh result buffer nothing else holds (not an input's, a constant's or a
+            // replay recording's) can become ORT's output itself if ORT allocates it now.
+            let adopt = match t.storage() {
+                Storage::Gpu(b) if t.is_contiguous() && t.layout().offset == 0 => {
+                    (Arc::strong_count(b) == 1).then(|| b.clone())
+                }
+                _ => None,
+            };
+            let len = t.numel() * t.dtype().size();
+            let adopted = adopt.clone();
+            check(match adopt {
+                Some(b) => memory::adopting(b, len, get),
+                None => get(),
             })?;
             let (elem, _) = ort::value_tensor_type(out)?;
             if elem != dtype_elem(t.dtype()) {
@@ -246,7 +261,15 @@ impl Compiled {
             // SAFETY: the output holds exactly numel × size bytes (same dims and dtype).
             check(unsafe { a.GetTensorMutableData(out, &mut p) })?;
             if memory::is_device(p as usize) {
-                store(t, p as usize).map_err(|e| self.err(format!("output {name:?}: {e}")))?;
+                let same = adopted.as_ref().is_some_and(|b| {
+                    memory::resolve("Compute", p as usize, len)
+                        .is_ok_and(|(r, off)| off == 0 && Arc::ptr_eq(&r, b))
+                });
+                if same {
+                    memory::count(memory::OUT_ADOPTED, 1);
+                } else {
+                    store(t, p as usize).map_err(|e| self.err(format!("output {name:?}: {e}")))?;
+                }
                 memory::count(memory::OUT_DEVICE, 1);
             } else {
                 memory::count(memory::OUT_HOST, 1);

@@ -33,6 +33,23 @@ struct Space {
 
 static SPACE: Mutex<Option<Space>> = Mutex::new(None);
 
+thread_local! {
+    /// A buffer the next allocation of exactly its length on this thread adopts instead of
+    /// allocating (see [`adopting`]).
+    static ADOPT: std::cell::RefCell<Option<(Arc<GpuBuffer>, usize)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (which makes ORT allocate one output) so that an allocation of exactly `len` bytes
+/// on `buf`'s device made during it registers `buf` itself: the engine's result becomes ORT's
+/// output without a copy. The caller passes only buffers nothing else holds.
+pub fn adopting<T>(buf: Arc<GpuBuffer>, len: usize, f: impl FnOnce() -> T) -> T {
+    ADOPT.with(|a| *a.borrow_mut() = Some((buf, len)));
+    let r = f();
+    ADOPT.with(|a| a.borrow_mut().take());
+    r
+}
+
 /// Allocations start 256 bytes apart at least (ORT aligns tensors to 64 bytes inside them).
 const ADDR_ALIGN: usize = 256;
 
@@ -67,9 +84,21 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Space>> {
 
 /// Allocates `size` bytes on GPU `device` and returns the address ORT sees.
 pub fn alloc(device: usize, size: usize) -> Result<usize> {
-    let dev = mpsrt_runtime::gpu_device(device)?;
-    let buf =
-        dev.alloc("MpsrtExecutionProvider allocator", size.max(4).next_multiple_of(4) as u64)?;
+    let adopted = ADOPT.with(|a| {
+        let mut a = a.borrow_mut();
+        match a.as_ref() {
+            Some((b, len)) if *len == size && b.device().index() == device => a.take(),
+            _ => None,
+        }
+    });
+    let buf = match adopted {
+        Some((b, _)) => b,
+        None => {
+            let dev = mpsrt_runtime::gpu_device(device)?;
+            let bytes = size.max(4).next_multiple_of(4) as u64;
+            Arc::new(dev.alloc("MpsrtExecutionProvider allocator", bytes)?)
+        }
+    };
     let mut g = lock();
     if g.is_none() {
         *g = Some(reserve()?);
@@ -86,7 +115,7 @@ pub fn alloc(device: usize, size: usize) -> Result<usize> {
             s.next - step
         }
     };
-    s.chunks.insert(addr, Chunk { buf: Arc::new(buf), size });
+    s.chunks.insert(addr, Chunk { buf, size });
     Ok(addr)
 }
 
@@ -176,8 +205,9 @@ pub fn copy_between(
 
 /// Traffic counters, read by tests through [`crate::mpsrt_ort_stats`] to prove where bytes
 /// went: `[host→device bytes, device→host bytes, device→device bytes, inputs read in place,
-/// inputs copied, outputs written on the device, outputs written to host memory]`.
-pub static STATS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+/// inputs copied, outputs written on the device, outputs written to host memory, outputs whose
+/// engine buffer ORT adopted (no copy)]`.
+pub static STATS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 pub const H2D: usize = 0;
 pub const D2H: usize = 1;
 pub const D2D: usize = 2;
@@ -185,6 +215,7 @@ pub const IN_PLACE: usize = 3;
 pub const IN_COPIED: usize = 4;
 pub const OUT_DEVICE: usize = 5;
 pub const OUT_HOST: usize = 6;
+pub const OUT_ADOPTED: usize = 7;
 
 pub fn count(which: usize, n: usize) {
     STATS[which].fetch_add(n as u64, Ordering::Relaxed);

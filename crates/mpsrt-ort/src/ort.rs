@@ -147,17 +147,27 @@ pub fn value_type(vi: *const abi::OrtValueInfo) -> R<Option<TensorType>> {
     }
 }
 
-/// Element type and concrete dims of a tensor `OrtValue`.
+/// Element type and concrete dims of a tensor `OrtValue` (on the `Compute` path: no
+/// symbolic-dimension names are read).
 pub fn value_tensor_type(v: *const abi::OrtValue) -> R<(i32, Vec<i64>)> {
     let a = api();
     let mut info = ptr::null_mut();
     // SAFETY: `v` is a live tensor value; the info is released here.
     unsafe {
         check(a.GetTensorTypeAndShape(v, &mut info))?;
-        let t = tensor_type_of(info);
+        let read = || -> R<(i32, Vec<i64>)> {
+            let (mut elem, mut n) = (0i32, 0usize);
+            check(a.GetTensorElementType(info, &mut elem))?;
+            check(a.GetDimensionsCount(info, &mut n))?;
+            let mut dims = vec![0i64; n];
+            if n > 0 {
+                check(a.GetDimensions(info, dims.as_mut_ptr(), n))?;
+            }
+            Ok((elem, dims))
+        };
+        let r = read();
         a.ReleaseTensorTypeAndShapeInfo(info);
-        let t = t?;
-        Ok((t.elem, t.dims.unwrap_or_default().into_iter().map(|(d, _)| d).collect()))
+        r
     }
 }
 
