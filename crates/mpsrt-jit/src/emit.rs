@@ -27,9 +27,16 @@ pub(crate) struct Emitter {
     pub scratch: [usize; 2],
     /// Largest block (in elements) the kernel creates; decides the workgroup size.
     pub max_numel: usize,
-    /// Module-level helpers (structs, functions such as a reduction's combiner), emitted before
-    /// the entry point.
+    /// Module-level helpers (structs, functions such as a reduction's combiner, typed
+    /// workgroup arrays), emitted before the entry point.
     pub functions: Vec<String>,
+    /// Cooperative-matrix configuration `tl.dot` may use (see `coop`).
+    pub coop: Option<crate::coop::CoopConfig>,
+    /// A `tl.dot` ran on cooperative matrices: the module enables f16 and
+    /// `wgpu_cooperative_matrix`, and the entry point takes `subgroup_id`.
+    pub uses_coop: bool,
+    /// Workgroup bytes outside the two scratch arrays (cooperative `tl.dot` staging).
+    pub extra_workgroup_bytes: usize,
 }
 
 impl Emitter {
@@ -42,6 +49,9 @@ impl Emitter {
             scratch: [0, 0],
             max_numel: 1,
             functions: Vec::new(),
+            coop: None,
+            uses_coop: false,
+            extra_workgroup_bytes: 0,
         }
     }
 
@@ -266,6 +276,9 @@ impl Emitter {
     /// `a @ b` (+ `acc`), f32 math: both operands are staged in workgroup memory and each
     /// invocation computes the dot products of the output elements it owns.
     pub fn dot(&mut self, a: &Tensor, b: &Tensor, acc: Option<&Tensor>, out_ty: Ty) -> Tensor {
+        if let Some(out) = self.dot_coop(a, b, acc, out_ty) {
+            return out;
+        }
         let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
         self.use_scratch(0, m * k);
         self.use_scratch(1, k * n);

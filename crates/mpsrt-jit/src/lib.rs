@@ -37,6 +37,7 @@
 //!   `program_id(1) = (lin / g0) % g1`, `program_id(2) = lin / (g0 * g1)`.
 
 mod builtins;
+mod coop;
 mod emit;
 mod expr;
 mod lower;
@@ -46,6 +47,7 @@ mod source;
 mod ttir;
 mod value;
 
+pub use coop::CoopConfig;
 pub use ttir::{compile_ttir, compile_ttir_widening, WIDEN_TO};
 
 use mpsrt_core::{DType, Error, Result};
@@ -91,6 +93,10 @@ pub struct CompileOptions {
     /// The device has `shader-f16`. Reserved: f16 values are computed in f32 and rounded to f16
     /// after every operation, which gives f16 results without requiring the extension.
     pub f16: bool,
+    /// A cooperative-matrix configuration (f16 inputs, f32 accumulation) for `tl.dot` on the
+    /// matrix units; `None` keeps the register-tiled path. Only set it for adapters that have
+    /// the configuration and a fixed subgroup size (see `mpsrt_kernels::plan_coop_matmul`).
+    pub coop: Option<CoopConfig>,
 }
 
 impl Default for CompileOptions {
@@ -100,6 +106,7 @@ impl Default for CompileOptions {
             max_workgroup_size: 256,
             max_workgroup_storage: 16384,
             f16: false,
+            coop: None,
         }
     }
 }
@@ -179,6 +186,7 @@ pub fn ttir_compiler_id() -> String {
     let sources = [
         env!("CARGO_PKG_VERSION"),
         include_str!("emit.rs"),
+        include_str!("coop.rs"),
         include_str!("memory.rs"),
         include_str!("module.rs"),
         include_str!("value.rs"),

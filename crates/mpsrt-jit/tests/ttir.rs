@@ -209,3 +209,30 @@ fn tensor_descriptors_and_int64_offsets() {
     let e = compile_ttir(&text, None, &CompileOptions::default()).unwrap_err().to_string();
     assert!(e.contains("`arith.cmpi` on int64 values is not supported"), "{e}");
 }
+
+#[test]
+fn dot_on_cooperative_matrices_and_the_forced_fallback() {
+    // Tutorial 03 (64x32 @ 32x32 f16 tiles, f32 accumulator) with a 16x16 f16 configuration and
+    // 32-lane subgroups: tl.dot runs coopMultiplyAdd; without a configuration (lavapipe, or
+    // MPSRT_COOP_MATMUL=0) the same TTIR takes the register-tiled path.
+    let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
+    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert!(k.wgsl.starts_with("enable f16;\nenable wgpu_cooperative_matrix;"), "{}", k.wgsl);
+    assert!(k.wgsl.contains("coopMultiplyAdd(") && k.wgsl.contains("@builtin(subgroup_id)"));
+    // A/B staged as f16, C as f32: (64*32 + 32*32) * 2 + 64*32 * 4 bytes, plus the scratch
+    // words of the kernel's other block exchanges.
+    assert!(k.workgroup_bytes >= (64 * 32 + 32 * 32) * 2 + 64 * 32 * 4, "{}", k.workgroup_bytes);
+    // 8 tiles of 16x16 over 4 subgroups: 2 each. 8x8 tiles: 32 tiles, 8 each.
+    assert!(k.wgsl.contains("< 2u;"), "{}", k.wgsl);
+    let eight = CompileOptions {
+        coop: Some(mpsrt_jit::CoopConfig { size: 8, subgroup: 32 }),
+        ..opts.clone()
+    };
+    let k8 = compile_ttir(&fixture("03_matmul"), None, &eight).unwrap();
+    common::validate_coop(&k8).unwrap_or_else(|e| panic!("{e}"));
+    assert!(k8.wgsl.contains("coop_mat8x8<f16, A>"));
+    let fallback = compile("03_matmul", 128);
+    assert!(!fallback.wgsl.contains("coop") && fallback.wgsl.contains("fma("));
+}

@@ -166,6 +166,7 @@ fn launch_jit(
         max_workgroup_size: wanted.min(limit),
         max_workgroup_storage: props.max_compute_workgroup_storage_size,
         f16: false,
+        coop: None,
     };
     let sig = signature(&args);
     let memo = format!("{name:?}\0{:?}\0{opts:?}\0{source}", sig.args);
@@ -317,9 +318,9 @@ fn triton_compile<'py>(
     let k = py
         .detach(move || {
             let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).ok();
-            let (limit, subgroups) = dev.as_ref().map_or((256, false), |d| {
+            let (limit, subgroups, coop) = dev.as_ref().map_or((256, false, None), |d| {
                 let p = d.properties();
-                (p.max_compute_invocations_per_workgroup.max(1), p.subgroups)
+                (p.max_compute_invocations_per_workgroup.max(1), p.subgroups, triton_coop(p))
             });
             let floor = |x: u32| 1u32 << (31 - x.max(1).leading_zeros());
             let opts = CompileOptions {
@@ -327,6 +328,7 @@ fn triton_compile<'py>(
                 max_workgroup_size: floor(max_threads).min(floor(limit)),
                 max_workgroup_storage: u32::MAX,
                 f16: false,
+                coop,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
             mpsrt_jit::compile_ttir_widening(&ttir, None, &opts, device_max)
@@ -357,6 +359,24 @@ fn triton_compile<'py>(
     let bindings: Vec<usize> = k.bindings.iter().map(|b| b.arg_index).collect();
     d.set_item("bindings", bindings)?;
     Ok(d)
+}
+
+/// The cooperative-matrix configuration `tl.dot` may use on this adapter: square f16 x f16 ->
+/// f32 tiles (16 preferred, then 8) and one fixed subgroup size; `None` (the register-tiled
+/// path) otherwise, and under `MPSRT_COOP_MATMUL=0`, which leaves the list empty.
+fn triton_coop(p: &mpsrt_runtime::DeviceProperties) -> Option<mpsrt_jit::CoopConfig> {
+    if !p.subgroups || p.subgroup_min_size != p.subgroup_max_size || p.subgroup_min_size == 0 {
+        return None;
+    }
+    let has = |s: u32| {
+        p.coop_matrix
+            .iter()
+            .any(|c| c.m == s && c.n == s && c.k == s && c.ab == DType::F16 && c.cr == DType::F32)
+    };
+    [16, 8]
+        .into_iter()
+        .find(|&s| has(s))
+        .map(|size| mpsrt_jit::CoopConfig { size, subgroup: p.subgroup_min_size })
 }
 
 /// Builds the pipeline of a compiled Triton kernel (WGSL) on `device`.

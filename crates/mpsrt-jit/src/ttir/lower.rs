@@ -59,9 +59,11 @@ pub(crate) struct TtirLowerer {
 }
 
 impl TtirLowerer {
-    pub fn new(wg: usize) -> TtirLowerer {
+    pub fn new(wg: usize, opts: &crate::CompileOptions) -> TtirLowerer {
+        let mut em = Emitter::new(wg);
+        em.coop = opts.coop;
         TtirLowerer {
-            em: Emitter::new(wg),
+            em,
             args: Vec::new(),
             vals: HashMap::new(),
             bounds: Default::default(),

@@ -77,17 +77,17 @@ pub fn compile_ttir_widening(
     let sig = signature(func)?;
     let key = crate::cache_key(ttir, &func.name, &sig, opts);
     let mut max_wg = opts.max_workgroup_size as usize;
-    let mut low = lower::TtirLowerer::new(max_wg);
+    let mut low = lower::TtirLowerer::new(max_wg, opts);
     low.run(func, &sig)?;
     let wide = low.em.max_numel.div_ceil(WIDEN_TO).next_power_of_two();
     if wide > max_wg && (device_max as usize) > max_wg {
         max_wg = wide.min(device_max as usize);
-        low = lower::TtirLowerer::new(max_wg);
+        low = lower::TtirLowerer::new(max_wg, opts);
         low.run(func, &sig)?;
     }
     let wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
     if wg != max_wg {
-        low = lower::TtirLowerer::new(wg);
+        low = lower::TtirLowerer::new(wg, opts);
         low.run(func, &sig)?;
     }
     crate::module::finish(&low.args, &low.em, &func.name, wg, key, opts)

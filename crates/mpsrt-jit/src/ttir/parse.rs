@@ -449,7 +449,9 @@ pub(crate) fn parse_type(s: &str) -> Result<Type> {
 
 /// The error for a type outside the backend's set, with the reason for the common ones.
 fn unsupported_type(s: &str) -> Error {
-    let elem = s.trim_start_matches("tensor<").trim_start_matches(|c: char| c.is_ascii_digit() || c == 'x');
+    let elem = s
+        .trim_start_matches("tensor<")
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == 'x');
     let elem = elem.trim_start_matches("!tt.ptr<");
     if elem.starts_with("bf16") {
         err(format!("bfloat16 (`{s}`) is not supported: mpsrt tensors have no bfloat16 dtype (use float16 or float32)"))

@@ -43,17 +43,33 @@ pub fn check(
 
 /// Parses and validates the WGSL and translates it to MSL.
 pub fn validate(k: &CompiledKernel) -> Result<(), String> {
+    validate_caps(k, CAPS, (1, 0))
+}
+
+/// [`validate`] for kernels on cooperative matrices: f16, subgroups and
+/// `wgpu_cooperative_matrix` allowed, MSL 2.4 (simdgroup matrices).
+pub fn validate_coop(k: &CompiledKernel) -> Result<(), String> {
+    use naga::valid::Capabilities as C;
+    let caps = CAPS | C::SHADER_FLOAT16 | C::SUBGROUP | C::COOPERATIVE_MATRIX;
+    validate_caps(k, caps, (2, 4))
+}
+
+fn validate_caps(
+    k: &CompiledKernel,
+    caps: naga::valid::Capabilities,
+    msl: (u8, u8),
+) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(&k.wgsl).map_err(|e| {
         format!("WGSL parse error:\n{}\n{}", e.emit_to_string(&k.wgsl), numbered(&k.wgsl))
     })?;
-    let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), CAPS);
+    let mut v = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps);
     let info = v.validate(&module).map_err(|e| {
         format!("naga validation error:\n{}\n{}", e.emit_to_string(&k.wgsl), numbered(&k.wgsl))
     })?;
     let (msl, _) = naga::back::msl::write_string(
         &module,
         &info,
-        &naga::back::msl::Options::default(),
+        &naga::back::msl::Options { lang_version: msl, ..Default::default() },
         &naga::back::msl::PipelineOptions::default(),
     )
     .map_err(|e| format!("MSL translation error: {e:?}\n{}", numbered(&k.wgsl)))?;
