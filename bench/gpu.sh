@@ -21,7 +21,7 @@
 #   jit          Triton's tutorials 01-03 through mpsrt.jit beside the built-ins and torch
 #                (bench/jit_bench.py)
 #   triton       Triton's tutorials through mpsrt's `triton.backends` entry point beside the
-#                built-ins (bench/triton_backend.py)
+#                built-ins (bench/triton_backend.py), then its launch overhead (bench/triton_launch.py)
 #   paddle       Paddle on the mpsrt CustomDevice plugin beside Paddle CPU and torch
 #                (bench/paddle_plugin.py; needs the paddlepaddle wheel, see below)
 #
@@ -117,6 +117,7 @@ fi
 if part triton && [ -f bench/triton_backend.py ]; then
   echo "== triton"
   timeout 200 python3 bench/triton_backend.py 2>&1 | tee "$OUT/triton.jsonl"
+  timeout 60 python3 bench/triton_launch.py 2>&1 | tee -a "$OUT/triton.jsonl"
 fi
 if part paddle && [ -f bench/paddle_plugin.py ]; then
   echo "== paddle"
