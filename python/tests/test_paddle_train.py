@@ -126,6 +126,14 @@ def test_grad(case):
     check_grad(fn, arrays, grad_of, kernels)
 
 
+@pytest.mark.parametrize("case", ["conv2d", "conv2d_stride_dil", "conv2d_groups_same", "conv2d_nhwc"])
+def test_conv_filter_grad_unfold(case, monkeypatch):
+    """The im2col route of conv2d_grad's filter gradient (MPSRT_PADDLE_WGRAD=unfold)."""
+    monkeypatch.setenv("MPSRT_PADDLE_WGRAD", "unfold")
+    fn, arrays, grad_of, kernels = GRAD_CASES[case]
+    check_grad(fn, arrays, grad_of, kernels)
+
+
 F16_CASES = ["add_broadcast", "multiply_broadcast", "matmul", "relu", "gelu", "softmax", "conv2d", "max_pool", "layer_norm", "batch_norm_train"]
 
 

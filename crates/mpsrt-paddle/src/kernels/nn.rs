@@ -191,41 +191,102 @@ fn conv_bwd(c: &Call, depthwise: bool) -> Result<()> {
                 mt::PadMode::Constant(0.0),
             )?
         };
-        let (cin, oc) = (x.shape()[1], dy.shape()[1]);
-        let (cg, ocg) = (cin / g, oc / g);
-        let opts = mt::Conv2dOptions {
-            stride: d,
-            padding: mt::ConvPadding::Explicit([0; 4]),
-            dilation: s,
-            groups: 1,
-        };
-        let mut parts = Vec::with_capacity(g);
-        for gi in 0..g {
-            let xg = xp.slice(1, Some((gi * cg) as isize), Some(((gi + 1) * cg) as isize), 1)?;
-            let dg = dy.slice(1, Some((gi * ocg) as isize), Some(((gi + 1) * ocg) as isize), 1)?;
-            // [Cg, N, Hp, Wp] ⋆ [OCg, N, OH, OW] -> [Cg, OCg, KH', KW'] (KH' >= KH).
-            let r = mt::conv2d(
-                &xg.permute(&[1, 0, 2, 3])?.contiguous()?,
-                &dg.permute(&[1, 0, 2, 3])?.contiguous()?,
-                None,
-                &opts,
-            )?;
-            let r = r.slice(2, Some(0), Some(kh as isize), 1)?.slice(
-                3,
-                Some(0),
-                Some(kw as isize),
-                1,
-            )?;
-            parts.push(r.permute(&[1, 0, 2, 3])?);
-        }
-        let dw = if parts.len() == 1 {
-            parts.pop().expect("one group")
+        let dw = if std::env::var("MPSRT_PADDLE_WGRAD").is_ok_and(|v| v == "unfold") {
+            wgrad_unfold(&xp, &dy, [kh, kw], s, d, g)?
         } else {
-            mt::concat(&parts.iter().collect::<Vec<_>>(), 0)?
+            wgrad_conv(&xp, &dy, [kh, kw], s, d, g)?
         };
         c.store(1, &dw)?;
     }
     Ok(())
+}
+
+/// Filter gradient as a convolution: the channel↔batch-swapped padded input `[Cg, N, Hp, Wp]`
+/// convolved with the swapped `dout` `[OCg, N, OH, OW]` as filter, stride and dilation
+/// exchanged, cropped to the kernel size; one per group.
+fn wgrad_conv(
+    xp: &Tensor,
+    dy: &Tensor,
+    [kh, kw]: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    g: usize,
+) -> Result<Tensor> {
+    let (cin, oc) = (xp.shape()[1], dy.shape()[1]);
+    let (cg, ocg) = (cin / g, oc / g);
+    let opts = mt::Conv2dOptions {
+        stride: d,
+        padding: mt::ConvPadding::Explicit([0; 4]),
+        dilation: s,
+        groups: 1,
+    };
+    let mut parts = Vec::with_capacity(g);
+    for gi in 0..g {
+        let xg = xp.slice(1, Some((gi * cg) as isize), Some(((gi + 1) * cg) as isize), 1)?;
+        let dg = dy.slice(1, Some((gi * ocg) as isize), Some(((gi + 1) * ocg) as isize), 1)?;
+        // [Cg, N, Hp, Wp] ⋆ [OCg, N, OH, OW] -> [Cg, OCg, KH', KW'] (KH' >= KH).
+        let r = mt::conv2d(
+            &xg.permute(&[1, 0, 2, 3])?.contiguous()?,
+            &dg.permute(&[1, 0, 2, 3])?.contiguous()?,
+            None,
+            &opts,
+        )?;
+        let r =
+            r.slice(2, Some(0), Some(kh as isize), 1)?.slice(3, Some(0), Some(kw as isize), 1)?;
+        parts.push(r.permute(&[1, 0, 2, 3])?);
+    }
+    if parts.len() == 1 {
+        Ok(parts.pop().expect("one group"))
+    } else {
+        mt::concat(&parts.iter().collect::<Vec<_>>(), 0)
+    }
+}
+
+/// Filter gradient through im2col (`MPSRT_PADDLE_WGRAD=unfold`): the window columns come from a
+/// depthwise convolution with one-hot filters, then one batched product per group,
+/// `Σₙ dout[n] · colsᵀ[n]` — N-fold more parallel work than [`wgrad_conv`]'s single
+/// convolution with a long reduction, for the GPU comparison.
+fn wgrad_unfold(
+    xp: &Tensor,
+    dy: &Tensor,
+    [kh, kw]: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    g: usize,
+) -> Result<Tensor> {
+    let (n, cin, oc) = (xp.shape()[0], xp.shape()[1], dy.shape()[1]);
+    let (cg, ocg, k) = (cin / g, oc / g, kh * kw);
+    let p = (dy.shape()[2] * dy.shape()[3]) as isize;
+    let opts = mt::Conv2dOptions { stride: s, dilation: d, groups: cin, ..Default::default() };
+    let cols = mt::conv2d(xp, &one_hot_filter(cin, kh, kw, xp.dtype())?, None, &opts)?;
+    let cols = cols.reshape(&[n as isize, (cin * k) as isize, p])?;
+    let dy = dy.contiguous()?.reshape(&[n as isize, oc as isize, p])?;
+    let mut parts = Vec::with_capacity(g);
+    for gi in 0..g {
+        let cgk =
+            cols.slice(1, Some((gi * cg * k) as isize), Some(((gi + 1) * cg * k) as isize), 1)?;
+        let dg = dy.slice(1, Some((gi * ocg) as isize), Some(((gi + 1) * ocg) as isize), 1)?;
+        let prod = mt::matmul(&dg, &cgk.transpose(-1, -2)?)?;
+        let r = mt::sum(&prod, Some(&[0]), false)?;
+        parts.push(r.reshape(&[ocg as isize, cg as isize, kh as isize, kw as isize])?);
+    }
+    if parts.len() == 1 {
+        Ok(parts.pop().expect("one group"))
+    } else {
+        mt::concat(&parts.iter().collect::<Vec<_>>(), 0)
+    }
+}
+
+/// Depthwise filters `[C·K, 1, KH, KW]` (K = KH·KW): channel `c·K + t` picks window offset `t`.
+fn one_hot_filter(ch: usize, kh: usize, kw: usize, dt: DType) -> Result<Tensor> {
+    let k = kh * kw;
+    let mut f = vec![0f32; ch * k * k];
+    for cc in 0..ch {
+        for t in 0..k {
+            f[(cc * k + t) * k + t] = 1.0;
+        }
+    }
+    Tensor::from_slice(&f, &[ch * k, 1, kh, kw], place())?.astype(dt)
 }
 
 fn conv2d_grad(c: &Call) -> Result<()> {
@@ -431,14 +492,7 @@ fn pool2d_grad(c: &Call) -> Result<()> {
         }
         let stacked = mt::stack(&parts.iter().collect::<Vec<_>>(), 2)?;
         let src = stacked.reshape(&[n as isize, (ch * k) as isize, oh as isize, ow as isize])?;
-        // One-hot filters: channel c·k + t puts its value at window offset t.
-        let mut f = vec![0f32; ch * k * k];
-        for cc in 0..ch {
-            for t in 0..k {
-                f[(cc * k + t) * k + t] = 1.0;
-            }
-        }
-        let filt = Tensor::from_slice(&f, &[ch * k, 1, kh, kw], place())?.astype(dt)?;
+        let filt = one_hot_filter(ch, kh, kw, dt)?;
         crop(&tconv(&src, &filt)?)?
     } else {
         // Each output's gradient is spread evenly over its window's counted elements.
