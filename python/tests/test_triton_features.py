@@ -223,3 +223,20 @@ def test_bf16_and_fp8_are_refused_clearly():
     # Triton itself refuses fp8 here: the backend lists no supported fp8 dtypes.
     with pytest.raises(Exception, match=r"fp8e5 not supported"):
         cast_kernel[(1,)](x, x, BLOCK=8, KIND=1)
+
+
+def test_native_launcher_calls_launch_hooks():
+    # Triton's launch hooks (profilers use them) reach the native launcher.
+    from triton import knobs
+    seen = []
+    knobs.runtime.launch_enter_hook = lambda meta: seen.append(("enter", meta.get()["name"]))
+    knobs.runtime.launch_exit_hook = lambda meta: seen.append(("exit", meta.get()["name"]))
+    try:
+        a = rng.standard_normal(64).astype(np.float32)
+        out = mpsrt.empty([1], "int32", "mps")
+        argmax_flat_kernel[(1,)](dev(a), out, 64, BLOCK=64)
+    finally:
+        knobs.runtime.launch_enter_hook = None
+        knobs.runtime.launch_exit_hook = None
+    assert seen == [("enter", "argmax_flat_kernel"), ("exit", "argmax_flat_kernel")], seen
+    assert int(out.numpy()[0]) == int(a.argmax())
