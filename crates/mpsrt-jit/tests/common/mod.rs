@@ -66,6 +66,18 @@ fn validate_caps(
     let info = v.validate(&module).map_err(|e| {
         format!("naga validation error:\n{}\n{}", e.emit_to_string(&k.wgsl), numbered(&k.wgsl))
     })?;
+    // SPIR-V too (what wgpu hands Vulkan): naga's writers can fail, even panic, on modules the
+    // validator accepts (mpsrt-kernels' validate.rs found one in a cooperative-matrix kernel).
+    let spv = std::panic::catch_unwind(|| {
+        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+    });
+    match spv {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("SPIR-V translation error: {e}\n{}", numbered(&k.wgsl))),
+        Err(_) => {
+            return Err(format!("SPIR-V translation panicked in naga\n{}", numbered(&k.wgsl)))
+        }
+    }
     let (msl, _) = naga::back::msl::write_string(
         &module,
         &info,
