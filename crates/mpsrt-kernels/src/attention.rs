@@ -7,8 +7,9 @@
 //! once), the V tile replaces the K tile, and every thread of the row folds the tile into the
 //! row's online softmax (running max `m`, running sum `l`, rescale `exp(m_old - m_new)`) and
 //! into the output columns it owns: column pairs `2c + 16i + {0, 1}`, so an f16 output is
-//! stored as whole packed words. Rows in workgroup memory are padded by one word so the 8
-//! keys read at once fall in different banks. Arithmetic is f32 for f32 and f16 I/O (f16 is
+//! stored as whole packed words. Workgroup tiles are `vec4` rows (dot products and value
+//! reads four floats per load), padded by one vec4 so the 8 keys read at once fall in
+//! different banks. Arithmetic is f32 for f32 and f16 I/O (f16 is
 //! read from mpsrt's packed words).
 //!
 //! Masks: an additive mask of any broadcast strides (f32 or packed f16) and a causal bound
@@ -46,8 +47,7 @@ pub struct AttnSpec {
 impl AttnSpec {
     /// Workgroup-memory bytes of a spec with `bc` keys per tile.
     pub fn shared_bytes(d: u32, dv: u32, bc: u32) -> u32 {
-        let ks = kv_stride(d, dv);
-        4 * (ATTN_ROWS * (d + 1) + bc * ks + ATTN_ROWS * bc)
+        16 * (ATTN_ROWS * q_stride(d) + bc * kv_stride(d, dv)) + 4 * ATTN_ROWS * bc
     }
 
     /// The largest key tile that fits `limit` bytes of workgroup memory, or `None` when the
@@ -82,7 +82,8 @@ impl AttnSpec {
             return Err(format!("unsupported fused attention {self:?}"));
         }
         let (d, dv, bc, np) = (self.d, self.dv, self.bc, self.pairs());
-        let (qs, ks) = (d + 1, kv_stride(d, dv));
+        // Row strides in vec4s; `d4` vec4s hold a q/k row (zero-padded past d).
+        let (qs, ks, d4) = (q_stride(d), kv_stride(d, dv), d.div_ceil(4));
         let nu = bc / 8;
         let f16 = self.io == DType::F16;
         let elem = if f16 { "u32" } else { "f32" };
@@ -122,8 +123,8 @@ impl AttnSpec {
             }
         }
         w.push_str("fn is_ninf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }\n");
-        let _ = writeln!(w, "var<workgroup> Qs: array<f32, {}>;", ATTN_ROWS * qs);
-        let _ = writeln!(w, "var<workgroup> KV: array<f32, {}>;", bc * ks);
+        let _ = writeln!(w, "var<workgroup> Qs: array<vec4<f32>, {}>;", ATTN_ROWS * qs);
+        let _ = writeln!(w, "var<workgroup> KV: array<vec4<f32>, {}>;", bc * ks);
         let _ = writeln!(w, "var<workgroup> Ps: array<f32, {}>;", ATTN_ROWS * bc);
         let _ = writeln!(w, "@compute @workgroup_size({ATTN_THREADS})");
         w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
@@ -135,7 +136,9 @@ impl AttnSpec {
             "  let bi = i32(wid.z); let h = wid.y; let hk = i32(h / groups); let hq = i32(h);\n",
         );
         let _ = writeln!(w, "  let i0 = wid.x * {ATTN_ROWS}u;");
-        w.push_str("  let r = tid >> 3u; let c = tid & 7u; let i = i0 + r;\n");
+        w.push_str(
+            "  let r = tid >> 3u; let c = tid & 7u; let i = i0 + r; let odd = (c & 1u) == 1u;\n",
+        );
         w.push_str("  let ninf = bitcast<f32>(0xff800000u);\n");
         // Bases of this (batch, head) in each operand.
         w.push_str("  let qb = mi(8u) + bi * mi(9u) + hq * mi(10u);\n");
@@ -146,13 +149,14 @@ impl AttnSpec {
         }
         // Stage the scaled query rows.
         let _ =
-            writeln!(w, "  for (var e = tid; e < {}u; e = e + {ATTN_THREADS}u) {{", ATTN_ROWS * d);
-        let _ = writeln!(w, "    let rr = e / {d}u; let dd = e % {d}u; let ii = i0 + rr;");
-        w.push_str("    var x = 0.0;\n");
-        w.push_str(
-            "    if (ii < Sq) { x = ld_q(qb + i32(ii) * mi(11u) + i32(dd) * mi(12u)) * scale; }\n",
-        );
-        let _ = writeln!(w, "    Qs[rr * {qs}u + dd] = x;\n  }}");
+            writeln!(w, "  for (var e = tid; e < {}u; e = e + {ATTN_THREADS}u) {{", ATTN_ROWS * d4);
+        let _ = writeln!(w, "    let rr = e / {d4}u; let d0 = (e % {d4}u) * 4u; let ii = i0 + rr;");
+        w.push_str("    var x = vec4<f32>(0.0);\n");
+        w.push_str("    if (ii < Sq) {\n      let rb = qb + i32(ii) * mi(11u);\n");
+        for c in 0..4 {
+            let _ = writeln!(w, "      if (d0 + {c}u < {d}u) {{ x[{c}] = ld_q(rb + i32(d0 + {c}u) * mi(12u)) * scale; }}");
+        }
+        let _ = writeln!(w, "    }}\n    Qs[rr * {qs}u + d0 / 4u] = x;\n  }}");
         w.push_str("  var m = ninf; var l = 0.0;\n");
         for p in 0..np {
             let _ = writeln!(w, "  var o{p}a = 0.0; var o{p}b = 0.0;");
@@ -165,17 +169,27 @@ impl AttnSpec {
         let _ = writeln!(
             w,
             "    workgroupBarrier();\n    for (var e = tid; e < {}u; e = e + {ATTN_THREADS}u) {{",
-            bc * d
+            bc * d4
         );
-        let _ = writeln!(w, "      let jj = e / {d}u; let dd = e % {d}u; let j = j0 + jj;");
-        w.push_str("      var x = 0.0;\n");
-        w.push_str("      if (j < Skv) { x = ld_k(kb + i32(j) * mi(16u) + i32(dd) * mi(17u)); }\n");
-        let _ = writeln!(w, "      KV[jj * {ks}u + dd] = x;\n    }}\n    workgroupBarrier();");
+        let _ =
+            writeln!(w, "      let jj = e / {d4}u; let d0 = (e % {d4}u) * 4u; let j = j0 + jj;");
+        w.push_str("      var x = vec4<f32>(0.0);\n");
+        w.push_str("      if (j < Skv) {\n        let rb = kb + i32(j) * mi(16u);\n");
+        for c in 0..4 {
+            let _ = writeln!(
+                w,
+                "        if (d0 + {c}u < {d}u) {{ x[{c}] = ld_k(rb + i32(d0 + {c}u) * mi(17u)); }}"
+            );
+        }
+        let _ = writeln!(
+            w,
+            "      }}\n      KV[jj * {ks}u + d0 / 4u] = x;\n    }}\n    workgroupBarrier();"
+        );
         // Scores of this thread's keys c, c + 8, ...
         for u in 0..nu {
             let _ = writeln!(w, "    {{\n      let jj = c + {}u; let j = j0 + jj;", 8 * u);
             w.push_str("      var s = 0.0;\n");
-            let _ = writeln!(w, "      for (var dd = 0u; dd < {d}u; dd = dd + 1u) {{ s = s + Qs[r * {qs}u + dd] * KV[jj * {ks}u + dd]; }}");
+            let _ = writeln!(w, "      for (var q4 = 0u; q4 < {d4}u; q4 = q4 + 1u) {{ s = s + dot(Qs[r * {qs}u + q4], KV[jj * {ks}u + q4]); }}");
             if self.mask.is_some() {
                 w.push_str("      if (j < Skv && i < Sq) { s = s + ld_mk(mb + i32(i) * mi(26u) + i32(j) * mi(27u)); }\n");
             }
@@ -184,11 +198,19 @@ impl AttnSpec {
         }
         w.push_str("    workgroupBarrier();\n");
         // V tile over the K tile.
-        let _ = writeln!(w, "    for (var e = tid; e < {}u; e = e + {ATTN_THREADS}u) {{", bc * dv);
-        let _ = writeln!(w, "      let jj = e / {dv}u; let dd = e % {dv}u; let j = j0 + jj;");
-        w.push_str("      var x = 0.0;\n");
-        w.push_str("      if (j < Skv) { x = ld_v(vb + i32(j) * mi(21u) + i32(dd) * mi(22u)); }\n");
-        let _ = writeln!(w, "      KV[jj * {ks}u + dd] = x;\n    }}\n    workgroupBarrier();");
+        let dv4 = dv.div_ceil(4);
+        let _ = writeln!(w, "    for (var e = tid; e < {}u; e = e + {ATTN_THREADS}u) {{", bc * dv4);
+        let _ =
+            writeln!(w, "      let jj = e / {dv4}u; let d0 = (e % {dv4}u) * 4u; let j = j0 + jj;");
+        w.push_str("      var x = vec4<f32>(0.0);\n");
+        w.push_str("      if (j < Skv) {\n        let rb = vb + i32(j) * mi(21u);\n");
+        for c in 0..4 {
+            let _ = writeln!(w, "        if (d0 + {c}u < {dv}u) {{ x[{c}] = ld_v(rb + i32(d0 + {c}u) * mi(22u)); }}");
+        }
+        let _ = writeln!(
+            w,
+            "      }}\n      KV[jj * {ks}u + d0 / 4u] = x;\n    }}\n    workgroupBarrier();"
+        );
         // Online softmax: every thread of the row computes the same statistics.
         let _ = writeln!(w, "    var mt = ninf;\n    for (var jj = 0u; jj < {bc}u; jj = jj + 1u) {{ mt = max(mt, Ps[r * {bc}u + jj]); }}");
         w.push_str("    let mn = max(m, mt);\n    let ms = select(mn, 0.0, is_ninf(mn));\n");
@@ -198,13 +220,13 @@ impl AttnSpec {
         }
         let _ = writeln!(w, "    for (var jj = 0u; jj < {bc}u; jj = jj + 1u) {{");
         let _ = writeln!(w, "      let p = exp(Ps[r * {bc}u + jj] - ms);\n      l = l + p;");
-        let _ = writeln!(w, "      let vr = jj * {ks}u + 2u * c;");
+        // Columns 2c + 16p + {0, 1}: half of vec4 c / 2 + 4p (the high half for odd c).
+        let _ = writeln!(w, "      let vr = jj * {ks}u + c / 2u;");
         for p in 0..np {
             let _ = writeln!(
                 w,
-                "      o{p}a = o{p}a + p * KV[vr + {}u]; o{p}b = o{p}b + p * KV[vr + {}u];",
-                16 * p,
-                16 * p + 1
+                "      {{ let v4 = KV[vr + {}u]; let pr = select(v4.xy, v4.zw, odd); o{p}a = o{p}a + p * pr.x; o{p}b = o{p}b + p * pr.y; }}",
+                4 * p
             );
         }
         w.push_str("    }\n  }\n");
@@ -233,8 +255,14 @@ impl AttnSpec {
     }
 }
 
-/// Row stride of the shared K/V tile: wide enough for either head size and for every column
-/// pair a thread owns, odd so that 8 rows read at once hit 8 banks.
+/// Row stride (in vec4s) of the shared K/V tile: wide enough for either head size and for
+/// every column pair a thread owns, plus one so that the 8 rows read at once start in
+/// different 16-byte bank groups.
 fn kv_stride(d: u32, dv: u32) -> u32 {
-    d.max(dv.div_ceil(16) * 16) + 1
+    d.div_ceil(4).max(dv.div_ceil(16) * 4) + 1
+}
+
+/// Row stride (in vec4s) of the shared query rows, padded like [`kv_stride`].
+fn q_stride(d: u32) -> u32 {
+    d.div_ceil(4) + 1
 }
