@@ -129,3 +129,26 @@ fn f16_session_matches_f32_cpu_within_half_rounding() {
         }
     }
 }
+
+#[test]
+fn server_config_precision_parameter() {
+    use mpsrt_engine::triton::EngineBackend;
+    use mpsrt_serve::{Backend, InstanceDevice};
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_gpt2.onnx");
+    let config = |value: &str| {
+        let text = format!(
+            "name: \"gpt2\"\nbackend: \"onnxruntime\"\n\
+             parameters {{ key: \"precision\" value: {{ string_value: \"{value}\" }} }}"
+        );
+        mpsrt_serve::config::parse_pbtxt(&text).unwrap()
+    };
+    let c = config("f16");
+    assert_eq!(mpsrt_serve::config::string_parameter(&c, "precision"), Some("f16"));
+    let backend = EngineBackend::default();
+    assert!(backend.load(&model, &c, InstanceDevice::Cpu).is_ok());
+    let e = match backend.load(&model, &config("int8"), InstanceDevice::Cpu) {
+        Ok(_) => panic!("precision int8 was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("gpt2") && e.contains("precision") && e.contains("int8"), "{e}");
+}

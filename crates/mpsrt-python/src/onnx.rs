@@ -12,7 +12,7 @@
 use crate::tensor::{wrap, PyTensor};
 use crate::{parse_place, place_str, IntoPy, PyRes};
 use mpsrt_core::DType;
-use mpsrt_engine::{IoInfo, Session, SessionOptions};
+use mpsrt_engine::{IoInfo, Precision, Session, SessionOptions};
 use mpsrt_graph::{Dim, ElemType};
 use mpsrt_tensor::Tensor;
 use pyo3::exceptions::PyTypeError;
@@ -149,26 +149,31 @@ pub struct PyOnnxSession {
 #[pymethods]
 impl PyOnnxSession {
     /// Loads `model` (a path as `str`/`os.PathLike`, or the serialized bytes) for `place`.
-    /// `fusion` and `memory_planning` are the engine's `SessionOptions` (both on by default).
+    /// `fusion` and `memory_planning` are the engine's `SessionOptions` (both on by default);
+    /// `precision` is `"f32"` (as the model says) or `"f16"` (heavy ops of an f32 model in f16).
     #[new]
-    #[pyo3(signature = (model, place="mps", fusion=true, memory_planning=true))]
+    #[pyo3(signature = (model, place="mps", fusion=true, memory_planning=true, precision="f32"))]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
         place: &str,
         fusion: bool,
         memory_planning: bool,
+        precision: &str,
     ) -> PyRes<Self> {
         let p = parse_place(place)?;
+        let prec: Precision = precision.parse().py_err()?;
         let opts = SessionOptions { fusion, memory_planning };
         let session = if let Ok(b) = model.cast::<PyBytes>() {
             let bytes = b.as_bytes().to_vec();
             crate::guard::detach(py, "InferenceSession", move || {
-                Session::load_bytes(&bytes, p, opts)
+                Session::load_bytes_with_precision(&bytes, p, opts, prec)
             })
         } else if model.is_instance_of::<PyString>() || model.hasattr("__fspath__")? {
             let path: PathBuf = model.extract()?;
-            crate::guard::detach(py, "InferenceSession", move || Session::load(&path, p, opts))
+            crate::guard::detach(py, "InferenceSession", move || {
+                Session::load_with_precision(&path, p, opts, prec)
+            })
         } else {
             return Err(PyTypeError::new_err(format!(
                 "[onnx] expected a model path or bytes, got {}",

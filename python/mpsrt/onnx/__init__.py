@@ -264,6 +264,10 @@ class InferenceSession:
     - `place`: mpsrt's own choice (`'mps'`, `'mps:N'`, `'gpu'`, `'gpu:N'` or `'cpu'`); when
       given it wins over `providers`. (A string in place of `sess_options` is taken as `place`,
       as the former `InferenceSession(model, place)` signature did.)
+    - `precision`: `'f32'` (default: as the model declares) or `'f16'`: a float32 model runs
+      its heavy ops (conv, matmul, elementwise, pooling, data movement) in float16 with weights
+      cast at load, softmax/normalizations/reductions/exp/log in float32; inputs and outputs
+      keep their float32 types. Any other value raises ValueError naming the option.
     - onnxruntime's `enable_fallback`, `read_config_from_model` and `disabled_optimizers`
       keywords are accepted and ignored.
 
@@ -285,6 +289,7 @@ class InferenceSession:
         provider_options: Optional[Sequence[Dict[Any, Any]]] = None,
         *,
         place: Optional[str] = None,
+        precision: str = "f32",
         **kwargs: Any,
     ) -> None:
         unknown = sorted(set(kwargs) - _ORT_KWARGS)
@@ -307,7 +312,7 @@ class InferenceSession:
             place = "mps" if mps.is_available() else "cpu"
         fusion, memory_planning = _session_flags(sess_options)
         self._sess = _C.OnnxSession(_model_source(path_or_bytes), str(place), fusion,
-                                    memory_planning)
+                                    memory_planning, str(precision))
         self._inputs = [NodeArg(name, dt, shape) for name, dt, _, shape in self._sess.inputs()]
         self._outputs = [NodeArg(name, dt, shape) for name, dt, _, shape in self._sess.outputs()]
         # name → (declared NumPy dtype, dtype the engine holds it in)

@@ -162,8 +162,37 @@ fn constant_nodes(g: &Graph) -> Vec<bool> {
         .collect()
 }
 
+/// f32 → f16 bits, rounded to nearest even like NumPy's `astype(float16)` and the GPU's
+/// `pack2x16float` (`HostTensor::from_f64` truncates, which is fine for folded constants but
+/// doubles the error of every weight).
+pub fn f16_bits_rne(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let a = b & 0x7fff_ffff;
+    if a > 0x7f80_0000 {
+        return sign | 0x7e00; // NaN
+    }
+    if a >= 0x477f_f000 {
+        return sign | 0x7c00; // >= 65520 rounds to infinity
+    }
+    if a < 0x3880_0000 {
+        // Below 2^-14: a multiple of 2^-24 (f16 subnormal), exact in f64; 1024 is 2^-14.
+        let units = (f32::from_bits(a) as f64 * 16_777_216.0).round_ties_even();
+        return sign | units as u16;
+    }
+    let e = (a >> 23) as i32 - 127 + 15;
+    let mant = a & 0x7f_ffff;
+    let mut h = ((e as u32) << 10) | (mant >> 13);
+    let rest = mant & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+        h += 1; // a carry into the exponent is the right result
+    }
+    sign | h as u16
+}
+
 fn to_f16(t: &HostTensor) -> HostTensor {
-    HostTensor::from_f64(DType::F16, t.shape.clone(), &t.to_f64_vec())
+    let bytes = t.to_f64_vec().into_iter().flat_map(|v| f16_bits_rne(v as f32).to_le_bytes());
+    HostTensor { dtype: DType::F16, shape: t.shape.clone(), bytes: bytes.collect() }
 }
 
 /// Rewrites `g` (dtypes inferred, e.g. by `propagate`) to compute its safe f32 ops in f16.
@@ -282,4 +311,32 @@ pub fn convert_to_f16(g: &mut Graph) -> Result<F16Report> {
     }
     g.nodes = out;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f16_bits_rne;
+
+    #[test]
+    fn rounds_to_nearest_even() {
+        let cases: [(f32, u16); 12] = [
+            (1.0, 0x3c00),
+            (-2.0, 0xc000),
+            (1.0 / 3.0, 0x3555), // 0.33325 (truncation gives 0x3555 too; next check differs)
+            (1.000_732_4, 0x3c01), // just above half an ulp: rounds up (truncation: 0x3c00)
+            (1.000_488_3, 0x3c00), // exactly half an ulp, even below: stays
+            (1.001_464_8, 0x3c02), // exactly half an ulp above 0x3c01 (odd): rounds to even
+            (65504.0, 0x7bff),
+            (65519.0, 0x7bff),
+            (65520.0, 0x7c00),
+            (5.960_464_5e-8, 0x0001), // 2^-24, smallest subnormal
+            (6.097_555e-5, 0x03ff),   // largest subnormal
+            (0.0, 0x0000),
+        ];
+        for (x, want) in cases {
+            assert_eq!(f16_bits_rne(x), want, "{x}");
+        }
+        assert_eq!(f16_bits_rne(f32::NAN) & 0x7e00, 0x7e00);
+        assert_eq!(f16_bits_rne(f32::NEG_INFINITY), 0xfc00);
+    }
 }
