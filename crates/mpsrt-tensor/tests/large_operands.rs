@@ -181,10 +181,73 @@ fn cases() -> Vec<Case> {
             0.0,
         ),
     ];
+    v.extend(transposed_cases());
     v.extend(gemm_cases());
     v.extend(row_cases());
     v.extend(pool_cases());
     v
+}
+
+/// Transposed reads whose neighbouring outputs lie a binding apart (one vec4 / packed word of
+/// the output reads sources N elements apart): split along the transposed dim into launches
+/// scattered into place (`gpu/elementwise.rs::split`), packed outputs through f32/i32.
+fn transposed_cases() -> Vec<Case> {
+    let t = |x: &[Tensor], _| x[0].transpose(0, 1)?.contiguous();
+    let bools = |shape: &[usize], seed| {
+        let x = f32s(shape, seed);
+        mt::greater(&x, &mt::neg(&x).unwrap()).unwrap()
+    };
+    vec![
+        // 3 rows of 6000 f32 = 72 KB between the first and last source of one output vec4.
+        case("transpose copy [4, N] f32", vec![f32s(&[4, 6000], 80)], t, 0.0),
+        case("transpose copy [3, N] f32 (odd)", vec![f32s(&[3, 9001], 81)], t, 0.0),
+        // Both dims large: blocks of several source rows per launch.
+        case("transpose copy [300, 257] f32", vec![f32s(&[300, 257], 82)], t, 0.0),
+        case(
+            "transpose copy [4, N] f16",
+            vec![f32s(&[4, 12_000], 83).astype(DType::F16).unwrap()],
+            t,
+            0.0,
+        ),
+        case(
+            "transpose copy [2, N] f16 (sources 80 KB apart)",
+            vec![f32s(&[2, 40_000], 84).astype(DType::F16).unwrap()],
+            t,
+            0.0,
+        ),
+        case(
+            "transpose copy [3, N] u8",
+            vec![f32s(&[3, 36_001], 85).astype(DType::U8).unwrap()],
+            t,
+            0.0,
+        ),
+        case("transpose copy [4, N] bool", vec![bools(&[4, 24_000], 86)], t, 0.0),
+        // Two dims read a binding apart: split along one, then (recursively) the other.
+        case(
+            "transpose(0, 2) copy [3, 8, 3000] f32",
+            vec![f32s(&[3, 8, 3000], 92)],
+            |x, _| x[0].transpose(0, 2)?.contiguous(),
+            0.0,
+        ),
+        case(
+            "add, one operand transposed",
+            vec![f32s(&[6000, 4], 87), f32s(&[4, 6000], 88)],
+            |x, _| mt::add(&x[0], &x[1].transpose(0, 1)?),
+            1e-6,
+        ),
+        case(
+            "greater (bool out), one operand transposed",
+            vec![f32s(&[24_000, 4], 89), f32s(&[4, 24_000], 90)],
+            |x, _| mt::greater(&x[0], &x[1].transpose(0, 1)?),
+            0.0,
+        ),
+        case(
+            "cast f32 -> f16 of a transposed [3, N]",
+            vec![f32s(&[3, 9001], 91)],
+            |x, _| x[0].transpose(0, 1)?.astype(DType::F16),
+            0.0,
+        ),
+    ]
 }
 
 /// GEMM operands past one binding: A, B, C and the output (rows of A / columns of B), batches,
@@ -445,16 +508,15 @@ fn every_op_family_matches_cpu_past_a_lowered_binding_limit() {
 fn what_cannot_be_windowed_is_a_clear_error() {
     init();
     for p in gpus() {
-        // A transposed f16 copy: each thread writes one packed word of 2 outputs, whose
-        // sources lie 80 KB apart.
-        let x = f32s(&[2, 40_000], 16).astype(DType::F16).unwrap().to(p).unwrap();
-        let e = x.transpose(0, 1).unwrap().contiguous().unwrap_err();
+        // A transposed f16 copy whose packed words read sources 80 KB apart is split and
+        // runs (`transposed_cases`); one gathered row longer than a binding cannot be: gather
+        // binds whole rows.
+        let x = f32s(&[2, 20_000], 16).to(p).unwrap();
+        let i = tensor(&[1.0], &[1], DType::I32).to(p).unwrap();
+        let e = mt::index_select(&x, 0, &i).unwrap_err();
         assert_eq!(e.kind, ErrorKind::OutOfMemory, "{e}");
         let msg = e.to_string();
-        assert!(
-            msg.contains("max_storage_buffer_binding_size") && msg.contains("contiguous"),
-            "{msg}"
-        );
+        assert!(msg.contains("max_storage_buffer_binding_size"), "{msg}");
         // The device keeps working.
         let t: Tensor = mt::ones(&[3], DType::F32, p).unwrap();
         assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 3]);

@@ -1,6 +1,8 @@
 //! GPU launch for elementwise expressions: coalesce dims, choose Linear/Vec4/Strided, fetch the
-//! cached pipeline for the spec, pack the metadata block and record one dispatch.
+//! cached pipeline for the spec, pack the metadata block and record one dispatch (one per
+//! binding window past the binding limit; see [`split`] for operands read a binding apart).
 
+use super::shape::{assemble, empty};
 use super::window::{self, Access};
 use super::{alloc_out, grid};
 use crate::{Scalar, Tensor};
@@ -70,6 +72,25 @@ pub(crate) fn eval(
     out: DType,
     expr: Expr,
     scalars: &[Scalar],
+) -> Result<Tensor> {
+    eval_at(op, device, inputs, shape, out, expr, scalars, 0)
+}
+
+/// How deep [`split`] may recurse: each level shrinks one dim (a 3-D permute may need two).
+const MAX_SPLIT_DEPTH: usize = 8;
+/// Points whose span decides a split: one workgroup's worth.
+const SPLIT_PROBE: usize = 256;
+
+#[allow(clippy::too_many_arguments)]
+fn eval_at(
+    op: &str,
+    device: usize,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    out: DType,
+    expr: Expr,
+    scalars: &[Scalar],
+    depth: usize,
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let n = numel(shape);
@@ -171,6 +192,14 @@ pub(crate) fn eval(
                 })
                 .collect();
             access.push(Access::dense(&buf, out.size(), 0, &pdims));
+            // Neighbouring outputs reading a binding apart (a transposed operand): reorder the
+            // work instead of refusing it or dispatching a handful of elements at a time.
+            if depth < MAX_SPLIT_DEPTH
+                && window::spans_far(&dev, &pdims, unit, SPLIT_PROBE.max(unit), &access)
+            {
+                let expr = key.1.expr.clone();
+                return split(op, device, inputs, shape, out, expr, scalars, depth);
+            }
             window::plan(op, &dev, &pdims, unit, max_points, &access)?
         };
         let nin = inputs.len();
@@ -206,4 +235,81 @@ pub(crate) fn eval(
         }
     }
     Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), out))
+}
+
+/// `expr` over `shape` when neighbouring output points read more than a binding apart in some
+/// input (a transposed operand): evaluated in blocks along the dim where an input steps
+/// furthest (in bytes) per step of the output, each block its own launch into a contiguous
+/// temporary (whose neighbouring points now read near each other) that a strided copy
+/// (`shape::assemble`, windowed per element) scatters into a 4-byte canvas. Packed outputs
+/// (f16, u8/i8, bool: two launches must not write halves of one word) are assembled as
+/// f32/i32 and narrowed by a final dense cast: the same values, since the kernel computes in
+/// f32/i32 and only its store narrows.
+#[allow(clippy::too_many_arguments)]
+fn split(
+    op: &str,
+    device: usize,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    out: DType,
+    expr: Expr,
+    scalars: &[Scalar],
+    depth: usize,
+) -> Result<Tensor> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    let (limit, _) = window::limits(&dev);
+    let layouts =
+        inputs.iter().map(|t| t.layout().broadcast_to(op, shape)).collect::<Result<Vec<_>>>()?;
+    let ostr = mpsrt_core::contiguous_strides(shape);
+    // Bytes the furthest-stepping input moves per step of dim d.
+    let step = |d: usize| {
+        let bytes = layouts.iter().zip(inputs);
+        bytes.map(|(l, t)| l.strides[d].unsigned_abs() * t.dtype().size()).max().unwrap_or(0)
+    };
+    let score = |d: usize| step(d) as f64 / (ostr[d].unsigned_abs().max(1) * out.size()) as f64;
+    let Some(d) =
+        (0..shape.len()).filter(|&d| shape[d] > 1).max_by(|&a, &b| score(a).total_cmp(&score(b)))
+    else {
+        // One element cannot span anything: let the planner decide (and name the limit).
+        return eval_at(op, device, inputs, shape, out, expr, scalars, MAX_SPLIT_DEPTH);
+    };
+    // Blocks along d whose reads stay within a quarter binding per output unit; always at
+    // least halving d, so every level of recursion shrinks the work.
+    let far = step(d).max(1) as u64;
+    let b = (1 + (limit / 4 / far) as usize).min(shape[d].div_ceil(2)).max(1);
+    let (wide, wexpr) = match out {
+        DType::F16 => (DType::F32, expr),
+        DType::U8 | DType::I8 => (DType::I32, expr),
+        DType::Bool => (DType::I32, Expr::cast(VType::Int, expr)),
+        _ => (out, expr),
+    };
+    let mut canvas = empty(op, device, shape, wide)?;
+    let mut i = 0;
+    while i < shape[d] {
+        let j = (i + b).min(shape[d]);
+        let (lo, hi) = (Some(i as isize), Some(j as isize));
+        let views = inputs
+            .iter()
+            .zip(&layouts)
+            .map(|(t, l)| {
+                Ok(Tensor::from_parts(
+                    t.storage().clone(),
+                    l.slice(op, d as isize, lo, hi, 1)?,
+                    t.dtype(),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = views.iter().collect();
+        let mut bshape = shape.to_vec();
+        bshape[d] = j - i;
+        let block = eval_at(op, device, &refs, &bshape, wide, wexpr.clone(), scalars, depth + 1)?;
+        let dst = canvas.layout().slice(op, d as isize, lo, hi, 1)?;
+        canvas = assemble(op, canvas, &[(dst, &block)])?;
+        i = j;
+    }
+    if wide == out {
+        return Ok(canvas);
+    }
+    let narrow = Expr::cast(VType::of(out), Expr::input(0));
+    eval_at(op, device, &[&canvas], shape, out, narrow, &[], depth + 1)
 }

@@ -14,7 +14,10 @@
 //!
 //! One mechanism for every op family, instead of per-op splits: an operand whose touched
 //! elements for even one aligned unit of points exceed a binding (a transposed view whose
-//! neighbouring outputs lie a binding apart) is refused with an error naming the limit.
+//! neighbouring outputs lie a binding apart) is refused here with an error naming the limit.
+//! Callers that can reorder their work ask [`spans_far`] first and decompose such a launch
+//! (elementwise kernels, so copies and casts: `gpu/elementwise.rs::split`, slices along the
+//! offending dim scattered into place).
 
 use mpsrt_core::{Error, Result};
 use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice};
@@ -197,6 +200,26 @@ pub(crate) fn plan(
         s = e;
     }
     Ok(out)
+}
+
+/// Whether the first `probe` points (rounded up to whole units, at most `n`) touch more than
+/// one binding of some operand that cannot be bound whole. Then [`plan`] would refuse the
+/// launch (one unit is too wide) or cut it into windows of a few points each (a dispatch per
+/// handful of elements), and a caller that can reorder its work should decompose it instead.
+pub(crate) fn spans_far(
+    dev: &GpuDevice,
+    dims: &[usize],
+    unit: usize,
+    probe: usize,
+    operands: &[Access<'_>],
+) -> bool {
+    let n: usize = dims.iter().product();
+    if n == 0 {
+        return false;
+    }
+    let (limit, align) = limits(dev);
+    let e = probe.max(1).next_multiple_of(unit.max(1)).min(n);
+    operands.iter().any(|a| !fits(a.buffer, limit) && span(dims, a, 0, e, align).1 > limit)
 }
 
 fn fmt_mib(b: u64) -> String {
