@@ -575,9 +575,11 @@ impl CoopMatmulSpec {
             let _ = writeln!(w, "  if (alpha == 1.0 && m0 + {bm}u <= Mr && n0 + {bn}u <= N) {{");
             for i in 0..TM {
                 for j in 0..TN {
+                    // The index is bound first: naga's SPIR-V writer panics ("expression
+                    // not cached") on a cooperative store whose pointer index is computed inline.
                     let _ = writeln!(
                         w,
-                        "    coopStoreT(c{i}{j}, &out[obase + (m0 + sm + {}u) * N + n0 + sn + {}u], N);",
+                        "    let o{i}{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n    coopStoreT(c{i}{j}, &out[o{i}{j}], N);",
                         i * s,
                         j * s
                     );

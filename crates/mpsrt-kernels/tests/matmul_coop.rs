@@ -1,5 +1,5 @@
 //! The cooperative-matrix GEMM's WGSL, for every configuration the planner can pick, parses and
-//! validates with naga (cooperative-matrix capability) and translates to MSL (Apple's simdgroup
+//! validates with naga (cooperative-matrix capability) and translates to MSL and SPIR-V (Apple's simdgroup
 //! matrices); and the planner's choices against fake adapter configuration lists.
 
 use mpsrt_core::DType;
@@ -8,6 +8,22 @@ use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
 
 fn cfg(s: u32, ab: DType, cr: DType) -> CoopConfig {
     CoopConfig { m: s, n: s, k: s, ab, cr }
+}
+
+/// naga's SPIR-V translation (what wgpu hands Vulkan): its writer can fail, even panic, on
+/// modules that validate and translate to MSL.
+fn wgsl_to_spv(src: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    let flags = naga::valid::ValidationFlags::all();
+    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
+        .validate(&module)
+        .map_err(|e| format!("{e:?}"))?;
+    let opts = naga::back::spv::Options::default();
+    match std::panic::catch_unwind(|| naga::back::spv::write_vec(&module, &info, &opts, None)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("SPIR-V translation error: {e}")),
+        Err(_) => Err("SPIR-V translation panicked in naga".into()),
+    }
 }
 
 #[test]
@@ -32,6 +48,7 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                         let msl =
                             wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
                         assert!(msl.contains("simdgroup"), "{spec:?}: no simdgroup matrix in MSL");
+                        wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
                     }
                 }
             }
