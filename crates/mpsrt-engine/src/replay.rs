@@ -262,15 +262,10 @@ impl Session {
             }
         };
         dev.begin_capture()?;
-        let (outputs, live) = match self.run_captured(dev, plan, st, env, bound, &live) {
-            Ok(o) => o,
-            Err(e) => {
-                dev.abort_capture();
-                return Err(e);
-            }
-        };
+        // Ends the capture if a step fails or panics, so the thread does not keep capturing.
+        let guard = AbortOnDrop(dev);
+        let (outputs, live) = self.run_captured(dev, plan, st, env, bound, &live)?;
         if let Some(why) = live_outputs_on_host(&live) {
-            dev.abort_capture();
             return Ok((Err(why), outputs));
         }
         // Everything the recording may touch besides its own intermediates.
@@ -280,13 +275,8 @@ impl Session {
         live.iter().flat_map(|l| &l.outputs).for_each(&mut add);
         outputs.iter().for_each(&mut add);
         st.persistent.values().for_each(&mut add);
-        match st.constants.lock() {
-            Ok(c) => c.values().for_each(&mut add),
-            Err(_) => {
-                dev.abort_capture();
-                return Err(poisoned());
-            }
-        }
+        st.constants.lock().map_err(|_| poisoned())?.values().for_each(&mut add);
+        std::mem::forget(guard);
         let rec = dev.end_capture(keep);
         // The caller's copies of the outputs, recorded after the captured commands.
         let mut outs = Vec::with_capacity(outputs.len());
@@ -417,6 +407,15 @@ fn copy_over(dev: &GpuDevice, fresh: &Tensor, held: &Tensor) -> Result<()> {
         return Err(Error::device(OP, "a live step's output changed its layout between runs"));
     }
     dev.copy(f, 0, h, 0, f.size().next_multiple_of(4))
+}
+
+/// Aborts this thread's capture when dropped (`mem::forget` it once the capture is ended).
+struct AbortOnDrop<'a>(&'a GpuDevice);
+
+impl Drop for AbortOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.abort_capture();
+    }
 }
 
 /// Records the copy of contiguous `src`'s bytes into `slot` (same shape and dtype).

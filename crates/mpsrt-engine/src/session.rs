@@ -176,10 +176,13 @@ impl Session {
     /// size, `"off: <why>"`, `"not recorded yet"`, or `"no plan state"` before its first run.
     pub fn replay_status(&self, shapes: &[Vec<usize>]) -> Result<String> {
         let plan = self.compiled.plan(shapes)?;
-        let states = self.states.lock().map_err(|_| poisoned())?;
-        let Some(st) = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan)) else {
-            return Ok("no plan state".into());
+        // The states lock is released before a replay lock is taken (a capturing run holds its
+        // replay lock while it counts the other plans' recordings under the states lock).
+        let st = {
+            let states = self.states.lock().map_err(|_| poisoned())?;
+            states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan)).cloned()
         };
+        let Some(st) = st else { return Ok("no plan state".into()) };
         let g = st.replay.lock().map_err(|_| poisoned())?;
         Ok(match &*g {
             ReplayState::Ready(r) => {
