@@ -5,7 +5,8 @@
 //! ```
 //!
 //! (`c₁`, `c₂` optional scalar constants: torch's exported `scaled_dot_product_attention`
-//! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`.) Every
+//! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`; with
+//! `precision=f16` the softmax sits between `Cast(f32)` and `Cast(f16)`, which go too.) Every
 //! intermediate must feed only the next node of the chain, operands must be 4-D
 //! (`[batch, heads, seq, head]`, kᵀ as `[batch, heads, head, keys]`) with matching dims where
 //! known, f32 or f16. The rewrite is `Transpose(kᵀ, [0, 1, 3, 2])` — a view at run time — then
@@ -142,6 +143,15 @@ fn match_at(w: &Walk, first: usize) -> Option<Found> {
         cur = node(next).outputs[0];
         next = w.only_consumer(cur)?;
     }
+    // `precision=f16` keeps the softmax in f32 between two casts; the fused kernel's softmax
+    // is f32 anyway, so the casts go with the chain.
+    let cast_to = |i: usize, to: DType| matches!(node(i).op, Op::Cast { to: t } if t == to);
+    let widened = dt == DType::F16 && cast_to(next, DType::F32);
+    if widened {
+        nodes.push(next);
+        cur = node(next).outputs[0];
+        next = w.only_consumer(cur)?;
+    }
     let last_axis = |axis: i64| axis == -1 || axis == 3;
     match node(next).op {
         Op::Softmax { axis } if last_axis(axis) => {}
@@ -149,8 +159,16 @@ fn match_at(w: &Walk, first: usize) -> Option<Found> {
         _ => return None,
     }
     nodes.push(next);
-    let p = node(next).outputs[0];
-    let fin = w.only_consumer(p)?;
+    let mut p = node(next).outputs[0];
+    let mut fin = w.only_consumer(p)?;
+    if widened {
+        if !cast_to(fin, DType::F16) {
+            return None;
+        }
+        nodes.push(fin);
+        p = node(fin).outputs[0];
+        fin = w.only_consumer(p)?;
+    }
     let (Op::MatMul, &[pa, v], &[out]) =
         (&node(fin).op, &node(fin).inputs[..], &node(fin).outputs[..])
     else {
