@@ -241,6 +241,19 @@ fn transposed_cases() -> Vec<Case> {
             |x, _| mt::greater(&x[0], &x[1].transpose(0, 1)?),
             0.0,
         ),
+        // Strided copies (pad, concat) of a transposed view.
+        case(
+            "pad of a transposed [4, N]",
+            vec![f32s(&[4, 6000], 93)],
+            |x, _| mt::pad(&x[0].transpose(0, 1)?, &[(1, 2), (3, 0)], mt::PadMode::Constant(0.5)),
+            0.0,
+        ),
+        case(
+            "concat of transposed [4, N] views along axis 1",
+            vec![f32s(&[4, 6000], 94), f32s(&[3, 6000], 95)],
+            |x, _| mt::concat(&[&x[0].transpose(0, 1)?, &x[1].transpose(0, 1)?], 1),
+            0.0,
+        ),
         case(
             "cast f32 -> f16 of a transposed [3, N]",
             vec![f32s(&[3, 9001], 91)],

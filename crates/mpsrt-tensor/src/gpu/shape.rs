@@ -8,7 +8,7 @@ use super::{alloc_out, grid};
 use crate::Tensor;
 use mpsrt_core::{numel, DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
-use mpsrt_runtime::{Binding, GpuDevice, Kernel, Pipeline, Storage};
+use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -16,66 +16,109 @@ use std::sync::{Arc, OnceLock};
 const SOURCE: &str = include_str!("../../../mpsrt-kernels/src/shape.wgsl");
 const MAX_DIMS: usize = 8;
 
+/// How deep [`copy_part`] may split a part (each level shrinks one dim).
+const MAX_SPLIT_DEPTH: usize = 8;
+
 /// `canvas` (a fresh, contiguous, 4-byte tensor nobody else holds) with each `(dst, src)` part
 /// copied into the window `dst`.
 pub(crate) fn assemble(op: &str, canvas: Tensor, parts: &[(Layout, &Tensor)]) -> Result<Tensor> {
     let out = buffer(op, &canvas)?.clone();
-    let dev = out.device().clone();
     for (dst, src) in parts {
-        let n = src.numel();
-        if n == 0 {
-            continue;
-        }
-        let (shape, strides) =
-            coalesce(src.shape(), &[src.strides().to_vec(), dst.strides.clone()]);
-        if shape.len() > MAX_DIMS {
-            return Err(Error::unsupported(
-                op,
-                format!("a strided copy of {} dims (max {MAX_DIMS}) on the GPU", shape.len()),
-            ));
-        }
-        let pipeline = dev.static_pipeline(SOURCE, "copy_strided")?;
-        let pdims = if shape.is_empty() { vec![1] } else { shape.clone() };
-        let st = |k: usize| if shape.is_empty() { vec![0] } else { strides[k].clone() };
-        let sbuf = buffer(op, src)?;
-        let access = [
-            Access {
-                buffer: sbuf,
-                elem_bytes: 4,
-                offset: src.layout().offset as isize,
-                strides: st(0),
-                extent: (0, 0),
-            },
-            Access {
-                buffer: &out,
-                elem_bytes: 4,
-                offset: dst.offset as isize,
-                strides: st(1),
-                extent: (0, 0),
-            },
-        ];
-        for w in window::plan(op, &dev, &pdims, 1, u32::MAX as usize / 2, &access)? {
-            let wg = grid(
-                (w.len as u64).div_ceil(256),
-                dev.properties().max_compute_workgroups_per_dimension,
-            );
-            let mut words = vec![0u32; 32];
-            words[0] = shape.len() as u32;
-            words[1] = w.len as u32;
-            words[2] = w.rel(0, src.layout().offset as isize) as i32 as u32;
-            words[3] = w.rel(1, dst.offset as isize) as i32 as u32;
-            words[4] = wg[0] * 256;
-            words[5] = w.start as u32;
-            for (d, &s) in shape.iter().enumerate() {
-                words[8 + d] = s as u32;
-                words[16 + d] = strides[0][d] as i32 as u32;
-                words[24 + d] = strides[1][d] as i32 as u32;
-            }
-            let bindings = [w.binding(0, &access[0]), w.binding(1, &access[1])];
-            dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 8), wg)?;
-        }
+        copy_part(op, &out, dst, src, 0)?;
     }
     Ok(canvas)
+}
+
+/// One strided copy of `src` into the window `dst` of `out`. Points follow `src`'s dims, so
+/// when `src` and `dst` step through memory in different orders (a transposed view padded or
+/// stacked) neighbouring points may lie a binding apart in one of them and the windows would
+/// shrink to a few elements each: such a part is copied in blocks along the dim whose steps
+/// differ most between the two (its slices then step in one order), recursively.
+fn copy_part(op: &str, out: &GpuBuffer, dst: &Layout, src: &Tensor, depth: usize) -> Result<()> {
+    let dev = out.device().clone();
+    let n = src.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let (shape, strides) = coalesce(src.shape(), &[src.strides().to_vec(), dst.strides.clone()]);
+    if shape.len() > MAX_DIMS {
+        return Err(Error::unsupported(
+            op,
+            format!("a strided copy of {} dims (max {MAX_DIMS}) on the GPU", shape.len()),
+        ));
+    }
+    let pipeline = dev.static_pipeline(SOURCE, "copy_strided")?;
+    let pdims = if shape.is_empty() { vec![1] } else { shape.clone() };
+    let st = |k: usize| if shape.is_empty() { vec![0] } else { strides[k].clone() };
+    let sbuf = buffer(op, src)?;
+    let access = [
+        Access {
+            buffer: sbuf,
+            elem_bytes: 4,
+            offset: src.layout().offset as isize,
+            strides: st(0),
+            extent: (0, 0),
+        },
+        Access {
+            buffer: out,
+            elem_bytes: 4,
+            offset: dst.offset as isize,
+            strides: st(1),
+            extent: (0, 0),
+        },
+    ];
+    if depth < MAX_SPLIT_DEPTH && window::spans_far(&dev, &pdims, 1, 256, &access) {
+        return split_part(op, out, dst, src, depth);
+    }
+    for w in window::plan(op, &dev, &pdims, 1, u32::MAX as usize / 2, &access)? {
+        let wg = grid(
+            (w.len as u64).div_ceil(256),
+            dev.properties().max_compute_workgroups_per_dimension,
+        );
+        let mut words = vec![0u32; 32];
+        words[0] = shape.len() as u32;
+        words[1] = w.len as u32;
+        words[2] = w.rel(0, src.layout().offset as isize) as i32 as u32;
+        words[3] = w.rel(1, dst.offset as isize) as i32 as u32;
+        words[4] = wg[0] * 256;
+        words[5] = w.start as u32;
+        for (d, &s) in shape.iter().enumerate() {
+            words[8 + d] = s as u32;
+            words[16 + d] = strides[0][d] as i32 as u32;
+            words[24 + d] = strides[1][d] as i32 as u32;
+        }
+        let bindings = [w.binding(0, &access[0]), w.binding(1, &access[1])];
+        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 8), wg)?;
+    }
+    Ok(())
+}
+
+/// [`copy_part`] in blocks along the dim where `src` and `dst` steps differ most (ratio of
+/// the larger to the smaller), each block small enough that its steps along that dim stay
+/// within a quarter binding, and at most half the dim (so recursion always shrinks the work).
+fn split_part(op: &str, out: &GpuBuffer, dst: &Layout, src: &Tensor, depth: usize) -> Result<()> {
+    let shape = src.shape();
+    let (ss, ds) = (src.strides(), &dst.strides);
+    let far = |d: usize| ss[d].unsigned_abs().max(ds[d].unsigned_abs()).max(1);
+    let near = |d: usize| ss[d].unsigned_abs().min(ds[d].unsigned_abs()).max(1);
+    let score = |d: usize| far(d) as f64 / near(d) as f64;
+    let Some(d) =
+        (0..shape.len()).filter(|&d| shape[d] > 1).max_by(|&a, &b| score(a).total_cmp(&score(b)))
+    else {
+        return copy_part(op, out, dst, src, MAX_SPLIT_DEPTH);
+    };
+    let (limit, _) = window::limits(out.device());
+    let b = (1 + (limit / 16 / far(d) as u64) as usize).min(shape[d].div_ceil(2)).max(1);
+    let mut i = 0;
+    while i < shape[d] {
+        let j = (i + b).min(shape[d]);
+        let (lo, hi) = (Some(i as isize), Some(j as isize));
+        let sl = src.layout().slice(op, d as isize, lo, hi, 1)?;
+        let piece = Tensor::from_parts(src.storage().clone(), sl, src.dtype());
+        copy_part(op, out, &dst.slice(op, d as isize, lo, hi, 1)?, &piece, depth + 1)?;
+        i = j;
+    }
+    Ok(())
 }
 
 /// The concat pipeline for `inputs` parts on `dev` (rendered once per count).
