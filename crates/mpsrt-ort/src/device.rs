@@ -26,9 +26,12 @@ pub struct MemInfo {
     pub info: *mut OrtMemoryInfo,
 }
 
-/// The memory infos of a factory (created once per GPU, released with the factory).
-#[derive(Default)]
+/// The memory infos, created once per GPU and kept for the life of the process: a session
+/// made before `unregister_execution_provider_library` outlives our factory and still holds
+/// allocators (and ORT holds the data transfer) that point at them.
 pub struct MemInfos(Mutex<Vec<MemInfo>>);
+
+pub static INFOS: MemInfos = MemInfos(Mutex::new(Vec::new()));
 
 // SAFETY: ORT's memory infos are immutable once created; we only hand their pointers back.
 unsafe impl Send for MemInfos {}
@@ -91,16 +94,6 @@ impl MemInfos {
     }
 }
 
-impl Drop for MemInfos {
-    fn drop(&mut self) {
-        let v = self.0.get_mut().unwrap_or_else(|p| p.into_inner());
-        for m in v.drain(..) {
-            // SAFETY: created by CreateMemoryInfo_V2, released once.
-            unsafe { api().ReleaseMemoryInfo(m.info) };
-        }
-    }
-}
-
 /// Our allocator: `OrtAllocator` first, so ORT's pointer is ours.
 #[repr(C)]
 pub struct Allocator {
@@ -155,26 +148,25 @@ unsafe extern "C" fn a_info(this: *const OrtAllocatorImpl) -> *const OrtMemoryIn
     unsafe { (*(this as *const Allocator)).info }
 }
 
-/// Our data transfer: `OrtDataTransferImpl` first. Owned by the factory (ORT's Release is a
-/// no-op), reading the factory's memory infos.
+/// Our data transfer: `OrtDataTransferImpl` first. One per process, never freed (ORT's
+/// Release is a no-op): sessions may use it after our factory is released.
 #[repr(C)]
 pub struct DataTransfer {
     base: OrtDataTransferImpl,
-    infos: *const MemInfos,
 }
 
-pub fn new_data_transfer(infos: *const MemInfos) -> Box<DataTransfer> {
-    Box::new(DataTransfer {
-        base: OrtDataTransferImpl {
-            ort_version_supported: ORT_API_LEVEL,
-            release: t_release,
-            can_copy: t_can_copy,
-            copy_tensors: t_copy,
-            reserved: [None; RESERVED],
-        },
-        infos,
-    })
-}
+// SAFETY: immutable function table.
+unsafe impl Sync for DataTransfer {}
+
+pub static TRANSFER: DataTransfer = DataTransfer {
+    base: OrtDataTransferImpl {
+        ort_version_supported: ORT_API_LEVEL,
+        release: t_release,
+        can_copy: t_can_copy,
+        copy_tensors: t_copy,
+        reserved: [None; RESERVED],
+    },
+};
 
 unsafe extern "C" fn t_release(_: *mut OrtDataTransferImpl) {}
 
@@ -184,8 +176,8 @@ unsafe extern "C" fn t_can_copy(
     dst: *const OrtMemoryDevice,
 ) -> bool {
     std::panic::catch_unwind(|| {
-        // SAFETY: `this` is our DataTransfer; the factory (and its infos) outlives it.
-        let infos = unsafe { &*(*(this as *const DataTransfer)).infos };
+        let _ = this;
+        let infos = &INFOS;
         let e = ep_api();
         // SAFETY: per the C API.
         let host = |d| unsafe {

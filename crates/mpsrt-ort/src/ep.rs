@@ -22,46 +22,46 @@ const COMPAT: &CStr = c"mpsrt-0.1.0";
 const META_DEVICE: &CStr = c"mpsrt.device";
 const META_ADAPTER: &CStr = c"mpsrt.adapter";
 
-/// Our factory: `OrtEpFactory` first, so ORT's pointer is ours.
+/// Our factory: `OrtEpFactory` first, so ORT's pointer is ours. It holds no state, and there
+/// is one per process ([`FACTORY`]), never freed: a session created before
+/// `unregister_execution_provider_library` still calls its `ReleaseEp`/`ReleaseAllocator`
+/// through this table after ORT has released the factory.
 #[repr(C)]
 pub struct Factory {
     base: OrtEpFactory,
-    /// Device memory infos (one per GPU we made an `OrtEpDevice` for).
-    infos: crate::device::MemInfos,
-    /// Handed to ORT by `CreateDataTransfer`; ORT's Release of it is a no-op.
-    transfer: Option<Box<crate::device::DataTransfer>>,
 }
 
-pub fn new_factory() -> Box<Factory> {
-    let mut f = Box::new(Factory {
-        base: OrtEpFactory {
-            ort_version_supported: ORT_API_LEVEL,
-            get_name: f_name,
-            get_vendor: f_vendor,
-            get_supported_devices: f_devices,
-            create_ep: f_create_ep,
-            release_ep: f_release_ep,
-            get_vendor_id: f_vendor_id,
-            get_version: f_version,
-            validate_compiled_model_compatibility_info: f_validate,
-            create_allocator: f_create_allocator,
-            release_allocator: f_release_allocator,
-            create_data_transfer: f_data_transfer,
-            is_stream_aware: f_stream_aware,
-            create_sync_stream_for_device: f_stream,
-            get_hardware_device_incompatibility_details: None,
-            create_external_resource_importer_for_device: f_importer,
-            get_num_custom_op_domains: f_num_domains,
-            get_custom_op_domains: f_domains,
-            reserved: [None; RESERVED],
-        },
-        infos: crate::device::MemInfos::default(),
-        transfer: None,
-    });
-    // The factory is boxed: the address of its infos is stable for its life.
-    f.transfer = Some(crate::device::new_data_transfer(&f.infos));
-    f
+// SAFETY: an immutable table of function pointers.
+unsafe impl Sync for Factory {}
+
+/// The factory `CreateEpFactories` hands out (ORT only reads it).
+pub fn factory_ptr() -> *mut OrtEpFactory {
+    &FACTORY as *const Factory as *mut OrtEpFactory
 }
+
+static FACTORY: Factory = Factory {
+    base: OrtEpFactory {
+        ort_version_supported: ORT_API_LEVEL,
+        get_name: f_name,
+        get_vendor: f_vendor,
+        get_supported_devices: f_devices,
+        create_ep: f_create_ep,
+        release_ep: f_release_ep,
+        get_vendor_id: f_vendor_id,
+        get_version: f_version,
+        validate_compiled_model_compatibility_info: f_validate,
+        create_allocator: f_create_allocator,
+        release_allocator: f_release_allocator,
+        create_data_transfer: f_data_transfer,
+        is_stream_aware: f_stream_aware,
+        create_sync_stream_for_device: f_stream,
+        get_hardware_device_incompatibility_details: None,
+        create_external_resource_importer_for_device: f_importer,
+        get_num_custom_op_domains: f_num_domains,
+        get_custom_op_domains: f_domains,
+        reserved: [None; RESERVED],
+    },
+};
 
 unsafe extern "C" fn f_name(_: *const OrtEpFactory) -> *const c_char {
     EP_NAME.as_ptr()
@@ -114,9 +114,7 @@ fn create_device(
         ort::check(s)?;
     }
     if let (Ok(gpu), true) = (device.parse::<usize>(), crate::device::enabled()) {
-        // SAFETY: `factory` is our Factory.
-        let f = unsafe { &*(factory as *const Factory) };
-        let info = f.infos.for_gpu(gpu)?;
+        let info = crate::device::INFOS.for_gpu(gpu)?;
         // SAFETY: per the C API; ORT copies the info.
         let s = unsafe { (ep_api().ep_device_add_allocator_info)(out, info) };
         if let Err(s) = ort::check(s) {
@@ -219,10 +217,10 @@ unsafe extern "C" fn f_create_allocator(
     out: *mut *mut OrtAllocator,
 ) -> Status {
     crate::guard("CreateAllocator", || {
-        // SAFETY: `this` is our Factory; valid out pointer.
-        let f = unsafe { &*(this as *const Factory) };
+        let _ = this;
+        // SAFETY: valid out pointer.
         unsafe { *out = ptr::null_mut() };
-        let Some((gpu, ours)) = f.infos.gpu_of(info) else {
+        let Some((gpu, ours)) = crate::device::INFOS.gpu_of(info) else {
             return ort::status(
                 ORT_INVALID_ARGUMENT,
                 "MpsrtExecutionProvider: CreateAllocator for a memory info this factory did not register",
@@ -245,10 +243,10 @@ unsafe extern "C" fn f_release_allocator(_: *mut OrtEpFactory, a: *mut OrtAlloca
         ptr::null_mut()
     });
 }
-unsafe extern "C" fn f_data_transfer(this: *mut OrtEpFactory, out: *mut *mut c_void) -> Status {
-    // SAFETY: `this` is our Factory; valid out pointer. NULL (no GPU memory) means "none".
-    let f = unsafe { &*(this as *const Factory) };
-    let p = f.transfer.as_deref().map_or(ptr::null_mut(), |t| t as *const _ as *mut c_void);
+unsafe extern "C" fn f_data_transfer(_: *mut OrtEpFactory, out: *mut *mut c_void) -> Status {
+    // The process-wide data transfer (ORT never writes through it; Release is a no-op).
+    let p = &crate::device::TRANSFER as *const crate::device::DataTransfer as *mut c_void;
+    // SAFETY: valid out pointer.
     unsafe { *out = p };
     ptr::null_mut()
 }

@@ -151,7 +151,7 @@ pub unsafe extern "C" fn CreateEpFactories(
         }
         // SAFETY: room for one factory.
         unsafe {
-            *factories = Box::into_raw(ep::new_factory()) as *mut OrtEpFactory;
+            *factories = ep::factory_ptr();
             *num_factories = 1;
         }
         ptr::null_mut()
@@ -168,13 +168,9 @@ pub unsafe extern "C" fn CreateEpFactories(
 /// `factory` must come from `CreateEpFactories`.
 #[no_mangle]
 pub unsafe extern "C" fn ReleaseEpFactory(factory: *mut OrtEpFactory) -> Status {
-    guard("ReleaseEpFactory", || {
-        if !factory.is_null() {
-            // SAFETY: made by CreateEpFactories.
-            drop(unsafe { Box::from_raw(factory as *mut ep::Factory) });
-        }
-        ptr::null_mut()
-    })
+    // The factory is a static table (see `ep::Factory`): nothing to free.
+    let _ = factory;
+    ptr::null_mut()
 }
 
 /// Copies up to `n` traffic counters (see `memory::STATS`) to `out`; returns how many exist.
