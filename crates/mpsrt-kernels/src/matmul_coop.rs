@@ -368,13 +368,16 @@ pub fn plan_coop_matmul(
     })
 }
 
-/// `MPSRT_COOP_VARIANT` (1 or 2, default 2), read once: which cooperative kernel generation
-/// the launcher asks for, so both can be timed in one GPU session.
+/// `MPSRT_COOP_VARIANT` (1 or 2, default 1), read once: which cooperative kernel generation
+/// the launcher asks for, so both can be timed in one GPU session. Generation 1 is the default
+/// because it is the faster one where measured: on the H100 (2026-11-25, session10 call 4,
+/// `BENCH_ONLY=f16 bench_ops_a`) f16 4096³ ran at 39.7 TFLOP/s with generation 1 and 10.6 with
+/// generation 2, both correct.
 pub fn coop_variant_from_env() -> u8 {
     static V: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *V.get_or_init(|| match std::env::var("MPSRT_COOP_VARIANT").as_deref().map(str::trim) {
-        Ok("1") => 1,
-        _ => 2,
+        Ok("2") => 2,
+        _ => 1,
     })
 }
 
