@@ -109,6 +109,9 @@ def cuda_graph(m, x):
     return g.replay
 
 
+F16 = "--f16" in sys.argv
+
+
 def bench_torch(iters):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -126,6 +129,16 @@ def bench_torch(iters):
                                       "mean_ms": sum(lat) / len(lat),
                                       "device": torch.cuda.get_device_name(0),
                                       "torch_version": torch.__version__, "model": name}), flush=True)
+        # Issue 23's f16 peers: ResNet-50 at batch 32 and BERT-base at batch 8, eager, in f16.
+        if F16 and (name, max(BATCHES.get(name, (1, 32)))) in (("resnet50", 32), ("bert_base", 8)):
+            batch = max(BATCHES.get(name, (1, 32)))
+            x = [t.half() if t.is_floating_point() else t for t in inputs(name, batch, dev)]
+            mh = m.half()
+            with torch.inference_mode():
+                lat = timed(lambda: mh(*x), iters)
+            print(json.dumps({"torch": name, "mode": "eager_f16", "batch": batch,
+                              "p50_ms": lat[len(lat) // 2], "mean_ms": sum(lat) / len(lat),
+                              "device": torch.cuda.get_device_name(0), "model": name}), flush=True)
 
 
 def bench_ort(models, iters):

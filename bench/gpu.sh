@@ -78,7 +78,13 @@ if part models; then
         | sed "s/^{/{\"model\": \"$name\", /"
     done
   done 2>&1 | tee "$OUT/models.jsonl"
-  timeout 300 python3 bench/engine_torch.py torch --iters 50 2>&1 | grep '^{' | tee "$OUT/models_torch.jsonl"
+  # precision=f16 (issue 23): ResNet-50 b32 and BERT-base b8 beside torch eager f16 (--f16).
+  for mb in resnet50:32 bert_base:8; do
+    name=${mb%:*}; b=${mb#*:}
+    [ -f /tmp/models/$name.onnx ] && timeout 90 $M bench /tmp/models/$name.onnx --device gpu --batch $b \
+      --iterations 10 --warmup 5 --precision f16 --json | sed "s/^{/{\"model\": \"$name\", \"precision\": \"f16\", /"
+  done 2>&1 | tee -a "$OUT/models.jsonl"
+  timeout 300 python3 bench/engine_torch.py torch --iters 50 --f16 2>&1 | grep '^{' | tee "$OUT/models_torch.jsonl"
 fi
 if part ops; then
   echo "== ops"

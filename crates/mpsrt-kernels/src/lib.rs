@@ -12,9 +12,9 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod reduce;
 pub mod softmax;
-pub mod winograd;
 #[cfg(feature = "validate")]
 pub mod validate;
+pub mod winograd;
 
 pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
