@@ -23,9 +23,9 @@ pub use bind_cache::BindCacheStats;
 pub use cpu::{check_host_alloc, cpu_memory_usage, host_vec, set_cpu_memory_limit, CpuBuffer};
 pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
 pub use env::RuntimeConfig;
-pub use replay::{Recording, Suspended};
 pub use registry::{
     available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,
     set_current_device, set_default_place, validate_place,
 };
+pub use replay::{Recording, Suspended};
 pub use storage::Storage;
