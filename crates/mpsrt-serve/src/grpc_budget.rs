@@ -15,7 +15,6 @@ use http_body::Frame;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::sync::OwnedSemaphorePermit;
 use tonic::body::Body;
 use tonic::codegen::http::Request;
 
@@ -72,12 +71,19 @@ pub struct Charged {
     prefix_len: usize,
     /// Payload bytes of the current message still to come.
     remaining: u64,
-    held: Option<OwnedSemaphorePermit>,
+    held: crate::http::Charge,
 }
 
 impl Charged {
     fn new(inner: Body, state: Arc<State>) -> Self {
-        Self { inner, state, prefix: [0; 5], prefix_len: 0, remaining: 0, held: None }
+        Self {
+            inner,
+            state,
+            prefix: [0; 5],
+            prefix_len: 0,
+            remaining: 0,
+            held: crate::http::Charge::none(),
+        }
     }
 
     /// Walks the framing of `data`, charging each message whose prefix completes in it.
@@ -103,7 +109,7 @@ impl Charged {
                 ]) as u64;
                 self.remaining = len;
                 // The previous message is decoded by now; its bytes leave the budget.
-                self.held = None;
+                self.held = crate::http::Charge::none();
                 self.charge(len)?;
             }
         }
@@ -113,18 +119,13 @@ impl Charged {
     fn charge(&mut self, len: u64) -> Result<(), tonic::Status> {
         let limit = self.state.options.max_request_bytes as u64;
         // Larger messages are refused by tonic's bound (2x the limit) without being buffered.
-        let n = len.min(limit.saturating_mul(2)) + 5;
-        let kib = u32::try_from(n.div_ceil(1024)).unwrap_or(u32::MAX);
-        match self.state.budget.clone().try_acquire_many_owned(kib) {
-            Ok(p) => {
-                self.held = Some(p);
-                Ok(())
-            }
-            Err(_) => Err(tonic::Status::resource_exhausted(format!(
-                "a gRPC message of {len} bytes does not fit: the server is already receiving its budget of {} request bytes (--max-inflight-request-bytes); retry later",
-                self.state.options.inflight_budget()
-            ))),
-        }
+        let n = usize::try_from(len.min(limit.saturating_mul(2)) + 5).unwrap_or(usize::MAX);
+        crate::http::charge(&self.state, &mut self.held, n).map_err(|e| {
+            tonic::Status::resource_exhausted(format!(
+                "a gRPC message of {len} bytes does not fit: {}",
+                e.message
+            ))
+        })
     }
 }
 

@@ -28,6 +28,15 @@ struct Inner {
     next: usize,
 }
 
+impl Inner {
+    /// Unregisters the model at `i` and its instances from the count.
+    fn remove(&mut self, i: usize) -> Arc<Shared> {
+        let m = self.models.swap_remove(i);
+        self.instances = self.instances.saturating_sub(m.instance_count);
+        m
+    }
+}
+
 /// A bounded pool of executor threads shared by all models of a server.
 pub struct ExecPool {
     inner: Mutex<Inner>,
@@ -86,8 +95,7 @@ impl ExecPool {
     pub(crate) fn deregister(&self, model: &Arc<Shared>) {
         let mut g = self.inner.lock();
         if let Some(i) = g.models.iter().position(|m| Arc::ptr_eq(m, model)) {
-            let m = g.models.swap_remove(i);
-            g.instances = g.instances.saturating_sub(m.instance_count);
+            g.remove(i);
         }
         drop(g);
         self.cv.notify_all();
@@ -131,9 +139,7 @@ impl ExecPool {
                 finished.clear();
             }
             for i in finished.into_iter().rev() {
-                let m = g.models.swap_remove(i);
-                g.instances = g.instances.saturating_sub(m.instance_count);
-                m.state.lock().idle.clear();
+                g.remove(i).state.lock().idle.clear();
             }
             match job {
                 Some((i, m, (mut instance, stats), batch)) => {

@@ -245,9 +245,9 @@ pub(crate) fn take_job(sh: &Shared, st: &mut State, now: Instant) -> Take {
             }
         }
     }
+    let Some(slot) = st.idle.pop_front() else { return Take::Nothing };
     let (n, _) = batch_prefix(&st.items, policy);
     let batch: Vec<Pending> = st.items.drain(..n).collect();
-    let Some(slot) = st.idle.pop_front() else { return Take::Nothing };
     st.busy += 1;
     Take::Job(slot, batch)
 }
