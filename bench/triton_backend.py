@@ -7,8 +7,16 @@ mpsrt `wgpu` backend: Triton's TTIR → mpsrt-jit WGSL) beside mpsrt's built-in 
 
 The kernels are the verbatim tutorial kernels of python/tests/test_triton_backend.py (matmul gets
 GPU-sized autotune configs here). Prints one JSON object per line, then one `ratio` line per
-benchmark and size. Timing: back-to-back launches between device synchronizations (the same for
-both sides). Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
+benchmark and size. Two timings, the same for both sides:
+  ms         back-to-back launches between device synchronizations (host launch cost included:
+             at small sizes this measures Python/launcher time, not the kernel)
+  device_ms  the driver's benchmarker (`mpsrt.triton_backend.driver.device_time`): launches
+             recorded into one batch, only the submission that runs them timed, as the slope
+             between 48 and 12 launches (median of 7) — the kernel, not submit latency
+`ratio` lines give `triton_over_builtin` from device_ms and `host_ratio` from ms. The subgroup
+reductions (MPSRT_JIT_SUBGROUPS=0 turns them off) and cooperative-matrix accumulators are what
+changed since session 10; run twice with MPSRT_JIT_SUBGROUPS=0/1 to A/B the softmax.
+Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
 """
 import argparse
 import importlib.util
@@ -57,6 +65,12 @@ def timed(fn, iters, warmup=3, warm_s=0.3):
     return (time.perf_counter() - t0) / iters
 
 
+def device_ms(fn):
+    from mpsrt.triton_backend.driver import device_time
+    t = sorted(device_time(fn, reps=7))
+    return t[len(t) // 2]
+
+
 def emit(**kw):
     print(json.dumps(kw), flush=True)
 
@@ -76,7 +90,8 @@ def gpu_configs():
 def ratio(bench, key, val, results):
     tri, ref = results.get("triton"), results.get("builtin")
     if tri and ref:
-        emit(ratio=bench, **{key: val}, triton_over_builtin=round(ref / tri, 3))
+        emit(ratio=bench, **{key: val}, triton_over_builtin=round(ref[1] / tri[1], 3),
+             host_ratio=round(ref[0] / tri[0], 3))
 
 
 def main():
@@ -103,9 +118,10 @@ def main():
             np.testing.assert_array_equal(T.add(x, y).numpy()[:4096], (x + y).numpy()[:4096])
             res = {}
             for impl, fn in (("triton", lambda: T.add(x, y)), ("builtin", lambda: x + y)):
-                s = timed(fn, args.iters)
-                res[impl] = s
-                emit(bench="vector_add", impl=impl, n=n, ms=s * 1e3, gbps=12.0 * n / s / 1e9)
+                s, d = timed(fn, args.iters), device_ms(fn) / 1e3
+                res[impl] = (s, d)
+                emit(bench="vector_add", impl=impl, n=n, ms=s * 1e3, gbps=12.0 * n / s / 1e9,
+                     device_ms=d * 1e3, device_gbps=12.0 * n / d / 1e9)
             ratio("vector_add", "n", n, res)
     if "softmax" in only:
         rows = sizes["rows"]
@@ -116,10 +132,11 @@ def main():
             builtin = mpsrt.nn.functional.softmax
             res = {}
             for impl, fn in (("triton", lambda: T.softmax(x)), ("builtin", lambda: builtin(x, axis=-1))):
-                s = timed(fn, args.iters)
-                res[impl] = s
+                s, d = timed(fn, args.iters), device_ms(fn) / 1e3
+                res[impl] = (s, d)
                 emit(bench="softmax", impl=impl, rows=rows, cols=cols, ms=s * 1e3,
-                     gbps=8.0 * rows * cols / s / 1e9)
+                     gbps=8.0 * rows * cols / s / 1e9, device_ms=d * 1e3,
+                     device_gbps=8.0 * rows * cols / d / 1e9)
             ratio("softmax", "cols", cols, res)
     if "matmul" in only:
         # The verbatim tutorial kernel under GPU-sized configs (the tests' configs are small).
@@ -135,10 +152,11 @@ def main():
             assert err < 1e-2, f"matmul {size}: relative error {err}"
             res = {}
             for impl, fn in (("triton", lambda: T.matmul(ta, tb)), ("builtin", lambda: mpsrt.matmul(ta, tb))):
-                s = timed(fn, max(3, args.iters // 4))
-                res[impl] = s
+                s, d = timed(fn, max(3, args.iters // 4)), device_ms(fn) / 1e3
+                res[impl] = (s, d)
                 emit(bench="matmul_f16", impl=impl, size=size, ms=s * 1e3,
-                     tflops=2.0 * size**3 / s / 1e12, rel_err=err,
+                     tflops=2.0 * size**3 / s / 1e12, device_ms=d * 1e3,
+                     device_tflops=2.0 * size**3 / d / 1e12, rel_err=err,
                      config=str(T.matmul_kernel.best_config) if impl == "triton" else None)
             ratio("matmul_f16", "size", size, res)
 

@@ -37,6 +37,11 @@ pub(crate) struct Emitter {
     pub uses_coop: bool,
     /// Workgroup bytes outside the two scratch arrays (cooperative `tl.dot` staging).
     pub extra_workgroup_bytes: usize,
+    /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
+    pub subgroups: bool,
+    /// A reduction used subgroup operations: the entry point takes the subgroup builtins
+    /// (`sg`, `sgl`, `nsg`, `sgs`) and the module declares `wgr`.
+    pub uses_subgroups: bool,
 }
 
 impl Emitter {
@@ -52,6 +57,8 @@ impl Emitter {
             coop: None,
             uses_coop: false,
             extra_workgroup_bytes: 0,
+            subgroups: false,
+            uses_subgroups: false,
         }
     }
 
@@ -217,6 +224,14 @@ impl Emitter {
         let ident = identity(op, d);
         let wt = ty.wgsl();
         match (axis, t.shape.as_slice()) {
+            (None, _) | (Some(0), [_]) if self.subgroups && self.wg > 1 && wt != "bool" => {
+                let acc = self.fresh("r");
+                self.line(format!("var {acc}: {wt} = {ident};"));
+                let x = t.at("i");
+                let c = combine(op, &acc, &x);
+                self.for_each(t.numel(), |em| em.line(format!("{acc} = {c};")));
+                self.subgroup_fold(&acc, ty, op)
+            }
             (None, _) | (Some(0), [_]) => {
                 // Each invocation folds its own elements, then a tree over the workgroup.
                 let acc = self.fresh("r");
@@ -271,6 +286,49 @@ impl Emitter {
             }
             _ => self.splat(t, &[]),
         }
+    }
+
+    /// The workgroup-wide `op` of every invocation's `acc` through subgroup operations: each
+    /// subgroup reduces its lanes (`subgroupAdd/Max/Min`), one lane per subgroup writes the
+    /// partial to `wgr[subgroup_id]`, one barrier, then every subgroup folds the partials
+    /// (strided over its lanes) and reduces them again; invocation 0 publishes the result and
+    /// `workgroupUniformLoad` hands it to everyone as a uniform value. Two barriers instead of
+    /// the tree's `log2(wg) + 2`. `wgr` belongs to these reductions alone, and every invocation
+    /// passes the uniform load's barrier only after reading the partials, so the next reduction
+    /// may overwrite them without a trailing barrier. Subgroup ids are used, never
+    /// `lid / size`, so nothing assumes how invocations map onto subgroups.
+    fn subgroup_fold(&mut self, acc: &str, ty: Ty, op: RedOp) -> Tensor {
+        let d = ty.dtype().unwrap_or(DType::I32);
+        let (wt, ident) = (ty.wgsl(), identity(op, d));
+        self.uses_subgroups = true;
+        let sop = match op {
+            RedOp::Sum => "subgroupAdd",
+            RedOp::Max => "subgroupMax",
+            RedOp::Min => "subgroupMin",
+        };
+        // Partials (at most one per invocation) and the published result at index `wg`.
+        let slot = self.wg;
+        let p = self.fresh("p");
+        self.line(format!("let {p} = {sop}({acc});"));
+        self.open("if (sgl == 0u)");
+        self.line(format!("wgr[sg] = {};", bits(&p, ty)));
+        self.close();
+        self.barrier();
+        let (q, j) = (self.fresh("q"), self.fresh("j"));
+        self.line(format!("var {q}: {wt} = {ident};"));
+        self.open(format!("for (var {j} = sgl; {j} < nsg; {j} += sgs)"));
+        let c = combine(op, &q, &unbits(&format!("wgr[{j}]"), ty));
+        self.line(format!("{q} = {c};"));
+        self.close();
+        let r = self.fresh("p");
+        self.line(format!("let {r} = {sop}({q});"));
+        self.open("if (lid == 0u)");
+        self.line(format!("wgr[{slot}u] = {};", bits(&r, ty)));
+        self.close();
+        let (name, w) = (self.fresh("t"), self.fresh("w"));
+        self.line(format!("let {w} = workgroupUniformLoad(&wgr[{slot}u]);"));
+        self.line(format!("let {name}: {wt} = {};", unbits(&w, ty)));
+        Tensor::scalar(name, ty)
     }
 
     /// `a @ b` (+ `acc`), f32 math: both operands are staged in workgroup memory and each

@@ -82,7 +82,9 @@ pub struct KernelSignature {
 /// What the target device offers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileOptions {
-    /// Subgroup operations are available. Reserved: reductions currently use workgroup memory only.
+    /// Subgroup operations are available: whole-block reductions of f32/i32 values reduce within
+    /// subgroups first (two barriers instead of a `log2(workgroup)` tree). Set it only where the
+    /// adapter has wgpu's `SUBGROUP` feature; the workgroup-memory tree is the fallback.
     pub subgroups: bool,
     /// Largest workgroup size to use (a power of two, at most the device's
     /// `maxComputeInvocationsPerWorkgroup`). A launcher honouring Triton's `num_warps` hint passes
@@ -196,6 +198,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/bounds.rs"),
         include_str!("ttir/reduce.rs"),
         include_str!("ttir/atomic.rs"),
+        include_str!("ttir/coop_acc.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

@@ -25,10 +25,12 @@ pub(crate) fn build(
     // that gives every invocation at least one element of it (code depends on the size).
     let max_wg = opts.max_workgroup_size as usize;
     let mut low = Lowerer::new(src, max_wg);
+    low.em.subgroups = opts.subgroups;
     low.run(kernel, sig)?;
     let wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
     if wg != max_wg {
         low = Lowerer::new(src, wg);
+        low.em.subgroups = opts.subgroups;
         low.run(kernel, sig)?;
     }
     finish(&low.args, &low.em, kernel.name.as_str(), wg, cache_key, opts)
@@ -44,7 +46,8 @@ pub(crate) fn finish(
     cache_key: String,
     opts: &CompileOptions,
 ) -> Result<CompiledKernel> {
-    let bytes = (em.scratch[0] + em.scratch[1]) * 4 + em.extra_workgroup_bytes;
+    let red = if em.uses_subgroups { (wg + 1) * 4 } else { 0 };
+    let bytes = (em.scratch[0] + em.scratch[1]) * 4 + em.extra_workgroup_bytes + red;
     if bytes > opts.max_workgroup_storage as usize {
         return Err(Error::unsupported(
             "jit",
@@ -133,6 +136,10 @@ fn assemble(
             let _ = writeln!(w, "var<workgroup> wg{i}: array<u32, {n}>;");
         }
     }
+    if em.uses_subgroups {
+        // Subgroup reductions' partials and published result (`Emitter::subgroup_fold`).
+        let _ = writeln!(w, "var<workgroup> wgr: array<u32, {}>;", wg + 1);
+    }
     if em.lines.iter().any(|l| l.contains("f16r(")) {
         w.push_str(F16_HELPER);
     }
@@ -146,7 +153,11 @@ fn assemble(
         w.push_str(f);
     }
     let _ = writeln!(w, "\n@compute @workgroup_size({wg})");
-    let sg = if em.uses_coop { ", @builtin(subgroup_id) sg: u32" } else { "" };
+    let sg = match (em.uses_coop || em.uses_subgroups, em.uses_subgroups) {
+        (_, true) => ", @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) sgl: u32, @builtin(num_subgroups) nsg: u32, @builtin(subgroup_size) sgs: u32",
+        (true, false) => ", @builtin(subgroup_id) sg: u32",
+        _ => "",
+    };
     let _ = writeln!(w, "fn {ENTRY}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{sg}) {{");
     w.push_str(PROLOGUE);
     for b in &bindings {
@@ -170,7 +181,9 @@ fn assemble(
         bindings,
         uniform_layout: fields.into_iter().map(|(f, _)| f).collect(),
         uniform_size,
-        workgroup_bytes: ((em.scratch[0] + em.scratch[1]) * 4 + em.extra_workgroup_bytes) as u32,
+        workgroup_bytes: ((em.scratch[0] + em.scratch[1]) * 4
+            + em.extra_workgroup_bytes
+            + if em.uses_subgroups { (wg + 1) * 4 } else { 0 }) as u32,
         cache_key,
     }
 }

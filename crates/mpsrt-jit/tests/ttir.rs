@@ -224,8 +224,17 @@ fn dot_on_cooperative_matrices_and_the_forced_fallback() {
     // A/B staged as f16, C as f32: (64*32 + 32*32) * 2 + 64*32 * 4 bytes, plus the scratch
     // words of the kernel's other block exchanges.
     assert!(k.workgroup_bytes >= (64 * 32 + 32 * 32) * 2 + 64 * 32 * 4, "{}", k.workgroup_bytes);
-    // 8 tiles of 16x16 over 4 subgroups: 2 each. 8x8 tiles: 32 tiles, 8 each.
-    assert!(k.wgsl.contains("< 2u;"), "{}", k.wgsl);
+    // The loop-carried accumulator stays in cooperative matrices: 8 tiles of 16x16 over 4
+    // subgroups, 2 each (unrolled variables), loaded once before the K loop and stored once
+    // after it; the loop body only stages A/B and multiplies.
+    assert!(k.wgsl.contains("_1: coop_mat16x16<f32, C>;") && !k.wgsl.contains("_2: coop_mat"));
+    assert_eq!(k.wgsl.matches("coopLoadT<coop_mat16x16<f32, C>>").count(), 2, "{}", k.wgsl);
+    assert_eq!(k.wgsl.matches("coopStoreT(").count(), 2, "{}", k.wgsl);
+    let body = &k.wgsl[k.wgsl.find("for (var iv").unwrap()..k.wgsl.find("coopStoreT(").unwrap()];
+    assert!(
+        !body.contains("coop_mat16x16<f32, C>>") && body.contains("coopMultiplyAdd("),
+        "{body}"
+    );
     let eight = CompileOptions {
         coop: Some(mpsrt_jit::CoopConfig { size: 8, subgroup: 32 }),
         ..opts.clone()
@@ -235,4 +244,24 @@ fn dot_on_cooperative_matrices_and_the_forced_fallback() {
     assert!(k8.wgsl.contains("coop_mat8x8<f16, A>"));
     let fallback = compile("03_matmul", 128);
     assert!(!fallback.wgsl.contains("coop") && fallback.wgsl.contains("fma("));
+}
+
+#[test]
+fn reductions_on_subgroups_where_the_adapter_has_them() {
+    // Tutorial 02's max and sum with subgroups: each is subgroupMax/subgroupAdd, one barrier and
+    // a uniform load, not a log2(workgroup) tree; layer norm's sums likewise. The tree stays
+    // the fallback (no subgroups, or bool reductions).
+    let opts =
+        CompileOptions { max_workgroup_size: 1024, subgroups: true, ..CompileOptions::default() };
+    let k = compile_ttir(&fixture("02_fused_softmax"), None, &opts).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert!(k.wgsl.contains("subgroupMax(") && k.wgsl.contains("subgroupAdd("), "{}", k.wgsl);
+    assert!(k.wgsl.contains("@builtin(num_subgroups) nsg"), "{}", k.wgsl);
+    assert_eq!(k.wgsl.matches("workgroupBarrier()").count(), 2, "{}", k.wgsl);
+    assert!(k.workgroup_bytes >= (k.workgroup_size + 1) * 4);
+    let tree = compile("02_fused_softmax", 1024);
+    assert!(!tree.wgsl.contains("subgroup") && tree.wgsl.matches("workgroupBarrier()").count() > 4);
+    let ln = compile_ttir(&fixture("05_layer_norm_fwd"), None, &opts).unwrap();
+    common::validate_coop(&ln).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ln.wgsl.contains("subgroupAdd("), "{}", ln.wgsl);
 }

@@ -162,7 +162,7 @@ fn launch_jit(
     let wanted = num_warps.map(|w| w.saturating_mul(32)).unwrap_or(256).max(1);
     let wanted = 1u32 << (31 - wanted.leading_zeros());
     let opts = CompileOptions {
-        subgroups: props.subgroups,
+        subgroups: props.subgroups && subgroups_wanted(),
         max_workgroup_size: wanted.min(limit),
         max_workgroup_storage: props.max_compute_workgroup_storage_size,
         f16: false,
@@ -297,9 +297,29 @@ struct TritonPipeline {
 
 /// Identifies the TTIR compiler build (part of Triton's cache key, so a changed lowering never
 /// reuses WGSL from Triton's on-disk cache).
+/// Batches device `device` (default: the current one) has submitted so far. The Triton driver's
+/// benchmarker records launches without submitting and times the one submission that runs them
+/// (host recording excluded); this count tells it whether a batch limit split them.
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+fn triton_submits(device: Option<usize>) -> PyRes<u64> {
+    let index = device.unwrap_or_else(mpsrt_runtime::current_device);
+    let dev = mpsrt_runtime::gpu_device(index).py_err()?;
+    Ok(dev.submit_timing().submits)
+}
+
+/// Whether compiled kernels may use subgroup operations where the adapter has them:
+/// `MPSRT_JIT_SUBGROUPS=0` keeps the workgroup-memory reductions (for A/B timing).
+fn subgroups_wanted() -> bool {
+    std::env::var("MPSRT_JIT_SUBGROUPS").map_or(true, |v| v.trim() != "0")
+}
+
+/// The TTIR compiler's identity for Triton's cache key; it names the subgroup opt-out, so a
+/// kernel compiled with it is not served from the cache without it.
 #[pyfunction]
 fn triton_compiler_version() -> String {
-    mpsrt_jit::ttir_compiler_id()
+    let sg = if subgroups_wanted() { "" } else { "-nosg" };
+    format!("{}{sg}", mpsrt_jit::ttir_compiler_id())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -320,7 +340,8 @@ fn triton_compile<'py>(
             let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).ok();
             let (limit, subgroups, coop) = dev.as_ref().map_or((256, false, None), |d| {
                 let p = d.properties();
-                (p.max_compute_invocations_per_workgroup.max(1), p.subgroups, triton_coop(p))
+                let sg = p.subgroups && subgroups_wanted();
+                (p.max_compute_invocations_per_workgroup.max(1), sg, triton_coop(p))
             });
             let floor = |x: u32| 1u32 << (31 - x.max(1).leading_zeros());
             let opts = CompileOptions {
@@ -615,6 +636,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TritonPipeline>()?;
     m.add_class::<TritonLauncher>()?;
     m.add_function(wrap_pyfunction!(triton_compiler_version, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_submits, m)?)?;
     m.add_function(wrap_pyfunction!(triton_compile, m)?)?;
     m.add_function(wrap_pyfunction!(triton_load, m)?)?;
     m.add_function(wrap_pyfunction!(triton_launch, m)?)?;

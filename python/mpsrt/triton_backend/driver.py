@@ -91,20 +91,33 @@ def make_launcher(src, metadata):
                                list(metadata.mpsrt_bindings), int(metadata.mpsrt_uniform_size))
 
 
+def _submits() -> int:
+    return _C().triton_submits(None)
+
+
 class _Event:
-    """`Event(enable_timing=True)` for `triton.testing.do_bench`: `record()` waits for the
-    device and takes the host clock, so `elapsed_time` measures completed GPU work between two
-    records (wgpu timestamp queries are not wired into mpsrt's command stream yet)."""
+    """`Event(enable_timing=True)` for `triton.testing.do_bench`. mpsrt records launches into
+    one batch and submits it at a synchronization, so `record()` notes the host clock just
+    before and after its synchronize: when no batch went out between two records, the work in
+    between ran entirely inside the second one's synchronize, and `elapsed_time` is that
+    synchronize alone (submission, GPU execution, wake-up: host recording excluded); otherwise
+    it is the wall time between the two (wgpu timestamp queries are not used yet)."""
 
     def __init__(self, enable_timing=True):
-        self.t = None
+        self.pre = self.post = None
+        self.submits = 0
 
     def record(self, stream=None):
+        self.pre = time.perf_counter()
         _C().synchronize(None)
-        self.t = time.perf_counter()
+        self.post = time.perf_counter()
+        self.submits = _submits()
 
     def elapsed_time(self, end) -> float:
-        return (end.t - self.t) * 1e3
+        # The end record's own synchronize submitted exactly one batch: the launches.
+        if end.submits - self.submits <= 1:
+            return (end.post - end.pre) * 1e3
+        return (end.post - self.post) * 1e3
 
     def synchronize(self):
         _C().synchronize(None)
@@ -126,10 +139,56 @@ class _DeviceInterface:
         return _C().device_count()
 
 
+def _one_batch_ms(fn, n: int):
+    """Milliseconds of one synchronize that submits `n` recorded calls of `fn`, or None when a
+    batch limit (`MPSRT_MAX_OPS_PER_BATCH`, bytes per batch) submitted some of them early."""
+    sync = _C().synchronize
+    sync(None)
+    s0 = _submits()
+    for _ in range(n):
+        fn()
+    if _submits() != s0:
+        return None
+    t0 = time.perf_counter()
+    sync(None)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def device_time(fn, reps: int = 5, n_max: int = 48):
+    """Per-call device milliseconds of `fn`, `reps` samples: each is the slope between one
+    submission of `n` calls and one of `n / 4` (so the fixed submit and wake-up cost cancels,
+    and the host's Python/launcher time is never inside the timed window; wgpu's per-dispatch
+    command encoding at submission is). `n` starts at `n_max` and halves while a batch limit
+    splits the calls. Falls back to back-to-back wall time when even two calls split (launches
+    of several hundred MB each, where the GPU time dominates anyway)."""
+    n = n_max
+    while n >= 2 and _one_batch_ms(fn, n) is None:
+        n //= 2
+    if n < 2:
+        sync = _C().synchronize
+        out = []
+        for _ in range(reps):
+            sync(None)
+            t0 = time.perf_counter()
+            for _ in range(4):
+                fn()
+            sync(None)
+            out.append((time.perf_counter() - t0) * 1e3 / 4)
+        return out
+    lo = max(1, n // 4)
+    out = []
+    for _ in range(reps):
+        big, small = _one_batch_ms(fn, n), _one_batch_ms(fn, lo)
+        if big is None or small is None:
+            continue
+        out.append(max((big - small) / (n - lo), 1e-6))
+    return out or [float("nan")]
+
+
 def benchmark(kernel_call, quantiles=None, warmup=25, rep=100, **kwargs):
-    """The autotuner's benchmarker: runs `kernel_call` in batches between device
-    synchronizations and returns per-call milliseconds (mean, or the requested quantiles over
-    batches). Launches within a batch pipeline on the device as in real use."""
+    """The autotuner's benchmarker: per-call device milliseconds (see `device_time`; mean, or
+    the requested quantiles over samples). `MPSRT_TRITON_BENCH=host` times batches of
+    back-to-back launches between synchronizations instead (launch overhead included)."""
     sync = _C().synchronize
     kernel_call()
     sync(None)
@@ -138,18 +197,22 @@ def benchmark(kernel_call, quantiles=None, warmup=25, rep=100, **kwargs):
         kernel_call()
     sync(None)
     est = max((time.perf_counter() - t0) * 1e3 / 3, 1e-3)
-    n_warm = max(1, int(warmup / est))
-    per_batch = max(1, min(100, int(rep / est / 5)))
-    for _ in range(n_warm):
+    for _ in range(max(1, int(warmup / est))):
         kernel_call()
     sync(None)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(per_batch):
-            kernel_call()
-        sync(None)
-        times.append((time.perf_counter() - t0) * 1e3 / per_batch)
+    if os.environ.get("MPSRT_TRITON_BENCH") == "host":
+        per_batch = max(1, min(100, int(rep / est / 5)))
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(per_batch):
+                kernel_call()
+            sync(None)
+            times.append((time.perf_counter() - t0) * 1e3 / per_batch)
+    else:
+        # Enough samples to fill about `rep` ms, within 3..15.
+        reps = max(3, min(15, int(rep / max(est * 60, 1e-3))))
+        times = device_time(kernel_call, reps=reps)
     times.sort()
     if quantiles:
         return [times[min(len(times) - 1, int(q * len(times)))] for q in quantiles]

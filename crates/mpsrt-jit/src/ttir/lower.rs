@@ -56,12 +56,15 @@ pub(crate) struct TtirLowerer {
     loc: Option<Loc>,
     line: usize,
     nesting: usize,
+    /// `tl.dot` accumulators carried in cooperative matrices, by marker name (`coop_acc`).
+    pub(super) coop_accs: HashMap<String, super::coop_acc::CoopAcc>,
 }
 
 impl TtirLowerer {
     pub fn new(wg: usize, opts: &crate::CompileOptions) -> TtirLowerer {
         let mut em = Emitter::new(wg);
         em.coop = opts.coop;
+        em.subgroups = opts.subgroups;
         TtirLowerer {
             em,
             args: Vec::new(),
@@ -72,6 +75,7 @@ impl TtirLowerer {
             loc: None,
             line: 0,
             nesting: 0,
+            coop_accs: HashMap::new(),
         }
     }
 
@@ -606,6 +610,9 @@ impl TtirLowerer {
             return Err(self.err(format!("shapes {:?} x {:?}", a.shape, b.shape)));
         }
         let acc = c.view().clone();
+        if let Some(v) = self.coop_acc_dot(&a, &b, &acc) {
+            return Ok(v);
+        }
         Ok(V::T(self.em.dot(&a, &b, Some(&acc), Ty::D(od))))
     }
 
@@ -685,10 +692,18 @@ impl TtirLowerer {
                 inits.push(self.get(v.trim())?);
             }
         }
-        let tys: Vec<Ty> = inits.iter().map(V::ty).collect();
-        let shapes: Vec<Vec<usize>> = inits.iter().map(|v| v.shape().to_vec()).collect();
-        let vars = self.declare(&tys, &shapes);
-        self.assign(&vars, &inits)?;
+        // Matmul accumulators may stay in cooperative matrices for the whole loop (`coop_acc`);
+        // the other carried values are `var`s.
+        let coop = self.coop_candidates(op, &names, &inits);
+        let mut vars = Vec::new();
+        for (cand, init) in coop.iter().zip(&inits) {
+            vars.push(match cand {
+                Some(c) => self.coop_acc_begin(c.clone(), init),
+                None => self.declare(&[init.ty()], &[init.shape().to_vec()]).remove(0),
+            });
+        }
+        let (plain_vars, plain_inits) = (plain(&vars, &coop), plain(&inits, &coop));
+        self.assign(&plain_vars, &plain_inits)?;
         let lv = self.em.fresh("iv");
         let (lb, ub, st) = (lb.view().expr.clone(), ub.view().expr.clone(), st.view().expr.clone());
         self.em.open(format!("for (var {lv}: i32 = {lb}; {lv} < {ub}; {lv} += {st})"));
@@ -701,9 +716,16 @@ impl TtirLowerer {
         let yielded = self.block(&body.ops)?;
         self.nesting -= 1;
         self.set_op(op);
-        self.assign(&vars, &yielded)?;
+        if yielded.len() != vars.len() {
+            return Err(self.err(format!("yields {} values for {}", yielded.len(), vars.len())));
+        }
+        self.assign(&plain_vars, &plain(&yielded, &coop))?;
         self.em.close();
-        Ok(vars.into_iter().map(V::T).collect())
+        let mut out = Vec::new();
+        for (var, cand) in vars.into_iter().zip(&coop) {
+            out.push(V::T(if cand.is_some() { self.coop_acc_end(&var) } else { var }));
+        }
+        Ok(out)
     }
 
     fn if_op(&mut self, op: &Op, ops: &[String]) -> Result<Vec<V>> {
@@ -747,6 +769,11 @@ impl TtirLowerer {
         self.loc.clone_from(&op.loc);
         self.line = op.line;
     }
+}
+
+/// The entries of `xs` whose carried value is not a cooperative-matrix accumulator.
+fn plain<T: Clone>(xs: &[T], coop: &[Option<super::coop_acc::CoopAcc>]) -> Vec<T> {
+    xs.iter().zip(coop).filter(|(_, c)| c.is_none()).map(|(x, _)| x.clone()).collect()
 }
 
 /// Whether WGSL expression `e` reads the variable `var` (a whole identifier).

@@ -12,6 +12,7 @@
 
 mod atomic;
 mod bounds;
+mod coop_acc;
 mod elementwise;
 mod lower;
 pub(crate) mod parse;
