@@ -447,6 +447,16 @@ impl Session {
         let host_from = lookup(&node.op.name()).map_or(usize::MAX, |e| e.host_from);
         let mut args = Vec::with_capacity(ins.len());
         for (k, &v) in ins.iter().enumerate() {
+            if k >= host_from && self.place.is_gpu() {
+                // A parameter read on the host: a constant comes from its host bytes, not from
+                // the device copy (reading that back would be a device read on every run, and
+                // a capture that reads GPU data is not replayable: Gather over index constants
+                // folded from shapes, as transformers' padding mask exports).
+                if let Some(h) = ctx.plan.graph.initializers.get(&v) {
+                    args.push(host_to_tensor(&ctx.plan.graph.value(v).name, h, Place::Cpu)?);
+                    continue;
+                }
+            }
             let t = get(v)?;
             args.push(if k < host_from {
                 to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?
