@@ -24,6 +24,10 @@
 #                built-ins (bench/triton_backend.py), then its launch overhead (bench/triton_launch.py)
 #   paddle       Paddle on the mpsrt CustomDevice plugin beside Paddle CPU and torch
 #                (bench/paddle_plugin.py; needs the paddlepaddle wheel, see below)
+#   coopsweep    (not in the default set) every cooperative-matrix f16 GEMM variant (tiled,
+#                generations 1/2, generation 3's tune family) in a fresh process each: a
+#                correctness check vs the f32 GEMM, then 4096³, 2048×3072×768 and 1024³; one CSV
+#                line per variant in $OUT/coopsweep.csv (bench_coop_sweep; COOP_VARIANTS=... picks)
 #
 # Carried from the dev machine (`carry`): target/release/mpsrt and target/release/examples/*
 # (`cargo build --release -p mpsrt-cli && cargo build --release -p mpsrt-tensor --examples
@@ -124,6 +128,10 @@ if part triton && [ -f bench/triton_backend.py ]; then
   echo "== triton"
   timeout 200 python3 bench/triton_backend.py 2>&1 | tee "$OUT/triton.jsonl"
   timeout 60 python3 bench/triton_launch.py 2>&1 | tee -a "$OUT/triton.jsonl"
+fi
+if part coopsweep; then
+  echo "== coopsweep"
+  timeout 560 $E/bench_coop_sweep 2>&1 | tee "$OUT/coopsweep.csv"
 fi
 if part paddle && [ -f bench/paddle_plugin.py ]; then
   echo "== paddle"

@@ -10,6 +10,7 @@ pub mod elementwise;
 pub mod layout;
 pub mod matmul;
 pub mod matmul_coop;
+pub mod matmul_coop_family;
 pub mod reduce;
 pub mod softmax;
 #[cfg(feature = "validate")]
@@ -26,7 +27,8 @@ pub use matmul::{
     MATMUL_META_HEAD,
 };
 pub use matmul_coop::{
-    coop_variant_from_env, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec,
+    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
+    CoopMatmulSpec, CoopTune, CoopVariant,
 };
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 pub use winograd::{

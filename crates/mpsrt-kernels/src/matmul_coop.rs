@@ -15,6 +15,7 @@
 //! workgroup: the kernel is rendered for one subgroup size, and the planner declines adapters
 //! whose subgroup size varies.
 
+pub use crate::matmul_coop_family::CoopTune;
 use mpsrt_core::DType;
 use std::fmt::Write as _;
 
@@ -49,8 +50,42 @@ pub struct CoopMatmulSpec {
     /// Kernel generation: 2 (default: double-buffered padded slabs, the next slab's global loads
     /// in flight during the current slab's products, direct stores of interior tiles) or 1 (the
     /// first kernel: one slab buffer, every tile stored through scratch), kept to compare
-    /// (`MPSRT_COOP_VARIANT=1`).
+    /// (`MPSRT_COOP_VARIANT=1`), or 3: the parameterized family of `matmul_coop_family.rs`,
+    /// shaped by `tune`.
     pub variant: u8,
+    /// Generation 3's parameters (ignored by generations 1 and 2).
+    pub tune: CoopTune,
+}
+
+/// Which kernel the launcher asks for: a fixed generation or a member of generation 3's family
+/// (`MPSRT_COOP_VARIANT=1 | 2 | 3 | <tune text>`, see [`CoopVariant::parse`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoopVariant {
+    Gen1,
+    Gen2,
+    Family(CoopTune),
+}
+
+impl CoopVariant {
+    /// `1`, `2`, `3` (generation 3 with the default tune) or a tune's text
+    /// (`w2x2_t4x4_k32_p8_db0_fi1_dg0`, optionally prefixed `3:`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "1" => Ok(CoopVariant::Gen1),
+            "2" => Ok(CoopVariant::Gen2),
+            "3" => Ok(CoopVariant::Family(CoopTune::default())),
+            t => CoopTune::parse(t.strip_prefix("3:").unwrap_or(t)).map(CoopVariant::Family),
+        }
+    }
+
+    /// Text form (`1`, `2`, or the tune's).
+    pub fn name(&self) -> String {
+        match self {
+            CoopVariant::Gen1 => "1".into(),
+            CoopVariant::Gen2 => "2".into(),
+            CoopVariant::Family(t) => t.name(),
+        }
+    }
 }
 
 /// Subgroups per workgroup along M and N, and cooperative tiles per subgroup along M and N:
@@ -69,19 +104,31 @@ const PAD: u32 = 8;
 impl CoopMatmulSpec {
     /// Output rows per workgroup.
     pub fn block_m(&self) -> u32 {
+        if self.variant == 3 {
+            return crate::matmul_coop_family::block(self).0;
+        }
         WM * TM * self.size
     }
     /// Output columns per workgroup.
     pub fn block_n(&self) -> u32 {
+        if self.variant == 3 {
+            return crate::matmul_coop_family::block(self).1;
+        }
         WN * TN * self.size
     }
     /// Threads per workgroup.
     pub fn threads(&self) -> u32 {
+        if self.variant == 3 {
+            return crate::matmul_coop_family::block(self).2;
+        }
         WM * WN * self.subgroup
     }
 
     /// Workgroup-memory bytes the kernel declares.
     pub fn shared_bytes(&self) -> u32 {
+        if self.variant == 3 {
+            return crate::matmul_coop_family::shared_bytes(self);
+        }
         let (bm, bn, s) = (self.block_m(), self.block_n(), self.size);
         let acc = if self.acc == DType::F32 { 4 } else { 2 };
         let scratch = WM * WN * s * s * acc;
@@ -92,15 +139,29 @@ impl CoopMatmulSpec {
         }
     }
 
-    /// This spec as kernel generation `variant` (1 or 2; anything else means 2), falling back
-    /// to 1 when generation 2's double-buffered slabs do not fit `shared_limit` bytes of
-    /// workgroup memory (the device's `max_compute_workgroup_storage_size`). Pure.
-    pub fn with_variant(self, variant: u8, shared_limit: u32) -> Self {
-        let v2 = CoopMatmulSpec { variant: 2, ..self };
-        if variant != 1 && v2.shared_bytes() <= shared_limit {
-            v2
+    /// This spec as kernel `variant`, falling back to generation 1 when the asked-for kernel's
+    /// workgroup memory does not fit `shared_limit` bytes (the device's
+    /// `max_compute_workgroup_storage_size`), or a family tune is invalid for this tile size.
+    /// Pure.
+    pub fn with_variant(self, variant: CoopVariant, shared_limit: u32) -> Self {
+        let want = match variant {
+            CoopVariant::Gen1 => CoopMatmulSpec { variant: 1, ..self },
+            CoopVariant::Gen2 => CoopMatmulSpec { variant: 2, ..self },
+            CoopVariant::Family(tune) => CoopMatmulSpec { variant: 3, tune, ..self },
+        };
+        let tune_ok = want.variant != 3 || want.tune.check(want.size).is_ok();
+        if tune_ok && want.shared_bytes() <= shared_limit {
+            want
         } else {
             CoopMatmulSpec { variant: 1, ..self }
+        }
+    }
+
+    /// The kernel in words, for reports: `v1`, `v2`, or `v3 <tune>`.
+    pub fn variant_name(&self) -> String {
+        match self.variant {
+            3 => format!("v3 {}", self.tune.name()),
+            v => format!("v{v}"),
         }
     }
 
@@ -109,7 +170,11 @@ impl CoopMatmulSpec {
         match self.variant {
             1 => self.render_v1(),
             2 => self.render_v2(),
-            v => Err(format!("cooperative matmul variant must be 1 or 2, got {v}")),
+            3 => {
+                self.check()?;
+                crate::matmul_coop_family::render(self)
+            }
+            v => Err(format!("cooperative matmul variant must be 1, 2 or 3, got {v}")),
         }
     }
 
@@ -365,20 +430,34 @@ pub fn plan_coop_matmul(
         vec_a: false,
         vec_b: false,
         variant: 2,
+        tune: CoopTune::default(),
     })
 }
 
-/// `MPSRT_COOP_VARIANT` (1 or 2, default 1), read once: which cooperative kernel generation
-/// the launcher asks for, so both can be timed in one GPU session. Generation 1 is the default
-/// because it is the faster one where measured: on the H100 (2026-11-25, session10 call 4,
-/// `BENCH_ONLY=f16 bench_ops_a`) f16 4096³ ran at 39.7 TFLOP/s with generation 1 and 10.6 with
-/// generation 2, both correct.
-pub fn coop_variant_from_env() -> u8 {
-    static V: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    *V.get_or_init(|| match std::env::var("MPSRT_COOP_VARIANT").as_deref().map(str::trim) {
-        Ok("2") => 2,
-        _ => 1,
+/// `MPSRT_COOP_VARIANT` (`1`, `2`, `3` or a generation-3 tune's text; see
+/// [`CoopVariant::parse`]), read once, so every kernel can be timed in its own process
+/// (`bench_coop_sweep`); `None` when unset (the planner's default). An unparsable value is
+/// reported once on stderr and ignored.
+pub fn coop_variant_from_env() -> Option<CoopVariant> {
+    static V: std::sync::OnceLock<Option<CoopVariant>> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let text = std::env::var("MPSRT_COOP_VARIANT").ok()?;
+        match CoopVariant::parse(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("mpsrt: MPSRT_COOP_VARIANT ignored: {e}");
+                None
+            }
+        }
     })
+}
+
+/// The kernel the planner uses for an `[m, n, k]` product when `MPSRT_COOP_VARIANT` is unset.
+/// Generation 1 where measured best so far: on the H100 (2026-11-25, session10 call 4,
+/// `BENCH_ONLY=f16 bench_ops_a`) f16 4096³ ran at 39.7 TFLOP/s with generation 1 and 10.6
+/// with generation 2, both correct; generation 3's family awaits `bench_coop_sweep`.
+pub fn default_coop_variant(_mnk: [usize; 3]) -> CoopVariant {
+    CoopVariant::Gen1
 }
 
 /// Generation 2: the same tiling (a `WM × WN` grid of subgroups, `TM × TN` cooperative tiles

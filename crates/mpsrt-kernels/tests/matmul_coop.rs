@@ -4,7 +4,9 @@
 
 use mpsrt_core::DType;
 use mpsrt_kernels::validate::wgsl_to_msl;
-use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec};
+use mpsrt_kernels::{
+    plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant,
+};
 
 fn cfg(s: u32, ab: DType, cr: DType) -> CoopConfig {
     CoopConfig { m: s, n: s, k: s, ab, cr }
@@ -43,6 +45,7 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                             vec_a,
                             vec_b,
                             variant,
+                            tune: CoopTune::default(),
                         };
                         let src = spec.render().unwrap();
                         let msl =
@@ -67,6 +70,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_a: false,
             vec_b: false,
             variant: 2,
+            tune: CoopTune::default(),
         },
         CoopMatmulSpec {
             size: 16,
@@ -76,6 +80,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_a: false,
             vec_b: false,
             variant: 2,
+            tune: CoopTune::default(),
         },
         CoopMatmulSpec {
             size: 16,
@@ -85,6 +90,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_a: false,
             vec_b: false,
             variant: 2,
+            tune: CoopTune::default(),
         },
     ];
     for s in bad {
@@ -142,14 +148,102 @@ fn variant_choice_respects_workgroup_memory() {
     let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
     // Generation 2 at 16×16: two padded slabs of A (128×40) and B (32×136) halves + scratch.
     assert_eq!(p.shared_bytes(), 2 * 2 * (128 * 40 + 32 * 136) + 4 * 256 * 4);
-    assert_eq!(p.with_variant(2, 49152).variant, 2, "fits NVIDIA's 48 KiB");
-    assert_eq!(p.with_variant(2, 32768).variant, 1, "not 32 KiB: generation 1");
-    assert_eq!(p.with_variant(1, 49152).variant, 1, "asked for generation 1");
-    assert!(p.with_variant(1, 0).shared_bytes() == 2 * (128 * 32 + 32 * 128) + 4 * 256 * 4);
+    assert_eq!(p.with_variant(CoopVariant::Gen2, 49152).variant, 2, "fits NVIDIA's 48 KiB");
+    assert_eq!(p.with_variant(CoopVariant::Gen2, 32768).variant, 1, "not 32 KiB: generation 1");
+    assert_eq!(p.with_variant(CoopVariant::Gen1, 49152).variant, 1, "asked for generation 1");
+    assert!(
+        p.with_variant(CoopVariant::Gen1, 0).shared_bytes()
+            == 2 * (128 * 32 + 32 * 128) + 4 * 256 * 4
+    );
     // Apple's 8×8 tiles: 64×64 blocks fit Metal's 32 KiB with generation 2.
     let apple = [cfg(8, DType::F16, DType::F32)];
     let p = plan_coop_matmul(&apple, (32, 32), [4096; 3], 0).unwrap();
-    assert_eq!(p.with_variant(2, 32768).variant, 2);
-    let bad = CoopMatmulSpec { variant: 3, ..p };
+    assert_eq!(p.with_variant(CoopVariant::Gen2, 32768).variant, 2);
+    let bad = CoopMatmulSpec { variant: 4, ..p };
     assert!(bad.render().is_err());
+}
+
+#[test]
+fn every_family_kernel_the_sweep_times_validates_and_translates() {
+    let base = CoopMatmulSpec {
+        size: 16,
+        acc: DType::F32,
+        subgroup: 32,
+        batch_dims: 0,
+        vec_a: true,
+        vec_b: true,
+        variant: 3,
+        tune: CoopTune::default(),
+    };
+    let tunes = CoopTune::sweep();
+    assert!(tunes.len() >= 40, "{}", tunes.len());
+    for (i, tune) in tunes.into_iter().enumerate() {
+        // Alternate the operand paths and batch rank so every staging path is rendered.
+        let (vec_a, vec_b) = [(true, true), (false, false), (true, false), (false, true)][i % 4];
+        let spec = CoopMatmulSpec { tune, vec_a, vec_b, batch_dims: i % 3, ..base };
+        let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+        let msl = wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{}: {e}\n{src}", tune.name()));
+        assert!(msl.contains("simdgroup"), "{}", tune.name());
+        wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+        // The text form round-trips (it is what MPSRT_COOP_VARIANT takes).
+        assert_eq!(CoopVariant::parse(&tune.name()), Ok(CoopVariant::Family(tune)));
+    }
+    // Direct loads with both operands aligned, and the f16-accumulator / 8×8 / subgroup-64 cases.
+    let direct = CoopTune::parse("dg1_db1_k16").unwrap();
+    for spec in [
+        CoopMatmulSpec { tune: direct, ..base },
+        CoopMatmulSpec { tune: direct, acc: DType::F16, size: 8, subgroup: 64, ..base },
+        CoopMatmulSpec { acc: DType::F16, vec_a: false, ..base },
+    ] {
+        let src = spec.render().unwrap();
+        if spec.tune.dg && spec.vec_a && spec.vec_b {
+            assert!(src.contains("(&a["), "direct loads read the storage buffer: {spec:?}");
+        }
+        wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+    }
+}
+
+#[test]
+fn family_tunes_parse_check_and_fall_back() {
+    assert_eq!(CoopVariant::parse("1"), Ok(CoopVariant::Gen1));
+    assert_eq!(CoopVariant::parse(" 2 "), Ok(CoopVariant::Gen2));
+    assert_eq!(CoopVariant::parse("3"), Ok(CoopVariant::Family(CoopTune::default())));
+    let t = CoopTune::parse("3:w2x4_t4x2_k64_p0_db1_fi0_dg1".strip_prefix("3:").unwrap()).unwrap();
+    assert_eq!(
+        (t.wm, t.wn, t.tm, t.tn, t.bk, t.pad, t.db, t.fi, t.dg),
+        (2, 4, 4, 2, 64, 0, true, false, true)
+    );
+    assert_eq!(
+        CoopVariant::parse("3:k16,db1").unwrap(),
+        CoopVariant::Family(CoopTune { bk: 16, db: true, ..CoopTune::default() })
+    );
+    for bad in ["t4", "k24x", "db2", "q1", "w2x2_zz"] {
+        assert!(CoopVariant::parse(bad).is_err(), "{bad}");
+    }
+    // Tunes the renderer refuses: 16 subgroups, 32 tiles per subgroup, K step not a multiple
+    // of the tile, odd padding.
+    for bad in ["w3x2", "w4x4", "t8x4", "k8", "p4"] {
+        assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
+    }
+    assert!(CoopTune::parse("k8").unwrap().check(8).is_ok());
+    // Workgroup memory: 128×128 blocks, BK 64, two padded stages = 70 KiB + scratch: not
+    // NVIDIA's 48 KiB, so the planner falls back to generation 1; one stage fits.
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    let big = CoopTune::parse("k64_db1_p8").unwrap();
+    assert_eq!(
+        CoopMatmulSpec { variant: 3, tune: big, ..p }.shared_bytes(),
+        2 * 2 * (128 * 72 + 64 * 136) + 4 * 256 * 4
+    );
+    assert_eq!(p.with_variant(CoopVariant::Family(big), 49152).variant, 1);
+    let one = CoopTune { db: false, ..big };
+    let q = p.with_variant(CoopVariant::Family(one), 49152);
+    assert_eq!((q.variant, q.tune, q.block_m(), q.block_n(), q.threads()), (3, one, 128, 128, 128));
+    let wide = CoopTune::parse("w2x4_t4x4").unwrap();
+    let q = p.with_variant(CoopVariant::Family(wide), 65536);
+    assert_eq!((q.block_m(), q.block_n(), q.threads()), (128, 256, 256));
+    // An invalid tune never reaches the renderer: generation 1 instead.
+    let invalid = CoopTune { tm: 3, ..CoopTune::default() };
+    assert_eq!(p.with_variant(CoopVariant::Family(invalid), 1 << 20).variant, 1);
 }

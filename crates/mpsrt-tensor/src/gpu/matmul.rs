@@ -22,7 +22,8 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
 use mpsrt_kernels::{
-    coop_variant_from_env, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec,
+    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
+    CoopMatmulSpec,
 };
 use mpsrt_runtime::{Binding, DeviceProperties, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
@@ -108,12 +109,39 @@ pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Resul
     let props = dev.properties();
     Ok(match plan_f16_gemm(props, mnk, 0, false, coop_enabled()) {
         Ok(s) => {
-            let s =
-                s.with_variant(coop_variant_from_env(), props.max_compute_workgroup_storage_size);
-            format!("coop {0}x{0} {1} accumulation v{2}", s.size, s.acc, s.variant)
+            // Contiguous row-major operands, as benchmarks time them.
+            let s = coop_spec(
+                s,
+                mnk,
+                props.max_compute_workgroup_storage_size,
+                mnk[2].is_multiple_of(8),
+                mnk[1].is_multiple_of(8),
+            );
+            format!("coop {0}x{0} {1} accumulation {2}", s.size, s.acc, s.variant_name())
         }
         Err(why) => format!("tiled ({why})"),
     })
+}
+
+/// The cooperative kernel for a planned product: the variant `MPSRT_COOP_VARIANT` asks for
+/// (else the planner's default for the shape), as far as workgroup memory allows, with the
+/// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both).
+fn coop_spec(
+    spec: CoopMatmulSpec,
+    mnk: [usize; 3],
+    shared_limit: u32,
+    vec_a: bool,
+    vec_b: bool,
+) -> CoopMatmulSpec {
+    let variant = coop_variant_from_env().unwrap_or_else(|| default_coop_variant(mnk));
+    let mut spec = spec.with_variant(variant, shared_limit);
+    (spec.vec_a, spec.vec_b) = (vec_a, vec_b);
+    if !(vec_a && vec_b) {
+        // Direct loads need both operands row-major and aligned: the kernel ignores the knob,
+        // so clear it too (one pipeline, and the reported name says what runs).
+        spec.tune.dg = false;
+    }
+    spec
 }
 
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
@@ -410,14 +438,13 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
         let props = dev.properties();
         if let Ok(spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
-            // Kernel generation (`MPSRT_COOP_VARIANT`), as far as workgroup memory allows.
-            let limit = props.max_compute_workgroup_storage_size;
-            let mut spec = spec.with_variant(coop_variant_from_env(), limit);
             // 8 f16 per load where the operand runs contiguously along K (A) / N (B) in whole
             // 16-byte vectors: offsets, strides and the contiguous extent multiples of 8.
             let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
-            spec.vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
-            spec.vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
+            let vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
+            let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
+            let limit = props.max_compute_workgroup_storage_size;
+            let spec = coop_spec(spec, [mm, nn, k], limit, vec_a, vec_b);
             let pl = cached(&COOP, &dev, op, spec, CoopMatmulSpec::render)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));

@@ -1,0 +1,162 @@
+//! Sweep of the cooperative-matrix f16 GEMM kernels (issue 23) on GPU 0: every variant —
+//! the tiled GEMM (`MPSRT_COOP_MATMUL=0`), generations 1 and 2, and each tune of generation
+//! 3's family (`CoopTune::sweep`) — runs in a fresh process (under Vulkan the H100's SM clock
+//! drops a few seconds into a busy process, so each child stays short: a correctness check,
+//! then 3 warm-ups + `SWEEP_ITERS` (20) timed calls per shape). One CSV line per variant:
+//!
+//! `variant,kernel,check_ok,max_rel_err,ms_4096,tflops_4096,ms_bert,tflops_bert,ms_1024,tflops_1024`
+//!
+//! where `kernel` is what actually ran (`matmul_kernel_name`: a tune whose workgroup memory
+//! does not fit falls back to generation 1 and says so), `bert` is `[M, N, K] = [2048, 3072,
+//! 768]` (BERT-base's FFN up-projection at 16 × 128 tokens), and the check compares odd shapes
+//! (edge workgroups, broadcast batch, a transposed B, K not a multiple of 8) and an aligned
+//! one (interior and direct-load paths) with the f32 tiled GEMM of the same f16 values.
+//!
+//! Run: `cargo run --release -p mpsrt-tensor --example bench_coop_sweep` (or
+//! `bash bench/gpu.sh coopsweep`). `COOP_VARIANTS="1 2 w2x2_t4x4_k32_p8_db0_fi1_dg1_wl1"`
+//! picks variants; `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
+//! (30) each child, `SWEEP_SHAPES` the timed shapes. Timed calls include the f32 → f16 cast of the product (as every f16
+//! matmul does).
+
+use mpsrt_kernels::CoopTune;
+use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SHAPES: [[usize; 3]; 3] = [[4096, 4096, 4096], [2048, 3072, 768], [1024, 1024, 1024]];
+
+fn main() {
+    if std::env::var_os("MPSRT_COOP_SWEEP_CHILD").is_some() {
+        let variant = std::env::var("MPSRT_COOP_VARIANT").unwrap_or_else(|_| "tiled".into());
+        match child(&variant) {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("{variant},error: {},false,,,,,,,", e.to_string().replace(',', ";")),
+        }
+        return;
+    }
+    let variants: Vec<String> = match std::env::var("COOP_VARIANTS") {
+        Ok(v) => v.split([' ', ';', '\n']).filter(|s| !s.is_empty()).map(String::from).collect(),
+        Err(_) => ["tiled", "1", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(CoopTune::sweep().iter().map(CoopTune::name))
+            .collect(),
+    };
+    let secs = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (budget, per_child) = (secs("SWEEP_BUDGET_S", 480), secs("SWEEP_CHILD_S", 30));
+    println!("variant,kernel,check_ok,max_rel_err,ms_4096,tflops_4096,ms_bert,tflops_bert,ms_1024,tflops_1024");
+    let exe = std::env::current_exe().expect("current_exe");
+    let t0 = Instant::now();
+    for (i, v) in variants.iter().enumerate() {
+        if t0.elapsed() > Duration::from_secs(budget) {
+            println!("# budget of {budget} s spent: {} variants not run", variants.len() - i);
+            break;
+        }
+        let mut cmd = Command::new(&exe);
+        cmd.env("MPSRT_COOP_SWEEP_CHILD", "1").stdout(Stdio::piped());
+        if v == "tiled" {
+            cmd.env("MPSRT_COOP_MATMUL", "0").env_remove("MPSRT_COOP_VARIANT");
+        } else {
+            cmd.env("MPSRT_COOP_VARIANT", v);
+        }
+        let mut proc = match cmd.spawn() {
+            Ok(p) => p,
+            Err(e) => {
+                println!("{v},spawn failed: {e},false,,,,,,,");
+                continue;
+            }
+        };
+        let start = Instant::now();
+        let status = loop {
+            match proc.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if start.elapsed() > Duration::from_secs(per_child) => {
+                    let _ = proc.kill();
+                    let _ = proc.wait();
+                    break None;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => break None,
+            }
+        };
+        let mut out = String::new();
+        if let Some(mut o) = proc.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        let line = out.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+        match status {
+            Some(s) if s.success() && !line.is_empty() => println!("{line}"),
+            Some(s) => println!("{v},child failed ({s}),false,,,,,,,"),
+            None => println!("{v},child timed out after {per_child} s,false,,,,,,,"),
+        }
+    }
+}
+
+/// One variant: the correctness check, then the timings, as one CSV line.
+fn child(variant: &str) -> Result<String> {
+    let dev = mpsrt_runtime::gpu_device(0)?;
+    let g = Place::Gpu(0);
+    let (ok, err) = check()?;
+    let kernel = mt::matmul_kernel_name(0, DType::F16, SHAPES[0])?.replace(',', ";");
+    let iters: usize = std::env::var("SWEEP_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let mut cols = Vec::new();
+    // `SWEEP_SHAPES="256x256x256 ..."` (M×N×K, three of them) replaces the timed shapes: a
+    // smoke run on a machine without matrix units.
+    let shapes: Vec<[usize; 3]> = match std::env::var("SWEEP_SHAPES") {
+        Ok(v) => v
+            .split_whitespace()
+            .filter_map(|s| {
+                let d: Vec<usize> = s.split('x').filter_map(|x| x.parse().ok()).collect();
+                (d.len() == 3).then(|| [d[0], d[1], d[2]])
+            })
+            .collect(),
+        Err(_) => SHAPES.to_vec(),
+    };
+    for [m, n, k] in shapes {
+        let a = mt::randn(&[m, k], DType::F32, g)?.astype(DType::F16)?;
+        let b = mt::randn(&[k, n], DType::F32, g)?.astype(DType::F16)?;
+        for _ in 0..3 {
+            mt::matmul(&a, &b)?;
+        }
+        dev.synchronize()?;
+        let t0 = Instant::now();
+        for _ in 0..iters {
+            mt::matmul(&a, &b)?;
+        }
+        dev.synchronize()?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3 / iters as f64;
+        let tf = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+        cols.push(format!("{ms:.4},{tf:.2}"));
+    }
+    Ok(format!("{variant},{kernel},{ok},{err:.2e},{}", cols.join(",")))
+}
+
+/// f16 products on the GPU against the f32 tiled GEMM of the same (f16) values: largest error
+/// relative to max |reference| over the cases, and whether every case stays under 2e-3 (the
+/// f16 rounding of the product is 2^-11 of a value; an indexing error is O(1)).
+fn check() -> Result<(bool, f64)> {
+    let g = Place::Gpu(0);
+    let h =
+        |shape: &[usize]| -> Result<Tensor> { mt::randn(shape, DType::F32, g)?.astype(DType::F16) };
+    let cases = [
+        // Edge workgroups, a broadcast batch, 8-wide staging of both operands.
+        (h(&[3, 200, 136])?, h(&[136, 264])?),
+        // Whole blocks and K a multiple of every K step: interior and direct-load paths.
+        (h(&[256, 320])?, h(&[320, 384])?),
+        // B transposed (strided staging).
+        (h(&[200, 136])?, h(&[264, 136])?.transpose(0, 1)?),
+        // Nothing a multiple of 8: scalar staging everywhere, partial K slabs.
+        (h(&[197, 67])?, h(&[67, 131])?),
+    ];
+    let (mut ok, mut worst) = (true, 0.0f64);
+    for (a, b) in cases {
+        let want = mt::matmul(&a.astype(DType::F32)?, &b.astype(DType::F32)?)?.to_f64_vec()?;
+        let got = mt::matmul(&a, &b)?.astype(DType::F32)?.to_f64_vec()?;
+        let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        let err = want.iter().zip(&got).fold(0.0f64, |e, (w, g)| e.max((w - g).abs())) / scale;
+        ok &= err < 2e-3 && got.iter().all(|v| v.is_finite()) && got.len() == want.len();
+        worst = worst.max(if err.is_nan() { f64::INFINITY } else { err });
+    }
+    Ok((ok, worst))
+}
