@@ -110,13 +110,7 @@ pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Resul
     Ok(match plan_f16_gemm(props, mnk, 0, false, coop_enabled()) {
         Ok(s) => {
             // Contiguous row-major operands, as benchmarks time them.
-            let s = coop_spec(
-                s,
-                mnk,
-                props.max_compute_workgroup_storage_size,
-                mnk[2].is_multiple_of(8),
-                mnk[1].is_multiple_of(8),
-            );
+            let s = coop_spec(s, mnk, props, mnk[2].is_multiple_of(8), mnk[1].is_multiple_of(8));
             format!("coop {0}x{0} {1} accumulation {2}", s.size, s.acc, s.variant_name())
         }
         Err(why) => format!("tiled ({why})"),
@@ -125,16 +119,20 @@ pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Resul
 
 /// The cooperative kernel for a planned product: the variant `MPSRT_COOP_VARIANT` asks for
 /// (else the planner's default for the shape), as far as workgroup memory allows, with the
-/// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both).
+/// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both). A variant past the
+/// device's workgroup memory or invocation limit runs as generation 1.
 fn coop_spec(
     spec: CoopMatmulSpec,
     mnk: [usize; 3],
-    shared_limit: u32,
+    props: &DeviceProperties,
     vec_a: bool,
     vec_b: bool,
 ) -> CoopMatmulSpec {
     let variant = coop_variant_from_env().unwrap_or_else(|| default_coop_variant(mnk));
-    let mut spec = spec.with_variant(variant, shared_limit);
+    let mut spec = spec.with_variant(variant, props.max_compute_workgroup_storage_size);
+    if spec.threads() > props.max_compute_invocations_per_workgroup {
+        spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
+    }
     (spec.vec_a, spec.vec_b) = (vec_a, vec_b);
     if !(vec_a && vec_b) {
         // Direct loads need both operands row-major and aligned: the kernel ignores the knob,
@@ -443,8 +441,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
             let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
             let vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
             let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
-            let limit = props.max_compute_workgroup_storage_size;
-            let spec = coop_spec(spec, [mm, nn, k], limit, vec_a, vec_b);
+            let spec = coop_spec(spec, [mm, nn, k], props, vec_a, vec_b);
             let pl = cached(&COOP, &dev, op, spec, CoopMatmulSpec::render)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));
