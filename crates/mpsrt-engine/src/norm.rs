@@ -56,6 +56,9 @@ fn layer_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
     let label = ctx.label(node);
     let wrap = |e| ctx.wrap(node, e);
     let a = normalize_axis(&label, *axis as isize, x.ndim())?;
+    if let Some(y) = one_kernel(ctx, node, inputs, a, *epsilon, None)? {
+        return Ok(vec![y]);
+    }
     let axes = tail_axes(a, x.ndim());
     let xf = x.astype(stat_dtype(x)).map_err(wrap)?;
     let mu = t::mean(&xf, Some(&axes), true).map_err(wrap)?;
@@ -87,6 +90,45 @@ fn layer_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
         out.push(to_out(ctx, node, 2, inv)?);
     }
     Ok(out)
+}
+
+/// A GPU layer norm over the last axis whose only output is `y`, f32 in and out, as the
+/// one-kernel `layer_norm_last` (one dispatch instead of six; the composition above stays the
+/// CPU's and the general path). `residual` is added to `x` first (SkipLayerNormalization).
+pub(crate) fn one_kernel(
+    ctx: &Ctx<'_>,
+    node: &Node,
+    inputs: &[Tensor],
+    axis: usize,
+    epsilon: f32,
+    residual: Option<&Tensor>,
+) -> Result<Option<Tensor>> {
+    let x = ctx.input(node, inputs, 0)?;
+    let last = axis + 1 == x.ndim();
+    if !x.place().is_gpu() || x.dtype() != DType::F32 || !last || node.outputs.len() > 1 {
+        return Ok(None);
+    }
+    let wrap = |e| ctx.wrap(node, e);
+    let f32c = |t: &Tensor| t.astype(DType::F32).and_then(|t| t.contiguous()).map_err(wrap);
+    let n = x.shape()[axis];
+    let scale = f32c(ctx.input(node, inputs, 1)?)?;
+    let bias = inputs.get(2).map(f32c).transpose()?;
+    // ONNX broadcasts scale/bias to the normalized shape: only full [n] vectors go here.
+    if scale.numel() != n || bias.as_ref().is_some_and(|b| b.numel() != n) {
+        return Ok(None);
+    }
+    let xc = x.contiguous().map_err(wrap)?;
+    let r = residual.map(|r| r.contiguous()).transpose().map_err(wrap)?;
+    let (y, _) = t::layernorm::layer_norm_last(
+        &xc,
+        r.as_ref(),
+        &scale,
+        bias.as_ref(),
+        epsilon as f64,
+        false,
+    )
+    .map_err(wrap)?;
+    Ok(Some(to_out(ctx, node, 0, y)?))
 }
 
 /// `y = x / sqrt(mean(x^2) + eps) * scale` over axes `axis..`.

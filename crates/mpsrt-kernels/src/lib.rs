@@ -7,6 +7,7 @@ pub mod attention;
 pub mod concat;
 pub mod conv_gemm;
 pub mod elementwise;
+pub mod layernorm;
 pub mod layout;
 pub mod matmul;
 pub mod matmul_coop;
@@ -21,6 +22,7 @@ pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
+pub use layernorm::{LayerNormSpec, LAYERNORM_WG};
 pub use layout::coalesce;
 pub use matmul::{
     matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec, OperandLoad,

@@ -12,6 +12,7 @@ mod cpu;
 mod create;
 mod elementwise;
 mod gpu;
+pub mod layernorm;
 mod matmul;
 mod norm;
 mod pool;

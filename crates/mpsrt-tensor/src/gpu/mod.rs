@@ -7,6 +7,7 @@ pub(crate) mod conv_gemm;
 pub(crate) mod conv_plan;
 pub(crate) mod conv_split;
 pub(crate) mod elementwise;
+pub(crate) mod layernorm;
 pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;

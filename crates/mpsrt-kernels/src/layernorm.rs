@@ -1,0 +1,134 @@
+//! Layer normalization over the last axis in one kernel (issue 23): one workgroup per row
+//! (256 threads, rows beyond 65535 on a 2-D grid), f32 throughout. Each thread strides over
+//! the row (vec4 loads when the row length is a multiple of 4); the mean and then the variance
+//! of the deviations (two passes over the row, which stays in cache, for the precision of a
+//! centered variance) are tree-reduced in workgroup memory; the third pass normalizes and
+//! applies scale and bias while storing.
+//!
+//! With `residual`, the row is `x + r` (SkipLayerNormalization: a transformer's residual add
+//! before its norm) and, with `sum_out`, that sum is stored too for a later consumer. Bindings
+//! in order: `x`, [`r`], `gamma`, [`beta`], `y`, [`s`], then the metadata uniform
+//! (`rows`, `n` in vec4 units or elements, `eps` bits, the element count of a row; then the
+//! offsets of `x`, `r`, `gamma`, `beta` in the same units).
+
+use std::fmt::Write;
+
+/// Threads per workgroup (one row each workgroup).
+pub const LAYERNORM_WG: u32 = 256;
+
+/// One specialization of the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LayerNormSpec {
+    /// Rows are read as `vec4<f32>` (row length a multiple of 4).
+    pub vec4: bool,
+    pub residual: bool,
+    pub sum_out: bool,
+    pub bias: bool,
+}
+
+impl LayerNormSpec {
+    /// The WGSL text.
+    pub fn render(&self) -> String {
+        let ty = if self.vec4 { "vec4<f32>" } else { "f32" };
+        let mut w = String::new();
+        let _ = writeln!(
+            w,
+            "// Layer norm, one row per workgroup of {LAYERNORM_WG}: strided {ty} loads, \
+             workgroup-memory tree reductions (mean, then centered variance), affine store."
+        );
+        let mut names = vec!["x"];
+        if self.residual {
+            names.push("r");
+        }
+        names.push("gamma");
+        if self.bias {
+            names.push("beta");
+        }
+        let mut b = 0;
+        for n in &names {
+            let _ = writeln!(w, "@group(0) @binding({b}) var<storage, read> {n}: array<{ty}>;");
+            b += 1;
+        }
+        let mut outs = vec!["y"];
+        if self.sum_out {
+            outs.push("s");
+        }
+        for n in &outs {
+            let _ =
+                writeln!(w, "@group(0) @binding({b}) var<storage, read_write> {n}: array<{ty}>;");
+            b += 1;
+        }
+        let _ = writeln!(w, "struct Meta {{ w: array<vec4<u32>, 2> }};");
+        let _ = writeln!(w, "@group(0) @binding({b}) var<uniform> prm: Meta;");
+        let _ = writeln!(w, "var<workgroup> red: array<f32, {LAYERNORM_WG}>;");
+        let load = if self.residual {
+            "x[i + prm.w[1].x] + r[i + prm.w[1].y]"
+        } else {
+            "x[i + prm.w[1].x]"
+        };
+        let _ = writeln!(w, "fn load(i: u32) -> {ty} {{ return {load}; }}");
+        let total = if self.vec4 { "dot(v, vec4<f32>(1.0))" } else { "v" };
+        let _ = writeln!(w, "fn total(v: {ty}) -> f32 {{ return {total}; }}");
+        w.push_str(&format!(
+            "fn reduce_sum(v: f32, lid: u32) -> f32 {{
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = {half}u; s > 0u; s = s >> 1u) {{
+        if (lid < s) {{ red[lid] = red[lid] + red[lid + s]; }}
+        workgroupBarrier();
+    }}
+    let t = red[0];
+    workgroupBarrier();
+    return t;
+}}
+@compute @workgroup_size({LAYERNORM_WG})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let row = wg.x + wg.y * nw.x;
+    let rows = prm.w[0].x;
+    let n = prm.w[0].y;
+    let eps = bitcast<f32>(prm.w[0].z);
+    let count = f32(prm.w[0].w);
+    if (row >= rows) {{ return; }}
+    let base = row * n;
+    var acc = 0.0;
+    for (var i = lid; i < n; i = i + {LAYERNORM_WG}u) {{ acc = acc + total(load(base + i)); }}
+    let mean = reduce_sum(acc, lid) / count;
+    var acc2 = 0.0;
+    for (var i = lid; i < n; i = i + {LAYERNORM_WG}u) {{
+        let d = load(base + i) - {ty}(mean);
+        acc2 = acc2 + total(d * d);
+    }}
+    let inv = inverseSqrt(reduce_sum(acc2, lid) / count + eps);
+    for (var i = lid; i < n; i = i + {LAYERNORM_WG}u) {{
+        let v = load(base + i);
+{store_sum}        y[base + i] = (v - {ty}(mean)) * inv * gamma[i + prm.w[1].z]{add_beta};
+    }}
+}}
+",
+            half = LAYERNORM_WG / 2,
+            store_sum = if self.sum_out { "        s[base + i] = v;\n" } else { "" },
+            add_beta = if self.bias { " + beta[i + prm.w[1].w]" } else { "" },
+        ));
+        w
+    }
+}
+
+#[cfg(all(test, feature = "validate"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_validates_and_translates_to_msl() {
+        for bits in 0..16u32 {
+            let spec = LayerNormSpec {
+                vec4: bits & 1 != 0,
+                residual: bits & 2 != 0,
+                sum_out: bits & 4 != 0 && bits & 2 != 0,
+                bias: bits & 8 != 0,
+            };
+            let src = spec.render();
+            crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        }
+    }
+}

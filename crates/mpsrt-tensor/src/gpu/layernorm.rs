@@ -1,0 +1,80 @@
+//! GPU launch for the one-kernel layer norm (`mpsrt_kernels::layernorm`): contiguous f32
+//! rows, one workgroup per row; offsets of views passed in the metadata.
+
+use super::matmul::{cached, SpecCache};
+use super::reduce::gpu_buffer;
+use crate::Tensor;
+use mpsrt_core::{DType, Layout, Result};
+use mpsrt_kernels::LayerNormSpec;
+use mpsrt_runtime::{Binding, Storage};
+use std::sync::{Arc, OnceLock};
+
+const OP: &str = "layer_norm";
+static LN: SpecCache<LayerNormSpec> = OnceLock::new();
+
+/// Whether the kernel takes these operands: contiguous f32 tensors on one GPU, each within
+/// one storage binding (else the caller composes the op from reductions).
+pub(crate) fn fits(index: usize, ts: &[&Tensor]) -> bool {
+    let Ok(dev) = mpsrt_runtime::gpu_device(index) else { return false };
+    let max = dev.properties().max_storage_buffer_binding_size;
+    ts.iter().all(|t| {
+        t.dtype() == DType::F32
+            && t.is_contiguous()
+            && t.place() == mpsrt_core::Place::Gpu(index)
+            && gpu_buffer(OP, t).is_ok_and(|b| b.size() <= max)
+    })
+}
+
+/// `y = (s - mean(s)) / sqrt(var(s) + eps) * gamma + beta` over the last `n` elements of each
+/// row, `s = x (+ r)`; returns `y` and, with `sum_out`, `s`. Operands checked by [`fits`].
+pub(crate) fn layer_norm_rows(
+    index: usize,
+    x: &Tensor,
+    r: Option<&Tensor>,
+    gamma: &Tensor,
+    beta: Option<&Tensor>,
+    eps: f32,
+    sum_out: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let dev = mpsrt_runtime::gpu_device(index)?;
+    let n = gamma.numel();
+    let rows = x.numel().checked_div(n).unwrap_or(0);
+    let offs = [
+        Some(x.layout().offset),
+        r.map(|t| t.layout().offset),
+        Some(gamma.layout().offset),
+        beta.map(|t| t.layout().offset),
+    ];
+    let vec4 = n.is_multiple_of(4) && offs.iter().flatten().all(|o| o.is_multiple_of(4));
+    let unit = if vec4 { 4 } else { 1 };
+    let spec = LayerNormSpec { vec4, residual: r.is_some(), sum_out, bias: beta.is_some() };
+    let layout = Layout::contiguous(x.shape());
+    let out = |_| -> Result<Tensor> {
+        let b = Arc::new(super::alloc_out(&dev, OP, x.numel(), 4)?);
+        Ok(Tensor::from_parts(Storage::Gpu(b), layout.clone(), DType::F32))
+    };
+    let y = out(())?;
+    let s = if sum_out { Some(out(())?) } else { None };
+    if rows == 0 || n == 0 {
+        return Ok((y, s));
+    }
+    let mut meta = [0u32; 8];
+    meta[0] = rows as u32;
+    meta[1] = (n / unit) as u32;
+    meta[2] = eps.to_bits();
+    meta[3] = n as u32;
+    for (m, o) in meta[4..].iter_mut().zip(offs) {
+        *m = (o.unwrap_or(0) / unit) as u32;
+    }
+    let pl = cached(&LN, &dev, OP, spec, |s| Ok(s.render()))?;
+    let mut binds: Vec<Binding> = Vec::with_capacity(6);
+    for t in [Some(x), r, Some(gamma), beta].into_iter().flatten() {
+        binds.push(Binding::from(&**gpu_buffer(OP, t)?));
+    }
+    for t in [Some(&y), s.as_ref()].into_iter().flatten() {
+        binds.push(Binding::from(&**gpu_buffer(OP, t)?));
+    }
+    let g = super::grid(rows as u64, dev.properties().max_compute_workgroups_per_dimension);
+    dev.dispatch(OP, &pl, &binds, bytemuck::cast_slice(&meta), g)?;
+    Ok((y, s))
+}

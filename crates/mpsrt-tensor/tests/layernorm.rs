@@ -1,0 +1,75 @@
+//! `layernorm::layer_norm_last` (issue 23): the one-kernel GPU layer norm, with and without a
+//! residual input, bias and the sum output, vec4 and scalar rows, views with offsets, against
+//! the CPU composition (`add` + `layer_norm`, f64 statistics checked by `reduce.rs`'s tests).
+//! Tolerance 1e-4 absolute on unit-scale outputs (f32 sums in a different order).
+
+mod common;
+
+use mpsrt_tensor::layernorm::layer_norm_last;
+use mpsrt_tensor::{Place, Tensor};
+
+fn t(shape: &[usize], seed: u64, place: Place) -> Tensor {
+    let n = shape.iter().product();
+    let v: Vec<f32> = common::values(n, seed, false).into_iter().map(|v| v as f32).collect();
+    Tensor::from_slice(&v, shape, Place::Cpu).unwrap().to(place).unwrap()
+}
+
+fn host(t: &Tensor) -> Vec<f32> {
+    t.to(Place::Cpu).unwrap().to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn one_kernel_layer_norm_matches_the_cpu_composition() {
+    // (shape, residual, bias, sum_out, view offset in rows)
+    let cases: &[(&[usize], bool, bool, bool, usize)] = &[
+        (&[3, 5, 768], true, true, true, 0),
+        (&[2, 3, 768], false, true, false, 0),
+        (&[4, 7], true, false, true, 0),
+        (&[70000, 4], false, true, false, 0),
+        (&[5, 12], true, true, false, 2),
+        (&[3, 9], false, false, false, 1),
+    ];
+    for place in common::gpus() {
+        for &(shape, res, bias, sum_out, skip) in cases {
+            let n = *shape.last().unwrap();
+            let mut big = shape.to_vec();
+            big[0] += skip;
+            // Inputs that start `skip` rows into their buffer (views with an offset).
+            let view = |seed, place| {
+                let b = t(&big, seed, place);
+                b.slice(0, Some(skip as isize), None, 1).unwrap()
+            };
+            let run = |place: Place| {
+                let x = view(1, place);
+                let r = res.then(|| view(2, place));
+                let w = t(&[n], 3, place);
+                let b = bias.then(|| t(&[n], 4, place));
+                layer_norm_last(&x, r.as_ref(), &w, b.as_ref(), 1e-5, sum_out).unwrap()
+            };
+            let (want, want_s) = run(Place::Cpu);
+            let (got, got_s) = run(place);
+            assert_eq!(got.shape(), shape);
+            let close = |a: &[f32], b: &[f32], what: &str| {
+                assert_eq!(a.len(), b.len());
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert!((x - y).abs() <= 1e-4, "{shape:?} {what} [{i}]: {x} vs {y}");
+                }
+            };
+            close(&host(&got), &host(&want), "y");
+            assert_eq!(got_s.is_some(), sum_out);
+            if let (Some(g), Some(w)) = (got_s, want_s) {
+                close(&host(&g), &host(&w), "sum");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_parameters_name_the_op() {
+    let x = t(&[2, 4], 1, Place::Cpu);
+    let e = layer_norm_last(&x, None, &t(&[3], 2, Place::Cpu), None, 1e-5, false).unwrap_err();
+    assert!(e.to_string().contains("layer_norm") && e.to_string().contains("4 elements"), "{e}");
+    let r = t(&[4, 2], 3, Place::Cpu);
+    let e = layer_norm_last(&x, Some(&r), &t(&[4], 2, Place::Cpu), None, 1e-5, false);
+    assert!(e.unwrap_err().to_string().contains("residual"));
+}
