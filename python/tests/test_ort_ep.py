@@ -298,7 +298,7 @@ def _contrib_case(name):
 
 CONTRIB = ["Gelu", "FastGelu", "BiasGelu", "QuickGelu", "FusedMatMul",
            "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
-           "SimplifiedLayerNormalization", "Attention", "MultiHeadAttention"]
+           "SimplifiedLayerNormalization", "Attention", "Attention_causal", "MultiHeadAttention"]
 
 
 @pytest.mark.parametrize("contrib", CONTRIB)
@@ -314,13 +314,16 @@ def test_contrib_ops_are_claimed_and_match_the_cpu_ep(contrib, tmp_path):
 
 
 def test_contrib_variants_without_a_rewrite_are_left_to_ort(tmp_path):
-    """Causal Attention has no rewrite: the trial import fails, ORT's CPU EP keeps that node."""
-    nodes, ins, outs, inits, feeds = _contrib_case("Attention_causal")
+    """FusedMatMul with transBatchA has no rewrite: the trial import fails, ORT's CPU EP keeps
+    that node (more refused variants in test_ort_contrib.py)."""
+    nodes, ins, outs, inits, feeds = _contrib_case("FusedMatMul")
+    nodes[1].attribute.append(h.make_attribute("transBatchA", 1))
+    inits[0] = nh.from_array(nh.to_array(inits[0])[None], "w")  # rank 3, as transBatchA needs
     m = make_model(h.make_graph(nodes, "contrib", ins, outs, inits), h.make_opsetid(MS, 1))
     want, got, (counts, ops) = run_both(m, feeds, tmp_path,
                                         ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     assert_outputs_close(want, got)
-    assert ops["CPUExecutionProvider"] - {"MemcpyToHost", "MemcpyFromHost"} == {"Attention"}, ops
+    assert ops["CPUExecutionProvider"] - {"MemcpyToHost", "MemcpyFromHost"} == {"FusedMatMul"}, ops
     assert counts.get(EP) == 2, counts
 
 

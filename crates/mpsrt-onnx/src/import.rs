@@ -4,7 +4,7 @@
 
 use crate::ctx::Ctx;
 use crate::ops;
-use crate::proto::{type_proto, ModelProto, ValueInfoProto};
+use crate::proto::{type_proto, ModelProto, NodeProto, ValueInfoProto};
 use crate::tensor::{elem_type, map_dtype, to_host};
 use mpsrt_core::{DType, Error, Result};
 use mpsrt_graph::{propagate, Declared, Dim, Graph};
@@ -68,12 +68,18 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
             format!("model uses opset {opset}; mpsrt supports opsets {MIN_OPSET} to {MAX_OPSET}"),
         ));
     }
-    check_supported(gp)?;
+    // `com.microsoft` contrib ops (ORT-optimized models) become default-domain nodes first.
+    let expanded = crate::contrib::expand(gp, opset, base_dir)?;
+    let nodes: &[NodeProto] = &expanded.nodes;
+    check_supported(nodes)?;
 
     let mut g = Graph::new();
     let mut init_names = HashSet::new();
-    for t in &gp.initializer {
+    for t in gp.initializer.iter().chain(&expanded.constants) {
         let name = t.name.clone().unwrap_or_default();
+        if expanded.unused.contains(&name) {
+            continue; // packed weights a rewrite replaced by its own constant
+        }
         let host = to_host(t, base_dir)?;
         g.add_initializer(name.clone(), host)?;
         init_names.insert(name);
@@ -92,7 +98,7 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
         let id = g.add_input(name, dtype, shape)?;
         g.declared_inputs.insert(id, decl);
     }
-    for node in &gp.node {
+    for node in nodes {
         for o in node.output.iter().filter(|o| !o.is_empty()) {
             g.add_value(o.clone(), DType::F32, None).map_err(|_| {
                 Error::invalid(OP, format!("value {o:?} is produced twice (or is also an input)"))
@@ -100,7 +106,7 @@ pub fn import_model(model: &ModelProto, base_dir: Option<&Path>) -> Result<Model
         }
     }
     let elem_types = declared_elem_types(gp);
-    for node in &gp.node {
+    for node in nodes {
         let op_type = node.op_type.as_deref().unwrap_or("");
         let importer = ops::lookup(op_type)
             .ok_or_else(|| Error::unsupported(OP, format!("no importer for {op_type}")))?;
@@ -146,9 +152,9 @@ fn declared_elem_types(gp: &crate::proto::GraphProto) -> HashMap<String, i32> {
 }
 
 /// Fails with every unsupported op type and its count, so users see the whole gap at once.
-fn check_supported(gp: &crate::proto::GraphProto) -> Result<()> {
+fn check_supported(nodes: &[NodeProto]) -> Result<()> {
     let mut missing: BTreeMap<String, usize> = BTreeMap::new();
-    for n in &gp.node {
+    for n in nodes {
         let ty = n.op_type.clone().unwrap_or_default();
         let domain = n.domain.clone().unwrap_or_default();
         let key = match domain.as_str() {

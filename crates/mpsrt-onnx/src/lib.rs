@@ -10,6 +10,7 @@
 //! # Ok::<(), mpsrt_core::Error>(())
 //! ```
 
+pub mod contrib;
 mod ctx;
 mod import;
 pub mod ops;

@@ -1,6 +1,6 @@
 //! `GetCapability`: which nodes the EP claims. A node is a candidate when its op is in the
-//! importer's table or is a `com.microsoft` contrib op with a rewrite (`contrib.rs`; variants
-//! the rewrite refuses fail the trial import below and stay with ORT), it has no subgraph, and every typed tensor it touches
+//! importer's table or is a `com.microsoft` contrib op with a rewrite (`mpsrt_onnx::contrib`;
+//! variants the rewrite refuses fail the trial import below and stay with ORT), it has no subgraph, and every typed tensor it touches
 //! has an element type the engine stores as is. Candidates are grouped into convex runs (a
 //! topological order that takes supported nodes whenever one is ready: a contiguous run of a
 //! topological order never has an outside node on a path between two of its nodes). Groups
@@ -58,6 +58,8 @@ const HEAVY: &[&str] = &[
     "MultiHeadAttention",
     "FusedMatMul",
     "FusedConv",
+    "GroupQueryAttention",
+    "MatMulNBits",
     "MatMulInteger",
     "QLinearConv",
     "QLinearMatMul",

@@ -1,7 +1,8 @@
 //! `OrtGraph` nodes → ONNX `ModelProto`, fed to the existing importer (`mpsrt-onnx`), so the
 //! EP runs exactly the graph path that `mpsrt.onnx.InferenceSession` runs. The mapping follows
 //! ORT's own documentation of it (`ort_graph_to_proto.h`): node op/domain/attributes, constant
-//! initializers as `TensorProto` raw data, boundary values as typed `ValueInfoProto`s.
+//! initializers as `TensorProto` raw data, boundary values as typed `ValueInfoProto`s, and the
+//! node outputs' types as `value_info` (the contrib rewrites read ranks from them).
 
 use crate::abi::{self, OrtNode, OrtValueInfo};
 use crate::ort::{self, api, check, fail, R};
@@ -240,34 +241,6 @@ fn node_proto(
     })
 }
 
-/// Replaces contrib nodes by their default-domain rewrites (see `contrib.rs`).
-fn rewrite_contrib(
-    node: Vec<NodeProto>,
-    opset: i64,
-    ranks: &HashMap<String, usize>,
-    inits: &mut HashMap<String, TensorProto>,
-) -> R<Vec<NodeProto>> {
-    let mut out = Vec::with_capacity(node.len());
-    for n in node {
-        let (domain, op) = (n.domain.as_deref().unwrap_or(""), n.op_type.as_deref().unwrap_or(""));
-        if !crate::contrib::is_contrib(domain, op) {
-            out.push(n);
-            continue;
-        }
-        let dims: HashMap<String, Vec<i64>> =
-            inits.iter().map(|(k, t)| (k.clone(), t.dims.clone())).collect();
-        let rank = |name: &str| ranks.get(name).copied().or_else(|| dims.get(name).map(Vec::len));
-        let dim = |name: &str| dims.get(name).cloned();
-        let known = crate::contrib::Known { rank: &rank, dims: &dim };
-        let r = crate::contrib::rewrite(&n, opset, &known).map_err(fail)?;
-        for c in r.constants {
-            inits.insert(c.name.clone().unwrap_or_default(), c);
-        }
-        out.extend(r.nodes);
-    }
-    Ok(out)
-}
-
 /// Builds a model of `nodes` (in topological order) whose graph inputs are `inputs` (constant
 /// initializers among them become initializers) and whose outputs are `outputs`.
 pub fn build_model(
@@ -279,28 +252,10 @@ pub fn build_model(
 ) -> R<ModelProto> {
     let mut inits = HashMap::new();
     let mut types = HashMap::new();
-    let mut node =
+    // Contrib nodes stay as they are: the importer rewrites them (`mpsrt_onnx::contrib`), reading
+    // ranks from the value infos below.
+    let node =
         nodes.iter().map(|&n| node_proto(n, &mut inits, &mut types)).collect::<R<Vec<_>>>()?;
-    let opset =
-        opsets.iter().find(|(d, _)| matches!(d.as_str(), "" | "ai.onnx")).map_or(0, |&(_, v)| v);
-    if node.iter().any(|n| {
-        crate::contrib::is_contrib(
-            n.domain.as_deref().unwrap_or(""),
-            n.op_type.as_deref().unwrap_or(""),
-        )
-    }) {
-        let mut ranks: HashMap<String, usize> = types
-            .values()
-            .filter_map(|b| Some((b.name.clone(), b.ty.as_ref()?.dims.as_ref()?.len())))
-            .collect();
-        for &vi in inputs {
-            let b = Boundary::of(vi)?;
-            if let Some(r) = b.ty.as_ref().and_then(|t| t.dims.as_ref()).map(Vec::len) {
-                ranks.insert(b.name, r);
-            }
-        }
-        node = rewrite_contrib(node, opset, &ranks, &mut inits)?;
-    }
     let mut input = Vec::new();
     let mut seen = HashSet::new();
     for &vi in inputs {
