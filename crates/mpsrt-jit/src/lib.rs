@@ -199,6 +199,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/reduce.rs"),
         include_str!("ttir/atomic.rs"),
         include_str!("ttir/coop_acc.rs"),
+        include_str!("ttir/remat.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

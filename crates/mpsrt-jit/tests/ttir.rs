@@ -221,9 +221,9 @@ fn dot_on_cooperative_matrices_and_the_forced_fallback() {
     common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
     assert!(k.wgsl.starts_with("enable f16;\nenable wgpu_cooperative_matrix;"), "{}", k.wgsl);
     assert!(k.wgsl.contains("coopMultiplyAdd(") && k.wgsl.contains("@builtin(subgroup_id)"));
-    // A/B staged as f16, C as f32: (64*32 + 32*32) * 2 + 64*32 * 4 bytes, plus the scratch
-    // words of the kernel's other block exchanges.
-    assert!(k.workgroup_bytes >= (64 * 32 + 32 * 32) * 2 + 64 * 32 * 4, "{}", k.workgroup_bytes);
+    // A/B staged as f16; C (f32) read out after the loop in two passes of one tile row each
+    // (the accumulator starts from tl.zeros), so its staging array is half the block.
+    assert_eq!(k.workgroup_bytes, (64 * 32 + 32 * 32) * 2 + 64 * 32 * 4 / 2, "{}", k.wgsl);
     // The loop-carried accumulator stays in cooperative matrices: 8 tiles of 16x16 over 4
     // subgroups, 2 each (unrolled variables), loaded once before the K loop and stored once
     // after it; the loop body only stages A/B and multiplies.
@@ -264,4 +264,34 @@ fn reductions_on_subgroups_where_the_adapter_has_them() {
     let ln = compile_ttir(&fixture("05_layer_norm_fwd"), None, &opts).unwrap();
     common::validate_coop(&ln).unwrap_or_else(|e| panic!("{e}"));
     assert!(ln.wgsl.contains("subgroupAdd("), "{}", ln.wgsl);
+}
+
+#[test]
+fn broadcasts_of_index_arithmetic_are_recomputed_not_exchanged() {
+    // Tutorial 03's K loop broadcasts two masks built from tl.arange (`offs_k[None, :] < K - k *
+    // BLOCK_SIZE_K`): recomputed per element, the loop body needs no workgroup exchange, so
+    // with cooperative accumulators it has exactly the two barriers around the staged A and B.
+    let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
+    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    let body = &k.wgsl[k.wgsl.find("for (var iv").unwrap()..k.wgsl.find("coopStoreT(").unwrap()];
+    assert_eq!(body.matches("workgroupBarrier()").count(), 2, "{body}");
+    assert!(!body.contains("wg0["), "{body}");
+    // The register path computes the same masks the same way.
+    let plain = compile("03_matmul", 128);
+    assert!(!plain.wgsl.contains("wg0[0u * 32u"), "{}", plain.wgsl);
+}
+
+#[test]
+fn widening_keeps_the_dot_on_cooperative_matrices() {
+    // Tutorial 03's 64x32 output block widened to 512 invocations would leave 16 subgroups for
+    // 8 tiles of 16x16 (the register path); the workgroup narrows to 256 so each subgroup owns
+    // one tile and tl.dot stays on the matrix units.
+    let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
+    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let k = mpsrt_jit::compile_ttir_widening(&fixture("03_matmul"), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(k.workgroup_size, 256);
+    assert!(k.wgsl.contains("coopMultiplyAdd("), "{}", k.wgsl);
 }

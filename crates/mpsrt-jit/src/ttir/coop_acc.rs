@@ -34,6 +34,9 @@ pub(super) struct CoopAcc {
     pub ca: String,
     pub cb: String,
     pub cc: String,
+    /// Read-out passes after the loop (see [`TtirLowerer::coop_acc_end`]): `cc` holds
+    /// `m * n / passes` floats.
+    pub passes: usize,
 }
 
 impl CoopAcc {
@@ -130,6 +133,7 @@ impl TtirLowerer {
                     ca: String::new(),
                     cb: String::new(),
                     cc: String::new(),
+                    passes: 1,
                 })
             })
             .collect()
@@ -143,6 +147,16 @@ impl TtirLowerer {
         (acc.ca, acc.cb, acc.cc) = (format!("caa{id}"), format!("cab{id}"), format!("cac{id}"));
         let (m, n, k) = (acc.m, acc.n, acc.k);
         self.em.uses_coop = true;
+        let s = self.em.coop.map_or(16, |c| c.size as usize);
+        let (per, nsg) = acc.tiles_per_subgroup(&self.em);
+        // Triton's `tl.zeros` accumulator: the tiles start from a zero tile, so the staging
+        // array is only needed after the loop, where it can be read out in `per` passes (pass
+        // `j` holds every subgroup's `j`-th tile: whole tile rows when `nsg` is a multiple of
+        // the tiles per row). 128x128 blocks then fit NVIDIA's 48 KiB of workgroup memory.
+        let zero = matches!(init, V::Splat(t, _) if t.expr == "0.0f");
+        if zero && per > 1 && nsg.is_multiple_of(n / s) {
+            acc.passes = per;
+        }
         self.em.functions.push(format!(
             "var<workgroup> {}: array<f16, {}>;\nvar<workgroup> {}: array<f16, {}>;\nvar<workgroup> {}: array<f32, {}>;\n",
             acc.ca,
@@ -150,21 +164,35 @@ impl TtirLowerer {
             acc.cb,
             k * n,
             acc.cc,
-            m * n
+            m * n / acc.passes
         ));
-        self.em.extra_workgroup_bytes += (m * k + k * n) * 2 + m * n * 4;
-        let s = self.em.coop.map_or(16, |c| c.size);
-        let (per, _) = acc.tiles_per_subgroup(&self.em);
+        self.em.extra_workgroup_bytes += (m * k + k * n) * 2 + m * n * 4 / acc.passes;
         for j in 0..per {
             self.em.line(format!("var {}_{j}: coop_mat{s}x{s}<f32, C>;", acc.name));
         }
-        // A splat (Triton's `tl.zeros`) is written from its scalar, without a register block.
+        let cc = acc.cc.clone();
+        if zero {
+            // One zero tile, loaded into every accumulator.
+            self.em.for_each(s * s, |em| em.line(format!("{cc}[e] = 0.0f;")));
+            self.em.barrier();
+            for j in 0..per {
+                self.em.line(format!(
+                    "{}_{j} = coopLoadT<coop_mat{s}x{s}<f32, C>>(&{cc}[0], {s}u);",
+                    acc.name
+                ));
+            }
+            self.em.barrier();
+            let marker =
+                Tensor { expr: acc.name.clone(), ty: Ty::D(DType::F32), shape: vec![m, n] };
+            self.coop_accs.insert(acc.name.clone(), acc);
+            return marker;
+        }
+        // A splat is written from its scalar, without a register block.
         let src = match init {
             V::Splat(t, _) => t.expr.clone(),
             V::T(t) if !t.is_block() => t.expr.clone(),
             V::T(t) => t.at("i"),
         };
-        let cc = acc.cc.clone();
         self.em.for_each(m * n, |em| em.line(format!("{cc}[e] = {src};")));
         self.em.barrier();
         for j in 0..per {
@@ -218,6 +246,31 @@ impl TtirLowerer {
         let c = self.coop_accs[&marker.expr].clone();
         let (per, _) = c.tiles_per_subgroup(&self.em);
         let (cc, n) = (c.cc.clone(), c.n);
+        if c.passes > 1 {
+            // Pass j: every subgroup stores its j-th tile (together, whole tile rows: elements
+            // [j * chunk, (j + 1) * chunk) of the block), then each invocation reads the
+            // elements of that range it owns, which are consecutive `i`s of its array.
+            let out = self.em.decl_block(Ty::D(DType::F32), &[c.m, n]);
+            let (chunk, wg) = (c.m * n / c.passes, self.em.wg);
+            let lhs = out.at("i");
+            for j in 0..c.passes {
+                self.em.open("");
+                let (_, _, ct) = c.tile_lets(&mut self.em, j);
+                let off = j * chunk;
+                self.em.line(format!("coopStoreT({}_{j}, &{cc}[{ct} - {off}u], {n}u);", c.name));
+                self.em.close();
+                self.em.barrier();
+                for i in j * chunk / wg..(j + 1) * chunk / wg {
+                    self.em.open("");
+                    self.em.line(format!("let i = {i}u;"));
+                    self.em.line(format!("let e = {}u + lid;", i * wg));
+                    self.em.line(format!("{lhs} = {cc}[e - {off}u];"));
+                    self.em.close();
+                }
+                self.em.barrier();
+            }
+            return out;
+        }
         for j in 0..per {
             self.em.open("");
             let (_, _, ct) = c.tile_lets(&mut self.em, j);

@@ -58,6 +58,8 @@ pub(crate) struct TtirLowerer {
     nesting: usize,
     /// `tl.dot` accumulators carried in cooperative matrices, by marker name (`coop_acc`).
     pub(super) coop_accs: HashMap<String, super::coop_acc::CoopAcc>,
+    /// Blocks recomputable from their element index, by WGSL name (`remat`).
+    pub(super) remat: HashMap<String, String>,
 }
 
 impl TtirLowerer {
@@ -76,6 +78,7 @@ impl TtirLowerer {
             line: 0,
             nesting: 0,
             coop_accs: HashMap::new(),
+            remat: HashMap::new(),
         }
     }
 
@@ -228,9 +231,10 @@ impl TtirLowerer {
                 let t = parse::parse_type(tys)?;
                 self.check_rank(&t.shape)?;
                 let lit = crate::value::i32_lit(start);
-                one(V::T(
-                    self.em.map(Ty::D(DType::I32), &t.shape, &[], |_| format!("i32(e) + {lit}")),
-                ))
+                let r =
+                    self.em.map(Ty::D(DType::I32), &t.shape, &[], |_| format!("i32(e) + {lit}"));
+                self.remat_note(&r, format!("(i32({{E}}) + {lit})"));
+                one(V::T(r))
             }
             "arith.constant" | "ub.poison" => self.constant(op, tys).map(|v| vec![v]),
             "tt.splat" => {
@@ -382,7 +386,12 @@ impl TtirLowerer {
             let s = self.em.map(ty, &[], &views, f);
             return if shape.is_empty() { V::T(s) } else { V::Splat(s, shape.to_vec()) };
         }
-        V::T(self.em.map(ty, shape, &views, f))
+        let template = self.remat_args(ins).map(|args| f(&args));
+        let out = self.em.map(ty, shape, &views, &f);
+        if let Some(t) = template {
+            self.remat_note(&out, t);
+        }
+        V::T(out)
     }
 
     fn broadcast(&mut self, v: V, shape: &[usize]) -> V {
@@ -393,6 +402,9 @@ impl TtirLowerer {
         };
         if t.numel() == shape.iter().product::<usize>() {
             return V::T(Tensor { shape: shape.to_vec(), ..t });
+        }
+        if let Some(out) = self.remat_broadcast(&t, shape) {
+            return V::T(Tensor { shape: shape.to_vec(), ..out });
         }
         // The emitter's re-layout works on rank-2 shapes; a leading 1 keeps the element order.
         let pad = |s: &[usize]| if s.len() == 1 { vec![1, s[0]] } else { s.to_vec() };

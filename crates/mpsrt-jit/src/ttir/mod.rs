@@ -17,6 +17,7 @@ mod elementwise;
 mod lower;
 pub(crate) mod parse;
 mod reduce;
+mod remat;
 
 use crate::{ArgSpec, CompileOptions, CompiledKernel, KernelSignature};
 pub(crate) use atomic::helper as atomic_helper;
@@ -86,10 +87,28 @@ pub fn compile_ttir_widening(
         low = lower::TtirLowerer::new(max_wg, opts);
         low.run(func, &sig)?;
     }
-    let wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
+    let mut wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
     if wg != max_wg {
         low = lower::TtirLowerer::new(wg, opts);
         low.run(func, &sig)?;
+    }
+    // A cooperative `tl.dot` deals its output tiles evenly over the subgroups; when widening
+    // left more subgroups than tiles (tutorial 03's 32x32 blocks at 256 invocations: 4 tiles,
+    // 8 subgroups) the dot fell back to the register path. Narrow the workgroup until the
+    // matrix units take it (the blocks' per-invocation share grows, but the dot dominates).
+    if let Some(c) = opts.coop {
+        if !low.em.uses_coop && ttir.contains("tt.dot") {
+            let mut w = wg / 2;
+            while w >= (c.subgroup as usize).max(1) {
+                let mut l = lower::TtirLowerer::new(w, opts);
+                l.run(func, &sig)?;
+                if l.em.uses_coop {
+                    (low, wg) = (l, w);
+                    break;
+                }
+                w /= 2;
+            }
+        }
     }
     crate::module::finish(&low.args, &low.em, &func.name, wg, key, opts)
 }
