@@ -378,8 +378,8 @@ struct Loop {
 
 impl Loop {
     /// Direct loads from the storage buffers (interior workgroups, K a multiple of `bk`, both
-    /// operands row-major with 16-byte aligned rows). With `db`, each step's tiles are loaded
-    /// one step ahead into named matrices.
+    /// operands row-major with 16-byte aligned rows). With `db`, each chunk of `bk` is loaded
+    /// one chunk ahead into named matrices.
     fn direct(&self) -> String {
         let Loop { s, tm, tn, bk, .. } = *self;
         let mut c = String::new();
@@ -410,18 +410,28 @@ impl Loop {
             }
         };
         if self.db {
-            // Current step's tiles in `var`s, the next step's loaded before the products.
-            loads(&mut c, "0u", "p", "var ");
-            let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {s}u) {{");
-            // The last step reloads its own tiles rather than reading past K.
-            let _ = writeln!(c, "    let kn = min(k0 + {s}u, K - {s}u);");
-            loads(&mut c, "kn", "n", "let ");
-            mmas(&mut c, "p");
-            for i in 0..tm {
-                let _ = writeln!(c, "    pa{i} = na{i};");
+            // The current chunk's tiles (`bk / s` steps) in `var`s, the next chunk's loaded
+            // before the current chunk's products.
+            let steps: Vec<u32> = (0..bk).step_by(s as usize).collect();
+            for &kk in &steps {
+                loads(&mut c, &format!("{kk}u"), &format!("p{kk}"), "var ");
             }
-            for j in 0..tn {
-                let _ = writeln!(c, "    pb{j} = nb{j};");
+            let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            // The last chunk reloads its own tiles rather than reading past K.
+            let _ = writeln!(c, "    let kn = min(k0 + {bk}u, K - {bk}u);");
+            for &kk in &steps {
+                loads(&mut c, &format!("kn + {kk}u"), &format!("n{kk}"), "let ");
+            }
+            for &kk in &steps {
+                mmas(&mut c, &format!("p{kk}"));
+            }
+            for &kk in &steps {
+                for i in 0..tm {
+                    let _ = writeln!(c, "    p{kk}a{i} = n{kk}a{i};");
+                }
+                for j in 0..tn {
+                    let _ = writeln!(c, "    p{kk}b{j} = n{kk}b{j};");
+                }
             }
             c.push_str("    }\n");
         } else {
