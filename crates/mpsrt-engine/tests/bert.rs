@@ -21,6 +21,12 @@ fn model() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_bert.onnx")
 }
 
+/// One layer, hidden 16, LayerNorm decomposed into ReduceMean/Sub/Pow/.../Add and GELU's tanh
+/// form (`--decomposed-ln --tanh-gelu`).
+fn decomposed() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny_bert_decomposed.onnx")
+}
+
 fn gpu() -> bool {
     let ok = mpsrt_runtime::gpu_available();
     assert!(ok || std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
@@ -67,8 +73,10 @@ fn tiny_bert_fuses_and_matches_the_unfused_cpu_plan() {
     let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name()).collect();
     let count = |name: &str| ops.iter().filter(|o| *o == name).count();
     assert_eq!(count("Attention"), 2, "{ops:?}");
-    // SDPA's √scale multiplies and the Sqrt/Div chain computing them are folded away.
-    assert_eq!(count("Sqrt") + count("Div") + count("Mul"), 3 * 2, "only GELU's: {ops:?}");
+    // SDPA's √scale multiplies and the Sqrt/Div chain computing them are folded away; the erf
+    // GELU chain is one Gelu node.
+    assert_eq!(count("Sqrt") + count("Div") + count("Mul") + count("Erf"), 0, "{ops:?}");
+    assert_eq!(count("Gelu"), 2, "{ops:?}");
     assert!(plan.init_steps.is_empty(), "{:?}", plan.init_steps);
 
     let unfused = SessionOptions { fusion: false, ..SessionOptions::default() };
@@ -82,6 +90,32 @@ fn tiny_bert_fuses_and_matches_the_unfused_cpu_plan() {
     for place in places {
         let got = out(&Session::load(model(), place, SessionOptions::default()).unwrap(), &f);
         assert_eq!(got.len(), want.len());
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 1e-4, "{place:?} [{i}]: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn decomposed_layernorm_and_tanh_gelu_fuse_and_match() {
+    let s = Session::load(decomposed(), Place::Cpu, SessionOptions::default()).unwrap();
+    let plan = s.plan_for(&[vec![2, SEQ], vec![2, SEQ]]).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name()).collect();
+    let count = |name: &str| ops.iter().filter(|o| *o == name).count();
+    assert_eq!(count("LayerNormalization"), 3, "{ops:?}");
+    assert_eq!(count("Gelu"), 1, "{ops:?}");
+    for gone in ["ReduceMean", "Pow", "Tanh", "Sqrt", "Div"] {
+        assert_eq!(count(gone), 0, "{gone}: {ops:?}");
+    }
+    let unfused = SessionOptions { fusion: false, ..SessionOptions::default() };
+    let f = feeds(2, 3);
+    let want = out(&Session::load(decomposed(), Place::Cpu, unfused).unwrap(), &f);
+    let mut places = vec![Place::Cpu];
+    if gpu() {
+        places.push(Place::Gpu(0));
+    }
+    for place in places {
+        let got = out(&Session::load(decomposed(), place, SessionOptions::default()).unwrap(), &f);
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 1e-4, "{place:?} [{i}]: {a} vs {b}");
         }

@@ -252,9 +252,16 @@ fn match_at(w: &Walk, first: usize) -> Option<Found> {
     Some(Found { nodes, q, kt, v, mask, scale, out })
 }
 
-/// Replaces every attention pattern by a `Transpose` view and an `Attention` node. Returns how
-/// many were replaced.
+/// Replaces every attention pattern by a `Transpose` view and an `Attention` node, after the
+/// other transformer patterns (GELU, decomposed LayerNorm: `transformer.rs`, which runs from
+/// here so the planner's one transformer hook covers both). Returns how many patterns were
+/// replaced (attention and the others), so the caller knows dead nodes are left.
 pub fn fuse_attention(g: &mut Graph) -> usize {
+    let others = super::transformer::fuse_transformer_patterns(g);
+    others + fuse_attention_only(g)
+}
+
+fn fuse_attention_only(g: &mut Graph) -> usize {
     let producers = g.producers();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {

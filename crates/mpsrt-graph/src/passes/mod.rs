@@ -1,4 +1,5 @@
-//! Graph-to-graph passes (attention patterns into one `Attention` node, dead-node elimination, identity removal, BatchNorm-into-Conv folding,
+//! Graph-to-graph passes (attention patterns into one `Attention` node, GELU and decomposed
+//! LayerNorm chains into one op in `transformer.rs`, dead-node elimination, identity removal, BatchNorm-into-Conv folding,
 //! per-channel affine chains merged and folded into convs, `precision=f16` in `precision.rs`)
 //! and analyses (elementwise
 //! fusion groups, conv/matmul epilogue candidates). Each pass keeps nodes topologically ordered.
@@ -10,3 +11,4 @@ pub mod fold_bn;
 pub mod fusion;
 pub mod precision;
 pub mod simplify;
+pub mod transformer;
