@@ -330,3 +330,46 @@ def test_fused_conv(act, params, z, tmp_path):
         attrs["activation_params"] = params
     node = h.make_node("FusedConv", ins, ["y"], domain=MS, **attrs)
     check(model([node], inputs, [vi("y", T.FLOAT, None)], inits), feeds, tmp_path, "FusedConv")
+
+
+# ---- a BERT layer in ORT's optimized form -------------------------------------------------
+
+def test_bert_in_the_transformer_optimizers_form(tmp_path):
+    """What `onnxruntime.transformers.optimizer` writes for BERT: EmbedLayerNormalization whose
+    mask_index (key lengths) feeds Attention, SkipLayerNormalization, BiasGelu; with int32 ids
+    and a right-padded batch. The EP claims the whole graph as one node."""
+    B, S, H, N, V = 2, 6, 16, 2, 40
+    inits = [nh.from_array(f(V, H), "word"), nh.from_array(f(S, H), "pos"),
+             nh.from_array(f(2, H), "segtab"), nh.from_array(1 + f(H), "g0"),
+             nh.from_array(f(H), "b0"), nh.from_array(f(H, 3 * H), "wqkv"),
+             nh.from_array(f(3 * H), "bqkv"), nh.from_array(f(H, H), "wo"),
+             nh.from_array(f(H), "bo"), nh.from_array(1 + f(H), "g1"), nh.from_array(f(H), "b1"),
+             nh.from_array(f(H, 4 * H), "w1"), nh.from_array(f(4 * H), "bias1"),
+             nh.from_array(f(4 * H, H), "w2"), nh.from_array(f(H), "bias2"),
+             nh.from_array(1 + f(H), "g2"), nh.from_array(f(H), "b2")]
+    n = h.make_node
+    nodes = [
+        n("EmbedLayerNormalization", ["ids", "seg", "word", "pos", "segtab", "g0", "b0", "mask"],
+          ["emb", "mask_index"], domain=MS, epsilon=1e-12),
+        n("Attention", ["emb", "wqkv", "bqkv", "mask_index"], ["att"], domain=MS, num_heads=N),
+        n("MatMul", ["att", "wo"], ["proj"]),
+        n("SkipLayerNormalization", ["proj", "emb", "g1", "b1", "bo"], ["ln1"], domain=MS,
+          epsilon=1e-12),
+        n("MatMul", ["ln1", "w1"], ["ff1"]),
+        n("BiasGelu", ["ff1", "bias1"], ["act"], domain=MS),
+        n("MatMul", ["act", "w2"], ["ff2"]),
+        n("SkipLayerNormalization", ["ff2", "ln1", "g2", "b2", "bias2"], ["y"], domain=MS,
+          epsilon=1e-12),
+    ]
+    inputs = [vi(x, T.INT32, ["B", "S"]) for x in ("ids", "seg", "mask")]
+    mask = np.ones((B, S), np.int32)
+    mask[1, 4:] = 0
+    feeds = {"ids": rng.integers(0, V, (B, S)).astype(np.int32),
+             "seg": rng.integers(0, 2, (B, S)).astype(np.int32), "mask": mask}
+    m = model(nodes, inputs, [vi("y", T.FLOAT, None)], inits)
+    want = reference(m, feeds)
+    assert_outputs_close(want, ours_importer(m, feeds))
+    mo.register()
+    got, (counts, ops) = ours_ep(m, feeds, tmp_path)
+    assert_outputs_close(want, got)
+    assert counts == {EP: 1}, (counts, ops)

@@ -118,6 +118,7 @@ pub fn expand<'g>(gp: &'g GraphProto, opset: i64, base_dir: Option<&Path>) -> Re
     for (n, t) in &inits {
         dims.insert(n.to_string(), t.dims.iter().map(i64::to_string).collect());
     }
+    infer_ranks(gp, &mut dims);
     let constant = |name: &str| -> Option<HostTensor> {
         crate::tensor::to_host(inits.get(name)?, base_dir).ok()
     };
@@ -146,6 +147,54 @@ pub fn expand<'g>(gp: &'g GraphProto, opset: i64, base_dir: Option<&Path>) -> Re
         .collect();
     consumed.retain(|c| !read.contains(c.as_str()));
     Ok(Expanded { nodes: Cow::Owned(nodes), constants, unused: consumed })
+}
+
+/// Ranks of values the model declares no shape for, through the ops that produce ORT's
+/// `mask_index` and other attention inputs (a value's rank picks the mask form): elementwise
+/// ops, casts, reductions, reshapes with constant targets, (un)squeezes, Gather, and
+/// EmbedLayerNormalization's outputs. Graphs are in topological order, so one pass suffices.
+fn infer_ranks(gp: &GraphProto, dims: &mut HashMap<String, Vec<String>>) {
+    let const_ints = |name: &str| -> Option<Vec<i64>> {
+        let t = gp.initializer.iter().find(|t| t.name.as_deref() == Some(name))?;
+        let h = crate::tensor::to_host(t, None).ok()?;
+        Some(h.to_f64_vec().into_iter().map(|v| v as i64).collect())
+    };
+    for n in &gp.node {
+        let op = n.op_type.as_deref().unwrap_or("");
+        let rank = |i: usize| n.input.get(i).and_then(|x| dims.get(x)).map(Vec::len);
+        let attr = |name: &str| n.attribute.iter().find(|a| a.name.as_deref() == Some(name));
+        let axes = || attr("axes").map(|a| a.ints.clone()).or_else(|| const_ints(n.input.get(1)?));
+        let out: Vec<Option<usize>> = match (n.domain.as_deref().unwrap_or(""), op) {
+            ("com.microsoft", "EmbedLayerNormalization") => vec![Some(3), Some(1), Some(3)],
+            ("com.microsoft", _) => vec![rank(0)],
+            (_, "Cast" | "Identity" | "Not" | "Neg" | "Abs" | "Relu" | "Sigmoid" | "Tanh") => {
+                vec![rank(0)]
+            }
+            (
+                _,
+                "Add" | "Sub" | "Mul" | "Div" | "Equal" | "Greater" | "Less" | "And" | "Or"
+                | "Where" | "GreaterOrEqual" | "LessOrEqual" | "Pow",
+            ) => vec![(0..n.input.len()).map(rank).try_fold(0, |m, r| r.map(|r| r.max(m)))],
+            (_, "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceMean" | "ReduceProd") => {
+                let keep = attr("keepdims").and_then(|a| a.i).unwrap_or(1) != 0;
+                vec![match (keep, axes()) {
+                    (true, _) => rank(0),
+                    (false, Some(a)) if !a.is_empty() => rank(0).map(|r| r.saturating_sub(a.len())),
+                    (false, _) => Some(0),
+                }]
+            }
+            (_, "Reshape") => vec![n.input.get(1).and_then(|s| const_ints(s)).map(|s| s.len())],
+            (_, "Unsqueeze") => vec![rank(0).zip(axes()).map(|(r, a)| r + a.len())],
+            (_, "Squeeze") => vec![rank(0).zip(axes()).map(|(r, a)| r.saturating_sub(a.len()))],
+            (_, "Gather") => vec![rank(0).zip(rank(1)).map(|(d, i)| (d + i).saturating_sub(1))],
+            _ => vec![],
+        };
+        for (o, r) in n.output.iter().zip(out) {
+            if let (false, Some(r)) = (o.is_empty(), r) {
+                dims.entry(o.clone()).or_insert_with(|| vec![String::new(); r]);
+            }
+        }
+    }
 }
 
 pub(crate) struct Builder<'a> {
@@ -579,4 +628,104 @@ fn embed_layer_norm(b: &mut Builder, y: &str) -> std::result::Result<(), String>
         b.value("Cast", &[&n], vec![int_attr("to", 6)], Some(out));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::proto::tensor_shape_proto::{dimension, Dimension};
+    use crate::proto::{
+        type_proto, ModelProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+
+    use super::*;
+
+    fn tensor(name: &str, data_type: i32, dims: &[i64], raw: Vec<u8>) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            dims: dims.to_vec(),
+            data_type: Some(data_type),
+            raw_data: Some(raw),
+            ..Default::default()
+        }
+    }
+
+    fn input(name: &str, dims: &[i64]) -> ValueInfoProto {
+        let dim = dims
+            .iter()
+            .map(|&d| Dimension { value: Some(dimension::Value::DimValue(d)), denotation: None })
+            .collect();
+        let t = type_proto::Tensor { elem_type: Some(1), shape: Some(TensorShapeProto { dim }) };
+        ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(t)),
+                denotation: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn model(node: NodeProto, inputs: Vec<ValueInfoProto>, inits: Vec<TensorProto>) -> ModelProto {
+        let opset = |d: &str, v| OperatorSetIdProto { domain: Some(d.into()), version: Some(v) };
+        ModelProto {
+            ir_version: Some(8),
+            opset_import: vec![opset("", 17), opset("com.microsoft", 1)],
+            graph: Some(GraphProto {
+                output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
+                node: vec![node],
+                input: inputs,
+                initializer: inits,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn ms_node(op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+        NodeProto {
+            op_type: Some(op.into()),
+            domain: Some("com.microsoft".into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec!["y".into()],
+            attribute: attrs,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn matmul_nbits_weights_are_dequantized_once_and_the_packed_ones_dropped() {
+        // K = 16 (one block), N = 2; every 4-bit code is 9, zero point 8, scale 0.5 → W = 0.5.
+        let b = tensor("B", 2, &[2, 1, 8], vec![0x99; 16]);
+        let scales =
+            tensor("scales", 1, &[2], [0.5f32, 0.5].iter().flat_map(|v| v.to_le_bytes()).collect());
+        let attrs = vec![
+            int_attr("K", 16),
+            int_attr("N", 2),
+            int_attr("bits", 4),
+            int_attr("block_size", 16),
+        ];
+        let node = ms_node("MatMulNBits", &["a", "B", "scales"], attrs);
+        let m =
+            crate::import_model(&model(node, vec![input("a", &[3, 16])], vec![b, scales]), None)
+                .unwrap();
+        assert!(m.graph.find("B").is_none() && m.graph.find("scales").is_none());
+        let w: Vec<f64> = m.graph.initializers.values().flat_map(|t| t.to_f64_vec()).collect();
+        assert_eq!(w, vec![0.5; 32]);
+    }
+
+    #[test]
+    fn a_variant_without_a_rewrite_is_an_error_naming_the_op_and_why() {
+        let attrs = vec![int_attr("num_heads", 2), int_attr("do_rotary", 1)];
+        let w = tensor("w", 1, &[4, 12], vec![0; 4 * 12 * 4]);
+        let node = ms_node("Attention", &["x", "w"], attrs);
+        let e = crate::import_model(&model(node, vec![input("x", &[1, 3, 4])], vec![w]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Attention") && e.contains("do_rotary"), "{e}");
+        let node = ms_node("Rfft", &["x"], vec![]);
+        let e = crate::import_model(&model(node, vec![input("x", &[4])], vec![]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("com.microsoft.Rfft"), "{e}");
+    }
 }
