@@ -295,3 +295,16 @@ fn widening_keeps_the_dot_on_cooperative_matrices() {
     assert_eq!(k.workgroup_size, 256);
     assert!(k.wgsl.contains("coopMultiplyAdd("), "{}", k.wgsl);
 }
+
+#[test]
+fn tiles_of_one_column_share_their_b_fragment() {
+    // 64x32 at 128 invocations: 4 subgroups, 8 tiles (2 per row): each subgroup's two tiles
+    // (sg and sg + 4) sit in one column, so each K step loads B once for both.
+    let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
+    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(k.wgsl.matches("<f16, B>>").count(), 1, "{}", k.wgsl);
+    assert_eq!(k.wgsl.matches("<f16, A>>").count(), 2, "{}", k.wgsl);
+    assert!(k.wgsl.contains("coopMultiplyAdd(ma1, mb, "), "{}", k.wgsl);
+}

@@ -219,8 +219,31 @@ impl TtirLowerer {
         self.em.for_each(a.numel(), |em| em.line(format!("{ca}[e] = f16({av});")));
         self.em.for_each(b.numel(), |em| em.line(format!("{cb}[e] = f16({bv});")));
         self.em.barrier();
-        let (per, _) = c.tiles_per_subgroup(&self.em);
+        let (per, nsg) = c.tiles_per_subgroup(&self.em);
         let tn = n / s;
+        if per > 1 && nsg.is_multiple_of(tn) {
+            // Tile j of subgroup sg is sg + j * nsg: with nsg a multiple of the tiles per row,
+            // all of a subgroup's tiles share one column, so each B fragment is loaded once per
+            // K step and used for every tile.
+            self.em.open("");
+            let lets: Vec<_> = (0..per).map(|j| c.tile_lets(&mut self.em, j)).collect();
+            let kk = self.em.fresh("k");
+            self.em.open(format!("for (var {kk} = 0u; {kk} < {k}u; {kk} += {s}u)"));
+            self.em.line(format!(
+                "let mb = coopLoadT<coop_mat{s}x{s}<f16, B>>(&{cb}[{kk} * {n}u + ({} % {tn}u) * {s}u], {n}u);",
+                lets[0].0
+            ));
+            for (j, (_, at, _)) in lets.iter().enumerate() {
+                self.em.line(format!(
+                    "let ma{j} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&{ca}[{at} + {kk}], {k}u);"
+                ));
+                self.em.line(format!("{0}_{j} = coopMultiplyAdd(ma{j}, mb, {0}_{j});", c.name));
+            }
+            self.em.close();
+            self.em.close();
+            self.em.barrier();
+            return Some(V::T(acc.clone()));
+        }
         for j in 0..per {
             self.em.open("");
             let (t, at, _) = c.tile_lets(&mut self.em, j);
