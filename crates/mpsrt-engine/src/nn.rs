@@ -72,6 +72,10 @@ pub(crate) fn epilogue_activation(node: &Node) -> Option<t::Activation> {
         Op::Unary(UnaryOp::Relu) => Some(t::Activation::Relu),
         Op::LeakyRelu { alpha } => Some(t::Activation::LeakyRelu(alpha)),
         Op::Clip { min: Some(lo), max: Some(hi) } if lo <= hi => Some(t::Activation::Clip(lo, hi)),
+        Op::HardSigmoid { alpha, beta } => Some(t::Activation::HardSigmoid(alpha, beta)),
+        Op::Unary(UnaryOp::HardSwish) => Some(t::Activation::HardSwish),
+        Op::Unary(UnaryOp::Sigmoid) => Some(t::Activation::Sigmoid),
+        Op::Swish { alpha: 1.0 } => Some(t::Activation::Silu),
         _ => None,
     }
 }

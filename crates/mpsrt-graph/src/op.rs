@@ -593,14 +593,19 @@ impl Op {
                 | Op::Clip { .. }
                 | Op::Gelu { .. }
                 | Op::HardSigmoid { .. }
+                | Op::Swish { .. }
         )
     }
 
     /// Activations a conv/GEMM kernel applies in its epilogue (`Step::Epilogue`):
-    /// Relu, LeakyRelu, and Clip with both bounds.
+    /// Relu, LeakyRelu, Clip with both bounds, HardSigmoid, HardSwish, Sigmoid and Swish with
+    /// alpha 1 (SiLU; `passes::simplify::fuse_silu` makes it from `x * Sigmoid(x)`).
     pub fn is_epilogue_activation(&self) -> bool {
         match self {
-            Op::Unary(UnaryOp::Relu) | Op::LeakyRelu { .. } => true,
+            Op::Unary(UnaryOp::Relu | UnaryOp::HardSwish | UnaryOp::Sigmoid)
+            | Op::LeakyRelu { .. }
+            | Op::HardSigmoid { .. } => true,
+            Op::Swish { alpha } => *alpha == 1.0,
             Op::Clip { min: Some(lo), max: Some(hi) } => lo <= hi,
             _ => false,
         }

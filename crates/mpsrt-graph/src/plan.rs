@@ -438,6 +438,8 @@ impl CompiledGraph {
             crate::passes::affine::fold_affine(&mut graph);
         }
         if options.fuse_epilogues {
+            // x · Sigmoid(x) as one Swish node: one elementwise step, or a conv epilogue.
+            crate::passes::simplify::fuse_silu(&mut graph);
             // MatMul → scale → mask → Softmax → MatMul as one Attention node (fused on GPUs).
             crate::passes::attention::fuse_attention(&mut graph);
         }

@@ -94,7 +94,8 @@ fn elementwise_fusion_groups() {
     let n = node(&mut g, "neg", Op::Unary(UnaryOp::Neg), vec![e]);
     let ab = node(&mut g, "abs", Op::Unary(UnaryOp::Abs), vec![e]);
     let t = node(&mut g, "sum", Op::Binary(BinaryOp::Add), vec![n, ab]);
-    // Broadcast: Sigmoid of a [1,4] value feeding a [2,4] add must not fuse.
+    // Broadcast: Sigmoid of a [1,4] value feeding a [2,4] add fuses (recomputed per output
+    // element; squeeze-excitation's gate).
     let s = node(&mut g, "sig", Op::Unary(UnaryOp::Sigmoid), vec![v]);
     let b = node(&mut g, "badd", Op::Binary(BinaryOp::Add), vec![s, x]);
     // A non-elementwise op breaks chains.
@@ -106,13 +107,16 @@ fn elementwise_fusion_groups() {
     let names = |f: &FusedElementwise| {
         f.nodes.iter().map(|&i| g.nodes[i].name.as_str()).collect::<Vec<_>>()
     };
-    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(groups.len(), 3, "{groups:?}");
     assert_eq!(names(&groups[0]), ["mul", "add", "relu"]);
     assert_eq!(groups[0].inputs, vec![x, c]);
     assert_eq!(groups[0].output, r);
     assert_eq!(names(&groups[1]), ["neg", "abs", "sum"]);
     assert_eq!(groups[1].inputs, vec![e]);
     assert_eq!(groups[1].output, t);
+    assert_eq!(names(&groups[2]), ["sig", "badd"]);
+    assert_eq!(groups[2].inputs, vec![v, x]);
+    assert_eq!(groups[2].output, b);
 }
 
 #[test]

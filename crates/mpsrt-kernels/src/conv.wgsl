@@ -15,9 +15,11 @@
 //
 // Meta words: 0 N, 1 C, 2 H, 3 W, 4 OC, 5 OH, 6 OW, 7 KH, 8 KW, 9 SH, 10 SW, 11 PH (top),
 // 12 PW (left), 13 DH, 14 DW, 15 groups, 16 has_bias, 17 x_off, 18 w_off, 19 b_off,
-// 20 total outputs, 21 grid row width in threads (for 2-D grids of the direct kernels).
+// 20 total outputs, 21 grid row width in threads (for 2-D grids of the direct kernels),
+// 22 conv_direct's fused activation (0 none, then MatmulAct's order: 1 Relu, 2 LeakyRelu,
+// 3 Clip, 4 HardSigmoid, 5 HardSwish, 6 Sigmoid, 7 Silu), 23/24 its parameters (f32 bits).
 
-struct Meta { w: array<vec4<u32>, 6> };
+struct Meta { w: array<vec4<u32>, 7> };
 
 @group(0) @binding(0) var<storage, read> X: array<f32>;
 @group(0) @binding(1) var<storage, read> Wt: array<f32>;
@@ -175,7 +177,30 @@ fn conv_direct(
         }
     }
     if (mv(16u) != 0u) { acc += B[mv(19u) + c]; }
-    Y[idx] = acc;
+    Y[idx] = direct_act(acc);
+}
+
+// The activation of a Conv + activation step applied while storing (a uniform branch), with
+// the arithmetic of the GEMM epilogues (`MatmulAct`) and the elementwise ops: depthwise convs
+// (MobileNet, EfficientNet) need no second pass over their output.
+fn direct_act(v: f32) -> f32 {
+    let p0 = bitcast<f32>(mv(23u));
+    let p1 = bitcast<f32>(mv(24u));
+    switch mv(22u) {
+        case 1u: { return select(v, 0.0, v < 0.0); }
+        case 2u: { return select(v, v * p0, v < 0.0); }
+        case 3u: { return min(max(v, p0), p1); }
+        case 4u: { return max(0.0, min(1.0, v * p0 + p1)); }
+        case 5u: { return v * max(0.0, min(1.0, v * p0 + p1)); }
+        case 6u: { return direct_sigmoid(v); }
+        case 7u: { return v * direct_sigmoid(v); }
+        default: { return v; }
+    }
+}
+
+fn direct_sigmoid(v: f32) -> f32 {
+    let e = exp(-abs(v));
+    return select(e, 1.0, v >= 0.0) / (1.0 + e);
 }
 
 // Transposed conv: weight is (C, OC/groups, KH, KW); PH/PW are the transposed conv's padding.

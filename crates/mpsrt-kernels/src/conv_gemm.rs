@@ -511,5 +511,23 @@ mod tests {
             let src = conv_splitk_reduce_kernel(b, r, act);
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         }
+        // MobileNet/EfficientNet activations (issue 22) in every epilogue that renders `act`:
+        // the implicit GEMM's scalar and vector stores, both split-K reductions.
+        for act in
+            [MatmulAct::HardSigmoid, MatmulAct::HardSwish, MatmulAct::Sigmoid, MatmulAct::Silu]
+        {
+            for vec_out in [false, true] {
+                let spec = ConvGemmSpec { vec_out, has_bias: true, act, ..base };
+                let src = spec.render().unwrap();
+                crate::validate::wgsl_to_msl(&src)
+                    .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            }
+            for src in [
+                conv_splitk_reduce_kernel(true, true, act),
+                crate::splitk_reduce_kernel(true, true, act),
+            ] {
+                crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            }
+        }
     }
 }

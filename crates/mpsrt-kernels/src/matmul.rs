@@ -44,6 +44,22 @@ pub enum MatmulAct {
     LeakyRelu,
     /// `min(max(x, p0), p1)`, as the elementwise Clip.
     Clip,
+    /// `clamp(x * p0 + p1, 0, 1)`, as the elementwise HardSigmoid.
+    HardSigmoid,
+    /// `x * clamp(x * p0 + p1, 0, 1)` (p0 = 1/6, p1 = 0.5), as the elementwise HardSwish.
+    HardSwish,
+    /// `1 / (1 + exp(-x))`, evaluated without overflow as the elementwise Sigmoid.
+    Sigmoid,
+    /// `x * sigmoid(x)` (SiLU / Swish with alpha 1).
+    Silu,
+}
+
+/// Overflow-free vector sigmoid (`exp` of a non-positive argument only), the elementwise
+/// Sigmoid's arithmetic; the Sigmoid and Silu epilogues call it.
+macro_rules! sigm_fn {
+    () => {
+        "fn sigm(v: vec4<f32>) -> vec4<f32> { let e = exp(-abs(v)); return select(e, vec4<f32>(1.0), v >= vec4<f32>(0.0)) / (vec4<f32>(1.0) + e); }\n"
+    };
 }
 
 impl MatmulAct {
@@ -59,6 +75,18 @@ impl MatmulAct {
             }
             MatmulAct::Clip => {
                 "fn act(v: vec4<f32>) -> vec4<f32> { return min(max(v, vec4<f32>(bitcast<f32>(mw(3u)))), vec4<f32>(bitcast<f32>(mw(15u)))); }\n"
+            }
+            MatmulAct::HardSigmoid => {
+                "fn act(v: vec4<f32>) -> vec4<f32> { return max(vec4<f32>(0.0), min(vec4<f32>(1.0), v * bitcast<f32>(mw(3u)) + bitcast<f32>(mw(15u)))); }\n"
+            }
+            MatmulAct::HardSwish => {
+                "fn act(v: vec4<f32>) -> vec4<f32> { return v * max(vec4<f32>(0.0), min(vec4<f32>(1.0), v * bitcast<f32>(mw(3u)) + bitcast<f32>(mw(15u)))); }\n"
+            }
+            MatmulAct::Sigmoid => {
+                concat!(sigm_fn!(), "fn act(v: vec4<f32>) -> vec4<f32> { return sigm(v); }\n")
+            }
+            MatmulAct::Silu => {
+                concat!(sigm_fn!(), "fn act(v: vec4<f32>) -> vec4<f32> { return v * sigm(v); }\n")
             }
         }
     }

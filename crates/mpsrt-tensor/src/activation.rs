@@ -21,6 +21,14 @@ pub enum Activation {
     LeakyRelu(f32),
     /// Clamp into `[min, max]` (both bounds present; `min <= max`).
     Clip(f32, f32),
+    /// `clamp(alpha * x + beta, 0, 1)` (ONNX HardSigmoid).
+    HardSigmoid(f32, f32),
+    /// `x * clamp(x / 6 + 0.5, 0, 1)` (MobileNetV3's activation).
+    HardSwish,
+    /// `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// `x * sigmoid(x)` (SiLU; EfficientNet's activation, exported as Sigmoid + Mul).
+    Silu,
 }
 
 impl Activation {
@@ -30,6 +38,10 @@ impl Activation {
             Activation::Relu => crate::relu(t),
             Activation::LeakyRelu(a) => crate::leaky_relu(t, a as f64),
             Activation::Clip(lo, hi) => crate::clip(t, Some(lo as f64), Some(hi as f64)),
+            Activation::HardSigmoid(a, b) => crate::hardsigmoid(t, a as f64, b as f64),
+            Activation::HardSwish => crate::hardswish(t),
+            Activation::Sigmoid => crate::sigmoid(t),
+            Activation::Silu => crate::silu(t),
         }
     }
 
@@ -39,6 +51,10 @@ impl Activation {
             Activation::Relu => (MatmulAct::Relu, 0.0, 0.0),
             Activation::LeakyRelu(a) => (MatmulAct::LeakyRelu, a, 0.0),
             Activation::Clip(lo, hi) => (MatmulAct::Clip, lo, hi),
+            Activation::HardSigmoid(a, b) => (MatmulAct::HardSigmoid, a, b),
+            Activation::HardSwish => (MatmulAct::HardSwish, 1.0 / 6.0, 0.5),
+            Activation::Sigmoid => (MatmulAct::Sigmoid, 0.0, 0.0),
+            Activation::Silu => (MatmulAct::Silu, 0.0, 0.0),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! candidates find conv/matmul nodes followed by a constant bias add and/or an activation that the
 //! producing kernel could apply while storing its result.
 
-use crate::ir::{Graph, ValueId};
+use crate::ir::{Dim, Graph, ValueId};
 use crate::op::{BinaryOp, Op};
 
 /// A group of elementwise nodes computed by one kernel.
@@ -82,12 +82,14 @@ pub fn fuse_elementwise(g: &Graph, exclude: &[usize]) -> Vec<FusedElementwise> {
             let Some(p) = producers[v.0] else { continue };
             let Some(gp) = group_of[p] else { continue };
             let Some((_, gout)) = &groups[gp] else { continue };
-            // Intermediates must stay invisible and be computed at the output's resolution.
+            // Intermediates must stay invisible and broadcast to the output's shape: an
+            // elementwise op commutes with broadcasting, so a smaller intermediate (SE's gate,
+            // `Sigmoid([1, C, 1, 1])` before the `Mul` with `[1, C, H, W]`) is recomputed per
+            // output element from its inputs, which the kernel broadcasts to the output.
             if *gout != v
                 || uses[v.0] != 1
                 || is_output[v.0]
-                || g.value(v).shape != *out_shape
-                || out_shape.is_none()
+                || !broadcasts_to(g.value(v).shape.as_deref(), out_shape.as_deref())
             {
                 continue;
             }
@@ -120,6 +122,14 @@ pub fn fuse_elementwise(g: &Graph, exclude: &[usize]) -> Vec<FusedElementwise> {
             FusedElementwise { nodes, inputs, output }
         })
         .collect()
+}
+
+/// Whether a value of shape `v` broadcasts to `out` without growing it: no higher rank, and
+/// every dim (aligned from the right) equal to the output's or a known 1. Unknown shapes never.
+fn broadcasts_to(v: Option<&[Dim]>, out: Option<&[Dim]>) -> bool {
+    let (Some(v), Some(out)) = (v, out) else { return false };
+    v.len() <= out.len()
+        && v.iter().rev().zip(out.iter().rev()).all(|(a, b)| a == b || a.known() == Some(1))
 }
 
 /// Finds conv/matmul/gemm nodes followed by a constant per-channel bias add and/or activation.

@@ -101,7 +101,35 @@ impl<'a> Epi<'a> {
             Some(Activation::Clip(lo, hi)) => row.iter_mut().for_each(|y| {
                 *y = if y.is_nan() { *y } else { y.max(lo).min(hi) };
             }),
+            Some(Activation::HardSigmoid(a, b)) => {
+                row.iter_mut().for_each(|y| *y = hard_sigmoid(*y, a, b))
+            }
+            Some(Activation::HardSwish) => {
+                row.iter_mut().for_each(|y| *y *= hard_sigmoid(*y, 1.0 / 6.0, 0.5))
+            }
+            Some(Activation::Sigmoid) => row.iter_mut().for_each(|y| *y = sigmoid(*y)),
+            Some(Activation::Silu) => row.iter_mut().for_each(|y| *y *= sigmoid(*y)),
         }
+    }
+}
+
+/// `clamp(a * x + b, 0, 1)`, NaN kept (the elementwise HardSigmoid's `max(0, min(1, .))`).
+fn hard_sigmoid(x: f32, a: f32, b: f32) -> f32 {
+    let l = x * a + b;
+    if l.is_nan() {
+        l
+    } else {
+        l.clamp(0.0, 1.0)
+    }
+}
+
+/// The elementwise Sigmoid's overflow-free form.
+fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
     }
 }
 

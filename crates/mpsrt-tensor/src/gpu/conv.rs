@@ -421,6 +421,8 @@ fn conv_f32(
         }
     }
     let out = alloc_out(&dev, op, total, 4)?;
+    // Whether the direct kernel applied the activation while storing.
+    let mut folded_act = false;
     if total > 0 {
         let maxd = dev.properties().max_compute_workgroups_per_dimension;
         let ocg = g.oc / g.groups;
@@ -449,7 +451,16 @@ fn conv_f32(
         };
         let offs =
             [x.layout().offset, w.layout().offset, b.as_ref().map_or(0, |b| b.layout().offset)];
-        let words = meta_words(g, b.is_some(), offs, total, wg[0] * 256);
+        let mut words = meta_words(g, b.is_some(), offs, total, wg[0] * 256).to_vec();
+        let (code, p0, p1) = match epi.1 {
+            Some(a) if entry == "conv_direct" && epi.0.is_none() => {
+                folded_act = true;
+                let (kind, p0, p1) = a.kernel();
+                (direct_act_code(kind), p0, p1)
+            }
+            _ => (0, 0.0, 0.0),
+        };
+        words.extend([code, p0.to_bits(), p1.to_bits()]);
         let pipeline = dev.static_pipeline(source, entry)?;
         let bindings = [
             Binding::from(&**buffer(op, &x)?),
@@ -457,8 +468,22 @@ fn conv_f32(
             Binding::from(&*bias_buf),
             Binding::from(&out),
         ];
-        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
+        dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 7), wg)?;
     }
     let y = Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
-    epilogue_after(y, epi.0, epi.1)
+    epilogue_after(y, epi.0, if folded_act { None } else { epi.1 })
+}
+
+/// `conv_direct`'s activation code (meta word 22 in `conv.wgsl`): `MatmulAct`'s order.
+fn direct_act_code(kind: MatmulAct) -> u32 {
+    match kind {
+        MatmulAct::None => 0,
+        MatmulAct::Relu => 1,
+        MatmulAct::LeakyRelu => 2,
+        MatmulAct::Clip => 3,
+        MatmulAct::HardSigmoid => 4,
+        MatmulAct::HardSwish => 5,
+        MatmulAct::Sigmoid => 6,
+        MatmulAct::Silu => 7,
+    }
 }
