@@ -48,6 +48,8 @@ fn main() {
     println!("variant,kernel,check_ok,max_rel_err,ms_4096,tflops_4096,ms_bert,tflops_bert,ms_1024,tflops_1024");
     let exe = std::env::current_exe().expect("current_exe");
     let t0 = Instant::now();
+    // Per shape column: the best (TFLOP/s, variant, kernel) among the rows whose check passed.
+    let mut best: [Option<(f64, String, String)>; 3] = Default::default();
     for (i, v) in variants.iter().enumerate() {
         if t0.elapsed() > Duration::from_secs(budget) {
             println!("# budget of {budget} s spent: {} variants not run", variants.len() - i);
@@ -86,9 +88,25 @@ fn main() {
         }
         let line = out.lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
         match status {
-            Some(s) if s.success() && !line.is_empty() => println!("{line}"),
+            Some(s) if s.success() && !line.is_empty() => {
+                println!("{line}");
+                let f: Vec<&str> = line.split(',').collect();
+                if f.len() == 10 && f[2] == "true" {
+                    for (c, b) in best.iter_mut().enumerate() {
+                        let tf: f64 = f[5 + 2 * c].parse().unwrap_or(0.0);
+                        if b.as_ref().is_none_or(|b| tf > b.0) {
+                            *b = Some((tf, f[0].to_string(), f[1].to_string()));
+                        }
+                    }
+                }
+            }
             Some(s) => println!("{v},child failed ({s}),false,,,,,,,"),
             None => println!("{v},child timed out after {per_child} s,false,,,,,,,"),
+        }
+    }
+    for (c, b) in best.iter().enumerate() {
+        if let Some((tf, v, k)) = b {
+            println!("# best for shape column {c}: {v} ({k}) at {tf:.2} TFLOP/s");
         }
     }
 }
