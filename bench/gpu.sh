@@ -131,7 +131,7 @@ if part triton && [ -f bench/triton_backend.py ]; then
 fi
 if part coopsweep; then
   echo "== coopsweep"
-  timeout 560 $E/bench_coop_sweep 2>&1 | tee "$OUT/coopsweep.csv"
+  timeout 540 $E/bench_coop_sweep 2>&1 | tee "$OUT/coopsweep.csv"
 fi
 if part paddle && [ -f bench/paddle_plugin.py ]; then
   echo "== paddle"
