@@ -373,3 +373,29 @@ def test_bert_in_the_transformer_optimizers_form(tmp_path):
     got, (counts, ops) = ours_ep(m, feeds, tmp_path)
     assert_outputs_close(want, got)
     assert counts == {EP: 1}, (counts, ops)
+
+
+# ---- RotaryEmbedding ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw", [dict(), dict(interleaved=1), dict(offset=True),
+                                dict(four_d=True), dict(partial=True)],
+                         ids=lambda kw: "-".join(kw) or "default")
+def test_rotary_embedding(kw, tmp_path):
+    B, S, N, D = 2, 3, 2, 16
+    half = D // 4 if kw.get("partial") else D // 2
+    pos = np.arange(32)[:, None] * (1.0 / 10000 ** (np.arange(half) / half))[None]
+    inits = [nh.from_array(np.cos(pos).astype(np.float32), "cos"),
+             nh.from_array(np.sin(pos).astype(np.float32), "sin")]
+    shape = [B, N, S, D] if kw.get("four_d") else [B, S, N * D]
+    feeds = {"x": f(*shape, scale=1.0)}
+    if kw.get("offset"):
+        feeds["pids"] = np.array([5], np.int64)
+    else:
+        feeds["pids"] = rng.integers(0, 32, (B, S)).astype(np.int64)
+    attrs = dict(interleaved=kw.get("interleaved", 0))
+    if kw.get("partial"):
+        attrs.update(num_heads=N, rotary_embedding_dim=2 * half)
+    node = h.make_node("RotaryEmbedding", ["x", "pids", "cos", "sin"], ["y"], domain=MS, **attrs)
+    inputs = [vi("x", T.FLOAT, shape), vi("pids", T.INT64, list(feeds["pids"].shape))]
+    check(model([node], inputs, [vi("y", T.FLOAT, None)], inits), feeds, tmp_path,
+          "RotaryEmbedding")

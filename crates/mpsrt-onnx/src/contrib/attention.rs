@@ -275,7 +275,8 @@ fn rotary(
     pos: &str,
     per_batch: bool,
 ) -> String {
-    let interleaved = b.int("rotary_interleaved", 0) != 0;
+    // GroupQueryAttention names the layout `rotary_interleaved`, RotaryEmbedding `interleaved`.
+    let interleaved = b.int("rotary_interleaved", 0) == 1 || b.int("interleaved", 0) == 1;
     let rd = 2 * half;
     let x4 = b.reshape(x, &[0, 0, heads, head]);
     let gathered: Vec<String> = [cs.0, cs.1]
@@ -464,4 +465,69 @@ fn empty_past(b: &mut Builder, x: &str, kv_heads: i64) -> String {
     let x4 = b.reshape(x, &[0, 0, kv_heads, -1]);
     let t = b.value("Transpose", &[&x4], vec![super::ints_attr("perm", &[0, 2, 1, 3])], None);
     b.slice(&t, 2, 0, 0)
+}
+
+/// `RotaryEmbedding` on a 3-D `[batch, seq, hidden]` or 4-D `[batch, heads, seq, head]` input,
+/// with `position_ids` as `[batch, seq]` or a 1-element offset (positions offset + s).
+pub(super) fn rotary_embedding(b: &mut Builder, known: &Known, y: &str) -> R<()> {
+    b.only_outputs(&[0])?;
+    if b.int("is_packed_batching", 0) != 0 {
+        return Err(b.refuse("is_packed_batching is not rewritten"));
+    }
+    let x = b.need_input(0, "input")?;
+    let pids = b.need_input(1, "position_ids")?;
+    let cos = b.need_input(2, "cos_cache")?;
+    let sin = b.need_input(3, "sin_cache")?;
+    let half = known.const_dims(cos).filter(|d| d.len() == 2).map(|d| d[1] as i64);
+    let half = half
+        .ok_or_else(|| b.refuse("cos_cache must be a constant [max_position, rotary_dim / 2]"))?;
+    let xd = (known.dims)(x).ok_or_else(|| b.refuse(format!("the rank of {x:?} is unknown")))?;
+    let last = xd.last().and_then(|d| d.parse::<i64>().ok());
+    let four_d = xd.len() == 4;
+    let head = if four_d {
+        last.ok_or_else(|| b.refuse("a 4-D input needs a static head size"))?
+    } else if xd.len() == 3 {
+        match b.int("num_heads", 0) {
+            n if n > 0 => last
+                .filter(|h| h % n == 0)
+                .map(|h| h / n)
+                .ok_or_else(|| b.refuse("num_heads needs a static hidden size it divides"))?,
+            _ => 2 * half,
+        }
+    } else {
+        return Err(b.refuse(format!("input must be 3-D or 4-D, got rank {}", xd.len())));
+    };
+    let rd = b.int("rotary_embedding_dim", 0);
+    if rd != 0 && rd != 2 * half {
+        return Err(b.refuse(format!("rotary_embedding_dim {rd} != 2 * cos_cache's width {half}")));
+    }
+    if 2 * half > head {
+        return Err(b.refuse(format!("rotary dim {} exceeds the head size {head}", 2 * half)));
+    }
+    let (pos, per_batch) = match known.rank(pids) {
+        Some(2) => (b.cast(pids, 7), true),
+        Some(1) => {
+            let x3 = if four_d { None } else { Some(x) };
+            let s_len = match x3 {
+                Some(x) => b.dim(x, 1),
+                None => b.dim(x, 2),
+            };
+            let s_idx = b.range(&s_len);
+            let off = b.cast(pids, 7);
+            (b.value("Add", &[&off, &s_idx], vec![], None), false)
+        }
+        r => return Err(b.refuse(format!("position_ids must be 1-D or 2-D, got rank {r:?}"))),
+    };
+    if four_d {
+        let perm = super::ints_attr("perm", &[0, 2, 1, 3]);
+        let t = b.value("Transpose", &[x], vec![perm.clone()], None);
+        let x3 = b.reshape(&t, &[0, 0, -1]);
+        let r = rotary(b, &x3, -1, head, half, (cos, sin), &pos, per_batch);
+        let r4 = b.reshape(&r, &[0, 0, -1, head]);
+        b.value("Transpose", &[&r4], vec![perm], Some(y));
+    } else {
+        let r = rotary(b, x, -1, head, half, (cos, sin), &pos, per_batch);
+        b.value("Identity", &[&r], vec![], Some(y));
+    }
+    Ok(())
 }

@@ -36,6 +36,7 @@ pub const OPS: &[&str] = &[
     "Attention",
     "MultiHeadAttention",
     "GroupQueryAttention",
+    "RotaryEmbedding",
     "MatMulNBits",
 ];
 
@@ -118,7 +119,7 @@ pub fn expand<'g>(gp: &'g GraphProto, opset: i64, base_dir: Option<&Path>) -> Re
     for (n, t) in &inits {
         dims.insert(n.to_string(), t.dims.iter().map(i64::to_string).collect());
     }
-    infer_ranks(gp, &mut dims);
+    infer_ranks(gp, &inits, &mut dims);
     let constant = |name: &str| -> Option<HostTensor> {
         crate::tensor::to_host(inits.get(name)?, base_dir).ok()
     };
@@ -153,9 +154,13 @@ pub fn expand<'g>(gp: &'g GraphProto, opset: i64, base_dir: Option<&Path>) -> Re
 /// `mask_index` and other attention inputs (a value's rank picks the mask form): elementwise
 /// ops, casts, reductions, reshapes with constant targets, (un)squeezes, Gather, and
 /// EmbedLayerNormalization's outputs. Graphs are in topological order, so one pass suffices.
-fn infer_ranks(gp: &GraphProto, dims: &mut HashMap<String, Vec<String>>) {
+fn infer_ranks(
+    gp: &GraphProto,
+    inits: &HashMap<&str, &TensorProto>,
+    dims: &mut HashMap<String, Vec<String>>,
+) {
     let const_ints = |name: &str| -> Option<Vec<i64>> {
-        let t = gp.initializer.iter().find(|t| t.name.as_deref() == Some(name))?;
+        let t = inits.get(name).filter(|t| t.dims.iter().product::<i64>() <= 64)?;
         let h = crate::tensor::to_host(t, None).ok()?;
         Some(h.to_f64_vec().into_iter().map(|v| v as i64).collect())
     };
@@ -447,6 +452,7 @@ pub fn rewrite(
         "Attention" => attention::attention(&mut b, known, y)?,
         "MultiHeadAttention" => attention::multi_head_attention(&mut b, known, y)?,
         "GroupQueryAttention" => attention::group_query_attention(&mut b, known, y)?,
+        "RotaryEmbedding" => attention::rotary_embedding(&mut b, known, y)?,
         "MatMulNBits" => quant::matmul_nbits(&mut b, known, y)?,
         other => return Err(b.refuse(format!("{other} has no rewrite"))),
     }
