@@ -306,6 +306,15 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
     }
     pb.finish_and_clear();
     let prof = if a.profile { Some(session.profile(&feeds, a.profile_repeat)?) } else { None };
+    // Which clock the profile's per-step times come from (GPU timestamps where the adapter
+    // has them, otherwise only the synchronized wall time per step).
+    let prof_mode = prof.as_ref().map(|p| {
+        if !p.is_empty() && p.iter().all(|s| s.gpu_ms.is_some()) {
+            "gpu-timestamps"
+        } else {
+            "sync-per-step"
+        }
+    });
     lat.sort_by(|x, y| x.total_cmp(y));
     let (p50, p90, p99) = (pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99));
     let mean = lat.iter().sum::<f64>() / lat.len().max(1) as f64;
@@ -317,15 +326,24 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
             "iterations": a.iterations, "fusion": opts.fusion, "memory_planning": opts.memory_planning,
             "p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "mean_ms": mean, "plan": plan.summary(),
             "host_record_p50_ms": host_p50, "precision": a.precision.name(),
+            "host_record_us_per_step": host_p50 * 1e3 / plan.steps.len().max(1) as f64,
         });
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);
+            v["profile_mode"] = prof_mode.into();
             v["profile_total_ms"] = prof.iter().map(|p| p.ms).sum::<f64>().into();
+            v["profile_host_ms"] = prof.iter().map(|p| p.host_ms).sum::<f64>().into();
+            if prof_mode == Some("gpu-timestamps") {
+                v["profile_gpu_ms"] = prof.iter().filter_map(|p| p.gpu_ms).sum::<f64>().into();
+            }
             v["profile_ops"] = ops.iter().map(|(o, c, ms)| serde_json::json!([o, c, ms])).collect();
             v["profile_slowest"] =
                 slow.iter().map(|p| serde_json::json!([p.op, p.name, p.ms])).collect();
-            v["profile_steps"] =
-                prof.iter().map(|p| serde_json::json!([p.op, p.name, p.ms])).collect();
+            // [op, name, wall ms (synchronized), host ms, GPU ms or null]
+            v["profile_steps"] = prof
+                .iter()
+                .map(|p| serde_json::json!([p.op, p.name, p.ms, p.host_ms, p.gpu_ms]))
+                .collect();
         }
         println!("{v}");
     } else {
@@ -339,7 +357,9 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         println!("  plan: {}", plan.summary());
         println!("  latency ms: p50 {p50:.3}  p90 {p90:.3}  p99 {p99:.3}  mean {mean:.3}");
         println!(
-            "  host time to record a run (before waiting for the device): p50 {host_p50:.3} ms"
+            "  host time to record a run (before waiting for the device): p50 {host_p50:.3} ms \
+             ({:.2} us/step)",
+            host_p50 * 1e3 / plan.steps.len().max(1) as f64
         );
         if mean > 0.0 {
             println!("  throughput: {:.1} inferences/s", a.batch as f64 * 1e3 / mean);
@@ -351,13 +371,35 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
                 a.profile_repeat.max(1),
                 prof.len()
             );
+            let host: f64 = prof.iter().map(|p| p.host_ms).sum();
+            let steps = prof.len().max(1) as f64;
+            match prof_mode {
+                Some("gpu-timestamps") => {
+                    let gpu: f64 = prof.iter().filter_map(|p| p.gpu_ms).sum();
+                    println!(
+                        "  profile mode gpu-timestamps: GPU {gpu:.3} ms ({:.1} us/step), host \
+                         record {host:.3} ms ({:.1} us/step)",
+                        gpu * 1e3 / steps,
+                        host * 1e3 / steps
+                    );
+                }
+                _ => println!(
+                    "  profile mode sync-per-step (no GPU timestamps): host record {host:.3} ms \
+                     ({:.1} us/step)",
+                    host * 1e3 / steps
+                ),
+            }
             let (ops, slow) = summarize(prof, 8);
             for (op, count, ms) in ops {
                 println!("    {op:<24} {count:>4} steps {ms:>10.3} ms");
             }
             println!("  slowest steps:");
             for p in slow {
-                println!("    {:<24} {:<40} {:>10.3} ms", p.op, p.name, p.ms);
+                let gpu = p.gpu_ms.map_or(String::new(), |g| format!("  gpu {g:.3} ms"));
+                println!(
+                    "    {:<24} {:<40} {:>10.3} ms  host {:.3} ms{gpu}",
+                    p.op, p.name, p.ms, p.host_ms
+                );
             }
         }
     }

@@ -6,7 +6,7 @@
 //! less `waits` — on lavapipe, where the device is the same two cores, a run can block on it
 //! mid-way. The device is synchronized between runs.
 //!
-//! `cargo run --release -p mpsrt-engine --example replay_host -- MODEL.onnx [ITERATIONS]`
+//! `cargo run --release -p mpsrt-engine --example replay_host -- MODEL.onnx [ITERATIONS] [replay]`
 //! (inputs: the model's shapes with dynamic dims as 1, zeros for integers, random floats).
 
 use mpsrt_core::{DType, Place};
@@ -21,11 +21,14 @@ fn p50(mut v: Vec<f64>) -> f64 {
 
 fn main() -> mpsrt_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).expect("usage: replay_host MODEL.onnx [ITERATIONS]");
+    let path = args.get(1).expect("usage: replay_host MODEL.onnx [ITERATIONS] [replay]");
     let iters: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
-    for replay in [false, true] {
+    // A third argument `replay` skips the step-by-step mode (for profiling the replay alone).
+    let modes: &[bool] =
+        if args.get(3).is_some_and(|m| m == "replay") { &[true] } else { &[false, true] };
+    for &replay in modes {
         let s = Session::load(path, place, SessionOptions::default())?.with_replay(replay);
         let mut feeds = HashMap::new();
         let mut shapes = Vec::new();

@@ -82,6 +82,11 @@ pub struct StepProfile {
     /// Node name (or the fused group's output) for locating the step.
     pub name: String,
     pub ms: f64,
+    /// Host time recording the step (before the synchronization), mean over the repeats.
+    pub host_ms: f64,
+    /// The step's GPU time from timestamp queries (`None` where the adapter has none: `ms`,
+    /// synchronized per step, is then the only measure).
+    pub gpu_ms: Option<f64>,
 }
 
 type ConstKey = (String, DType, Vec<usize>, u64);
@@ -523,24 +528,47 @@ impl Session {
                 env.insert(v, (*t).clone());
             }
         }
+        // `--profile`: GPU timestamps before and after each step where the adapter has them.
+        let mut timer = match (&prof, self.place) {
+            // Two marks per step; a query set holds at most 4096.
+            (Some(_), Place::Gpu(i)) if plan.steps.len() <= 2048 => {
+                mpsrt_runtime::gpu_device(i)?.gpu_timer(2 * plan.steps.len() as u32)
+            }
+            _ => None,
+        };
         if prof.is_some() {
             self.synchronize()?;
         }
         for (s, step) in plan.steps.iter().enumerate() {
+            let timed = prof.as_ref().is_some_and(|(_, r)| *r <= 1);
+            if let Some(t) = timer.as_mut().filter(|_| timed) {
+                t.mark()?;
+            }
             let mut t0 = std::time::Instant::now();
             let outs = {
                 let env_ref = &env;
                 self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, Some(&st), v))?
             };
+            let mut host_ms = t0.elapsed().as_secs_f64() * 1e3;
+            if let Some(t) = timer.as_mut().filter(|_| timed) {
+                t.mark()?;
+            }
             if let Some((p, repeat)) = prof.as_mut() {
                 self.synchronize()?;
                 if *repeat > 1 {
+                    if let Some(t) = timer.as_mut() {
+                        t.mark()?;
+                    }
                     t0 = std::time::Instant::now();
                     for _ in 0..*repeat {
                         let env_ref = &env;
                         drop(self.run_step(&ctx, step, &mut |v| {
                             self.fetch(&plan, env_ref, Some(&st), v)
                         })?);
+                    }
+                    host_ms = t0.elapsed().as_secs_f64() * 1e3 / *repeat as f64;
+                    if let Some(t) = timer.as_mut() {
+                        t.mark()?;
                     }
                     self.synchronize()?;
                 }
@@ -568,6 +596,8 @@ impl Session {
                     op,
                     name,
                     ms: t0.elapsed().as_secs_f64() * 1e3 / *repeat as f64,
+                    host_ms,
+                    gpu_ms: None,
                 });
             }
             for (v, t) in outs {
@@ -577,6 +607,14 @@ impl Session {
                 for v in frees {
                     env.remove(v);
                 }
+            }
+        }
+        if let (Some(t), Some((p, repeat))) = (&timer, prof.as_mut()) {
+            // Marks come in pairs around each step: the GPU time between them.
+            let (ticks, period) = t.read()?;
+            let ns = mpsrt_runtime::ticks_to_ns(&ticks, period);
+            for (i, step) in p.iter_mut().enumerate() {
+                step.gpu_ms = ns.get(2 * i).map(|ns| ns / 1e6 / *repeat as f64);
             }
         }
         let mut result = Vec::with_capacity(plan.graph.outputs.len());

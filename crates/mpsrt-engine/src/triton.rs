@@ -134,6 +134,19 @@ pub struct EngineInstance {
     session: Session,
 }
 
+impl EngineInstance {
+    /// An instance serving `session` (`EngineBackend::load` makes one per model instance).
+    pub fn new(session: Session) -> Self {
+        EngineInstance { session }
+    }
+
+    /// The instance's session: every request runs on it, so each batch shape gets one plan
+    /// and one replay, reused across requests (`Session::replay_status`).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+}
+
 impl ModelInstance for EngineInstance {
     fn execute(
         &mut self,

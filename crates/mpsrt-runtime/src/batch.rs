@@ -19,6 +19,9 @@ pub(crate) struct Batch {
     /// Serial of the batch being recorded; buffers used in it are tagged with this number.
     pub serial: u64,
     pub encoder: Option<wgpu::CommandEncoder>,
+    /// Command buffers of this batch finished before `encoder` (a parallel replay's parts, and
+    /// the encoder they follow), submitted in this order before it.
+    pub finished: Vec<wgpu::CommandBuffer>,
     pub pass: Option<wgpu::ComputePass<'static>>,
     pub ops: usize,
     pub bytes: u64,
@@ -45,6 +48,7 @@ impl Batch {
         Batch {
             serial: 1,
             encoder: None,
+            finished: Vec::new(),
             pass: None,
             ops: 0,
             bytes: 0,

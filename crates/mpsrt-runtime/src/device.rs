@@ -12,7 +12,7 @@ use crate::pipeline::{SharedLayout, Slot};
 use mpsrt_core::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 pub(crate) struct State {
@@ -62,6 +62,9 @@ pub struct GpuDevice {
     completed: Arc<AtomicU64>,
     /// Errors wgpu reported outside an error scope; surfaced at the next sync point.
     errors: Arc<Mutex<Vec<String>>>,
+    /// Recording threads and fewest commands per thread of a replay (`replay_par.rs`).
+    pub(crate) replay_threads: AtomicUsize,
+    pub(crate) replay_chunk: AtomicUsize,
     this: Weak<GpuDevice>,
 }
 
@@ -147,7 +150,9 @@ impl GpuDevice {
         let unified =
             matches!(info.device_type, wgpu::DeviceType::IntegratedGpu | wgpu::DeviceType::Cpu)
                 || info.backend == wgpu::Backend::Metal;
-        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
+        // Timestamps only feed `--profile` (`timing.rs`); asking costs nothing elsewhere.
+        let mut wanted =
+            wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY;
         if unified && config.unified_fast_path {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }
@@ -213,6 +218,11 @@ impl GpuDevice {
         config.max_inflight_bytes = config.max_inflight_bytes.min(quarter);
         let spin_us = if props.device_type == "cpu" { 0 } else { 1000 };
         config.sync_spin = config.sync_spin.or(Some(std::time::Duration::from_micros(spin_us)));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = if props.device_type == "cpu" { 1 } else { (cores / 3).clamp(1, 4) };
+        config.replay_threads = config.replay_threads.or(Some(threads));
+        let (replay_threads, replay_chunk) =
+            (config.replay_threads.unwrap_or(1), config.replay_chunk);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -234,6 +244,8 @@ impl GpuDevice {
             layouts: Mutex::default(),
             completed: Arc::default(),
             errors,
+            replay_threads: AtomicUsize::new(replay_threads),
+            replay_chunk: AtomicUsize::new(replay_chunk),
             this: this.clone(),
         }))
     }
@@ -502,7 +514,7 @@ impl GpuDevice {
     }
 
     /// Map `range` of `buffer` for reading and wait for all submitted work (and the mapping).
-    fn map_and_wait(
+    pub(crate) fn map_and_wait(
         &self,
         st: &mut State,
         buffer: &wgpu::Buffer,
@@ -560,7 +572,7 @@ impl GpuDevice {
     pub(crate) fn submit_locked(&self, st: &mut State) {
         let batch = &mut st.batch;
         batch.end_pass();
-        if batch.encoder.is_none() && batch.arenas.is_empty() {
+        if batch.encoder.is_none() && batch.arenas.is_empty() && batch.finished.is_empty() {
             return;
         }
         let t0 = std::time::Instant::now();
@@ -573,7 +585,10 @@ impl GpuDevice {
             })
         });
         let serial = batch.serial;
-        let index = self.queue.submit([encoder.finish()]);
+        // Command buffers a parallel replay recorded come first, in order (`replay_par.rs`).
+        let mut buffers = std::mem::take(&mut batch.finished);
+        buffers.push(encoder.finish());
+        let index = self.queue.submit(buffers);
         batch.submitted.push_back((serial, index, batch.bytes.max(1)));
         let done = self.completed.clone();
         self.queue.on_submitted_work_done(move || {

@@ -39,6 +39,15 @@ pub struct RuntimeConfig {
     /// 1000 µs on GPUs (measured on an H100: ResNet-50 at batch 1 2.25–2.30 → 2.05–2.08 ms,
     /// BENCHMARKS.md), 0 on CPU adapters (lavapipe), whose workers need the host's cores.
     pub sync_spin: Option<Duration>,
+    /// Threads that record one plan replay's commands in parallel, each into its own command
+    /// encoder (`MPSRT_REPLAY_THREADS`; unset: up to 4 on GPUs — a third of the host's cores —
+    /// and 1 on CPU adapters such as lavapipe, whose workers need the cores). wgpu-core encodes
+    /// a pass (usage scopes, barriers, the driver's commands) in `CommandEncoder::finish`, on
+    /// the thread that calls it, so this splits the host cost of a long replay (issue 22).
+    pub replay_threads: Option<usize>,
+    /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
+    /// shorter replays are recorded on the calling thread alone.
+    pub replay_chunk: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -54,6 +63,8 @@ impl Default for RuntimeConfig {
             unified_fast_path: true,
             max_binding_bytes: None,
             sync_spin: None,
+            replay_threads: None,
+            replay_chunk: 48,
         }
     }
 }
@@ -93,6 +104,12 @@ impl RuntimeConfig {
         c.max_binding_bytes = var_u64("MPSRT_MAX_BINDING_BYTES")?;
         if let Some(v) = var_u64("MPSRT_SYNC_SPIN_US")? {
             c.sync_spin = Some(Duration::from_micros(v));
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_THREADS")? {
+            c.replay_threads = Some(v.clamp(1, 64) as usize);
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_CHUNK")? {
+            c.replay_chunk = v.max(1) as usize;
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;

@@ -15,7 +15,9 @@ mod env;
 mod pipeline;
 mod registry;
 mod replay;
+mod replay_par;
 mod storage;
+mod timing;
 
 pub use adapters::{AdapterSummary, CoopMatrixConfig, DeviceProperties};
 pub use allocator::MemoryStats;
@@ -29,3 +31,4 @@ pub use registry::{
 };
 pub use replay::{Recording, Suspended};
 pub use storage::Storage;
+pub use timing::{ticks_to_ns, GpuTimer};

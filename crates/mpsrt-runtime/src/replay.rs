@@ -187,7 +187,7 @@ pub(crate) fn on_read(device: usize) {
 pub struct Suspended(Option<Active>);
 
 /// One prepared command of a recording.
-enum Cmd {
+pub(crate) enum Cmd {
     Dispatch { pipeline: usize, group: usize, dynamic: Option<u32>, workgroups: [u32; 3] },
     Copy { src: wgpu::Buffer, src_offset: u64, dst: wgpu::Buffer, dst_offset: u64, len: u64 },
 }
@@ -197,9 +197,9 @@ enum Cmd {
 /// to the allocator.
 pub struct Recording {
     device: Arc<GpuDevice>,
-    cmds: Vec<Cmd>,
-    pipelines: Vec<(wgpu::ComputePipeline, u64)>,
-    groups: Vec<wgpu::BindGroup>,
+    pub(crate) cmds: Vec<Cmd>,
+    pub(crate) pipelines: Vec<(wgpu::ComputePipeline, u64)>,
+    pub(crate) groups: Vec<wgpu::BindGroup>,
     /// Metadata blocks and write payloads: referenced by the bind groups and copies.
     _meta: Option<wgpu::Buffer>,
     _staging: Option<wgpu::Buffer>,
@@ -523,6 +523,41 @@ impl GpuDevice {
         let st = &mut *guard;
         let serial = st.batch.serial;
         let batch = &mut st.batch;
+        let (threads, chunk) = self.replay_split();
+        let parts = crate::replay_par::split(cmds.len(), threads, chunk);
+        let dispatches = if parts.len() > 1 {
+            // Long replays: each part recorded (and encoded by wgpu-core) on its own thread
+            // into its own command buffer, submitted in order after what the batch has so far.
+            batch.end_pass();
+            if let Some(enc) = batch.encoder.take() {
+                batch.finished.push(enc.finish());
+            }
+            let (buffers, dispatches) = crate::replay_par::record(&self.device, rec, cmds, &parts)?;
+            batch.finished.extend(buffers);
+            dispatches
+        } else {
+            Self::replay_inline(&self.device, batch, rec, cmds)
+        };
+        batch.ops += dispatches;
+        if range.start == 0 {
+            batch.bytes += rec.bytes;
+        }
+        for k in &rec.keep {
+            k.last_use.store(serial, Ordering::Release);
+        }
+        rec.last_serial.store(serial, Ordering::Release);
+        st.timing.dispatches += dispatches as u64;
+        Ok(())
+    }
+
+    /// Records `cmds` into the batch's open pass (and its encoder for copies); returns the
+    /// dispatches recorded.
+    fn replay_inline(
+        device: &wgpu::Device,
+        batch: &mut crate::batch::Batch,
+        rec: &Recording,
+        cmds: &[Cmd],
+    ) -> usize {
         if batch.pass.is_none() {
             batch.end_pass();
         }
@@ -533,7 +568,7 @@ impl GpuDevice {
         for cmd in cmds {
             match cmd {
                 Cmd::Dispatch { pipeline, group, dynamic, workgroups } => {
-                    let pass = batch.pass(&self.device);
+                    let pass = batch.pass(device);
                     let (p, id) = &rec.pipelines[*pipeline];
                     if bound_pipeline != *id {
                         pass.set_pipeline(p);
@@ -548,7 +583,7 @@ impl GpuDevice {
                     dispatches += 1;
                 }
                 Cmd::Copy { src, src_offset, dst, dst_offset, len } => {
-                    batch.encoder(&self.device).copy_buffer_to_buffer(
+                    batch.encoder(device).copy_buffer_to_buffer(
                         src,
                         *src_offset,
                         dst,
@@ -566,15 +601,6 @@ impl GpuDevice {
             batch.bound_pipeline = bound_pipeline;
         }
         batch.bound_group = None;
-        batch.ops += dispatches;
-        if range.start == 0 {
-            batch.bytes += rec.bytes;
-        }
-        for k in &rec.keep {
-            k.last_use.store(serial, Ordering::Release);
-        }
-        rec.last_serial.store(serial, Ordering::Release);
-        st.timing.dispatches += dispatches as u64;
-        Ok(())
+        dispatches
     }
 }

@@ -1,0 +1,154 @@
+//! Parallel recording of a long plan replay (issue 22).
+//!
+//! wgpu-core records a pass's commands cheaply and does the real work — usage scopes, resource
+//! tracking, barriers and the driver's command recording — in `CommandEncoder::finish`, on the
+//! calling thread. A replay's commands are immutable and own nothing per run, so a long one is
+//! cut into consecutive parts, each recorded into its own command encoder and finished on its
+//! own thread; the command buffers are then submitted in order after the batch's earlier work
+//! (`Batch::finished`), which keeps the GPU's order exactly that of a serial recording (wgpu
+//! inserts the barriers between command buffers at submit).
+//!
+//! `MPSRT_REPLAY_THREADS` / `MPSRT_REPLAY_CHUNK` (`env.rs`), or
+//! [`GpuDevice::set_replay_split`] at run time, choose how many parts.
+
+use crate::device::GpuDevice;
+use crate::replay::{Cmd, Recording};
+use mpsrt_core::{Error, Result};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+/// Consecutive ranges covering `0..len`: as many as `threads` allows with at least `chunk`
+/// commands each (one range when `len < 2 * chunk` or `threads <= 1`), sizes differing by at
+/// most one.
+pub(crate) fn split(len: usize, threads: usize, chunk: usize) -> Vec<Range<usize>> {
+    let parts = (len / chunk.max(1)).clamp(1, threads.max(1));
+    let (base, extra) = (len / parts, len % parts);
+    let mut at = 0;
+    (0..parts)
+        .map(|i| {
+            let n = base + usize::from(i < extra);
+            let r = at..at + n;
+            at += n;
+            r
+        })
+        .collect()
+}
+
+/// Records `cmds` into a fresh encoder and finishes it; returns the command buffer and the
+/// dispatches recorded.
+fn record_part(
+    device: &wgpu::Device,
+    rec: &Recording,
+    cmds: &[Cmd],
+) -> (wgpu::CommandBuffer, usize) {
+    let mut encoder = device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mpsrt replay") });
+    let mut pass: Option<wgpu::ComputePass<'static>> = None;
+    let (mut bound_pipeline, mut bound_group, mut bound_dynamic) = (0u64, usize::MAX, None);
+    let mut dispatches = 0;
+    for cmd in cmds {
+        match cmd {
+            Cmd::Dispatch { pipeline, group, dynamic, workgroups } => {
+                let pass = pass.get_or_insert_with(|| {
+                    encoder
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: Some("mpsrt replay"),
+                            timestamp_writes: None,
+                        })
+                        .forget_lifetime()
+                });
+                let (p, id) = &rec.pipelines[*pipeline];
+                if bound_pipeline != *id {
+                    pass.set_pipeline(p);
+                    bound_pipeline = *id;
+                }
+                if bound_group != *group || bound_dynamic != *dynamic {
+                    pass.set_bind_group(0, &rec.groups[*group], dynamic.as_slice());
+                    bound_group = *group;
+                    bound_dynamic = *dynamic;
+                }
+                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+                dispatches += 1;
+            }
+            Cmd::Copy { src, src_offset, dst, dst_offset, len } => {
+                // Copies are recorded outside a pass; the next dispatch opens a new one.
+                pass = None;
+                (bound_pipeline, bound_group, bound_dynamic) = (0, usize::MAX, None);
+                encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *len);
+            }
+        }
+    }
+    drop(pass);
+    (encoder.finish(), dispatches)
+}
+
+/// Records the `parts` of `cmds` on one thread each (the first on the calling thread); returns
+/// the command buffers in order and the dispatches recorded.
+pub(crate) fn record(
+    device: &wgpu::Device,
+    rec: &Recording,
+    cmds: &[Cmd],
+    parts: &[Range<usize>],
+) -> Result<(Vec<wgpu::CommandBuffer>, usize)> {
+    let Some((first, rest)) = parts.split_first() else { return Ok((Vec::new(), 0)) };
+    std::thread::scope(|s| {
+        let handles: Vec<_> = rest
+            .iter()
+            .map(|r| {
+                let part = &cmds[r.clone()];
+                s.spawn(move || record_part(device, rec, part))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(parts.len());
+        let (buffer, mut dispatches) = record_part(device, rec, &cmds[first.clone()]);
+        out.push(buffer);
+        for h in handles {
+            let (buffer, n) = h
+                .join()
+                .map_err(|_| Error::device("replay", "a replay recording thread panicked"))?;
+            out.push(buffer);
+            dispatches += n;
+        }
+        Ok((out, dispatches))
+    })
+}
+
+impl GpuDevice {
+    /// Sets how a replay is split over recording threads: at most `threads` parts of at least
+    /// `chunk` commands each (`threads` 1: record on the calling thread only). Overrides
+    /// `MPSRT_REPLAY_THREADS` / `MPSRT_REPLAY_CHUNK` for this device.
+    pub fn set_replay_split(&self, threads: usize, chunk: usize) {
+        self.replay_threads.store(threads.clamp(1, 64), Ordering::Relaxed);
+        self.replay_chunk.store(chunk.max(1), Ordering::Relaxed);
+    }
+
+    /// `(threads, chunk)` of [`GpuDevice::set_replay_split`].
+    pub fn replay_split(&self) -> (usize, usize) {
+        (self.replay_threads.load(Ordering::Relaxed), self.replay_chunk.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_covers_the_range_in_order_with_parts_of_at_least_chunk() {
+        assert_eq!(split(10, 4, 48), vec![0..10]);
+        assert_eq!(split(95, 4, 48), vec![0..95]);
+        assert_eq!(split(96, 4, 48), vec![0..48, 48..96]);
+        assert_eq!(split(415, 4, 48), vec![0..104, 104..208, 208..312, 312..415]);
+        assert_eq!(split(415, 1, 48), vec![0..415]);
+        assert_eq!(split(0, 4, 48), vec![0..0]);
+        for len in 0..300 {
+            for threads in 1..6 {
+                let parts = split(len, threads, 7);
+                assert!(parts.len() <= threads);
+                assert_eq!(parts.first().map(|r| r.start), Some(0));
+                assert_eq!(parts.last().map(|r| r.end), Some(len));
+                assert!(parts.windows(2).all(|w| w[0].end == w[1].start));
+                assert!(parts.len() == 1 || parts.iter().all(|r| r.len() >= 7));
+            }
+        }
+    }
+}
