@@ -21,9 +21,12 @@
 
 use std::fmt::Write;
 
-/// Inputs one dispatch takes at most (plus the output: 16 storage bindings, within every
-/// backend's per-stage limit we run on except WebGPU's default 8, which the caller checks).
-pub const MAX_CONCAT_INPUTS: usize = 15;
+/// Inputs one dispatch takes at most (plus the output and the uniform: 28 bindings, within
+/// Metal's 31 buffers per stage with room for naga's buffer-size table; Vulkan drivers allow
+/// far more; the caller lowers it to the adapter's `max_storage_buffers_per_shader_stage`).
+/// 26 so every concat of DenseNet-121 (at most 25 parts: block 3's 24 layers and its input)
+/// is one dispatch, not two.
+pub const MAX_CONCAT_INPUTS: usize = 26;
 
 /// Meta words for `inputs` parts.
 pub fn concat_meta_words(inputs: usize) -> usize {

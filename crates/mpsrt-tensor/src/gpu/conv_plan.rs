@@ -41,6 +41,11 @@ pub(crate) enum ConvAlgo {
     /// Winograd with the cheaper tile, or only F(m, 3) when `Some(m)`.
     Winograd(Option<u32>),
     Lowered,
+    /// `auto`'s cost model at every batch size, batch 1 included (issue 22: with plan replay
+    /// the host no longer bounds batch-1 latency, and the implicit GEMM with in-kernel split-K
+    /// is one or two dispatches where the legacy route's im2col + GEMM + reduce is three; to be
+    /// measured against `auto` before it becomes the default).
+    Model,
 }
 
 impl ConvAlgo {
@@ -54,6 +59,7 @@ impl ConvAlgo {
             "winograd2" => ConvAlgo::Winograd(Some(2)),
             "winograd4" => ConvAlgo::Winograd(Some(4)),
             "lowered" | "im2col" => ConvAlgo::Lowered,
+            "model" => ConvAlgo::Model,
             _ => return None,
         })
     }
@@ -298,8 +304,8 @@ pub(crate) fn plan_conv(g: &ConvGeom, lim: &PlanLimits, algo: ConvAlgo) -> ConvP
     if g.groups != 1 || g.n * g.oc * g.oh * g.ow == 0 {
         return ConvPlan::Lowered;
     }
-    let auto = || -> ConvPlan {
-        if lim.gemm_route.is_some() || g.n == 1 {
+    let model = || -> ConvPlan {
+        if lim.gemm_route.is_some() {
             return legacy(g, lim);
         }
         let gemm = best_gemm(g, lim, 1, 32);
@@ -318,8 +324,10 @@ pub(crate) fn plan_conv(g: &ConvGeom, lim: &PlanLimits, algo: ConvAlgo) -> ConvP
             (None, None) => ConvPlan::Lowered,
         }
     };
+    let auto = || if g.n == 1 { legacy(g, lim) } else { model() };
     match algo {
         ConvAlgo::Auto => auto(),
+        ConvAlgo::Model => model(),
         ConvAlgo::Legacy => legacy(g, lim),
         ConvAlgo::Lowered => ConvPlan::Lowered,
         ConvAlgo::Winograd(m) => best_winograd(g, lim, m).map_or_else(auto, |p| p.0),
@@ -421,6 +429,7 @@ mod tests {
         assert_eq!(ConvAlgo::parse("gemm"), Some(ConvAlgo::Gemm));
         assert_eq!(ConvAlgo::parse("im2col"), Some(ConvAlgo::Lowered));
         assert_eq!(ConvAlgo::parse("legacy"), Some(ConvAlgo::Legacy));
+        assert_eq!(ConvAlgo::parse("model"), Some(ConvAlgo::Model));
         assert_eq!(ConvAlgo::parse(""), Some(ConvAlgo::Auto));
         assert_eq!(ConvAlgo::parse("fft"), None);
     }
@@ -478,6 +487,12 @@ mod tests {
             assert_eq!(plan_conv(&g, &lim, ConvAlgo::Auto), legacy(&g, &lim), "{g:?}");
         }
         assert_eq!(plan_conv(&geom(1, 512, 7, 512, 3, 1), &lim, ConvAlgo::Auto), ConvPlan::Lowered);
+        // `model` plans batch 1 with the cost model: DenseNet's 7×7 growth conv (K = 1152,
+        // 32 channels) is not the lowered route there.
+        let g = geom(1, 128, 7, 32, 3, 1);
+        assert_eq!(plan_conv(&g, &lim, ConvAlgo::Auto), ConvPlan::Lowered);
+        let m = plan_conv(&g, &lim, ConvAlgo::Model);
+        assert!(matches!(m, ConvPlan::Gemm { .. } | ConvPlan::Winograd { .. }), "{m:?}");
     }
 
     #[test]
