@@ -15,7 +15,9 @@ benchmark and size. Two timings, the same for both sides:
              between 48 and 12 launches (median of 7) — the kernel, not submit latency
 `ratio` lines give `triton_over_builtin` from device_ms and `host_ratio` from ms. The subgroup
 reductions (MPSRT_JIT_SUBGROUPS=0 turns them off) and cooperative-matrix accumulators are what
-changed since session 10; run twice with MPSRT_JIT_SUBGROUPS=0/1 to A/B the softmax.
+changed since session 10; A/B them in separate processes (Triton caches kernels in memory):
+MPSRT_JIT_SUBGROUPS=0 (workgroup-memory reduction trees), MPSRT_TRITON_WIDEN_TO=8 (elements per
+invocation the workgroup widens to, default 4), MPSRT_COOP_MATMUL=0 (tl.dot off the matrix units).
 Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
 """
 import argparse
@@ -109,8 +111,10 @@ def main():
     # Triton releases before 3.9 ignore TRITON_DEFAULT_BACKEND when CUDA's driver is active too
     # (both report active): select ours explicitly, through Triton's own API.
     driver.set_active(WgpuDriver())
+    knobs = ("MPSRT_JIT_SUBGROUPS", "MPSRT_TRITON_WIDEN_TO", "MPSRT_COOP_MATMUL")
     emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
-         driver=type(driver.active).__name__)
+         driver=type(driver.active).__name__, compiler=mpsrt._C.triton_compiler_version(),
+         env={k: os.environ[k] for k in knobs if k in os.environ})
     rng = np.random.default_rng(0)
     if "add" in only:
         for n in sizes["add"]:

@@ -478,3 +478,22 @@ def test_driver_api_autotune_do_bench_and_memory_pool():
     finally:
         from mpsrt.triton_backend import driver as drv
         drv._CONFIG.update(num_warps=None, max_threads=None)
+
+
+def test_benchmarker_times_device_work_not_host_time():
+    """The autotuner's benchmarker and do_bench's Event time only the submission that runs the
+    recorded launches: 5 ms of host work per call (a sleep) stays out of the measurement."""
+    import time
+    from mpsrt.triton_backend.driver import benchmark, device_time
+    x = dev(np.ones(4096, np.float32))
+
+    def call():
+        time.sleep(0.005)
+        add(x, x)
+
+    samples = device_time(call, reps=2, n_max=8)
+    assert samples and min(samples) < 4, samples
+    q = benchmark(call, quantiles=[0.5, 0.2], warmup=1, rep=1)
+    assert len(q) == 2 and 0 < q[0] < 4, q
+    ms = triton.testing.do_bench(call, warmup=1, rep=3, return_mode="median")
+    assert 0 < ms < 4, ms

@@ -48,7 +48,7 @@ mod ttir;
 mod value;
 
 pub use coop::CoopConfig;
-pub use ttir::{compile_ttir, compile_ttir_widening, WIDEN_TO};
+pub use ttir::{compile_ttir, compile_ttir_widening, compile_ttir_widening_to, WIDEN_TO};
 
 use mpsrt_core::{DType, Error, Result};
 

@@ -314,12 +314,22 @@ fn subgroups_wanted() -> bool {
     std::env::var("MPSRT_JIT_SUBGROUPS").map_or(true, |v| v.trim() != "0")
 }
 
-/// The TTIR compiler's identity for Triton's cache key; it names the subgroup opt-out, so a
-/// kernel compiled with it is not served from the cache without it.
+/// Elements per invocation the Triton backend widens workgroups to: `MPSRT_TRITON_WIDEN_TO`
+/// (1..=8, for A/B timing), else `mpsrt_jit::WIDEN_TO`.
+fn widen_to() -> usize {
+    std::env::var("MPSRT_TRITON_WIDEN_TO")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|v| (1..=8).contains(v))
+        .unwrap_or(mpsrt_jit::WIDEN_TO)
+}
+
+/// The TTIR compiler's identity for Triton's cache key; it names the subgroup opt-out and the
+/// widening target, so a kernel compiled under one is not served from the cache under another.
 #[pyfunction]
 fn triton_compiler_version() -> String {
     let sg = if subgroups_wanted() { "" } else { "-nosg" };
-    format!("{}{sg}", mpsrt_jit::ttir_compiler_id())
+    format!("{}{sg}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -352,7 +362,7 @@ fn triton_compile<'py>(
                 coop,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
-            mpsrt_jit::compile_ttir_widening(&ttir, None, &opts, device_max)
+            mpsrt_jit::compile_ttir_widening_to(&ttir, None, &opts, device_max, widen_to())
         })
         .py_err()?;
     let d = pyo3::types::PyDict::new(py);

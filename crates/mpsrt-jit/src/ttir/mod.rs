@@ -47,6 +47,22 @@ pub fn compile_ttir_widening(
     opts: &CompileOptions,
     device_max: u32,
 ) -> Result<CompiledKernel> {
+    compile_ttir_widening_to(ttir, kernel_name, opts, device_max, WIDEN_TO)
+}
+
+/// [`compile_ttir_widening`] with `per_invocation` elements per invocation as the widening
+/// target instead of [`WIDEN_TO`] (shares of up to 8 elements stay unrolled;
+/// the Python extension reads `MPSRT_TRITON_WIDEN_TO` to A/B it on a GPU).
+pub fn compile_ttir_widening_to(
+    ttir: &str,
+    kernel_name: Option<&str>,
+    opts: &CompileOptions,
+    device_max: u32,
+    per_invocation: usize,
+) -> Result<CompiledKernel> {
+    if per_invocation == 0 {
+        return Err(Error::invalid("triton", "per_invocation must be positive"));
+    }
     if !device_max.is_power_of_two() {
         return Err(Error::invalid("triton", "device_max must be a power of two"));
     }
@@ -81,7 +97,7 @@ pub fn compile_ttir_widening(
     let mut max_wg = opts.max_workgroup_size as usize;
     let mut low = lower::TtirLowerer::new(max_wg, opts);
     low.run(func, &sig)?;
-    let wide = low.em.max_numel.div_ceil(WIDEN_TO).next_power_of_two();
+    let wide = low.em.max_numel.div_ceil(per_invocation).next_power_of_two();
     if wide > max_wg && (device_max as usize) > max_wg {
         max_wg = wide.min(device_max as usize);
         low = lower::TtirLowerer::new(max_wg, opts);
