@@ -7,7 +7,8 @@
 //!   folded from shapes reads them from their host bytes, not back from the device; replayed
 //!   runs give bit-identical outputs to a session that runs every step.
 //! - The compiled plan has the fused ops (Attention with the scale folded in, no `Mul`/`Sqrt`
-//!   steps left for it) and agrees with the unfused CPU plan.
+//!   steps left for it, one Gelu per layer, Q/K/V as one GEMM) and agrees with the unfused CPU
+//!   plan; so does the decomposed-LayerNorm / tanh-GELU export form.
 
 use mpsrt_core::Place;
 use mpsrt_engine::{Session, SessionOptions};
@@ -77,6 +78,8 @@ fn tiny_bert_fuses_and_matches_the_unfused_cpu_plan() {
     // GELU chain is one Gelu node.
     assert_eq!(count("Sqrt") + count("Div") + count("Mul") + count("Erf"), 0, "{ops:?}");
     assert_eq!(count("Gelu"), 2, "{ops:?}");
+    // Q, K and V: one GEMM over the concatenated weights, sliced (views) per projection.
+    assert_eq!((count("MatMul"), count("Slice")), (2 * 4, 2 * 3), "{ops:?}");
     assert!(plan.init_steps.is_empty(), "{:?}", plan.init_steps);
 
     let unfused = SessionOptions { fusion: false, ..SessionOptions::default() };
