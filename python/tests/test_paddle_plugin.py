@@ -226,6 +226,74 @@ def test_scale_clip_where_concat_transpose():
     check("concat", lambda x, y: paddle.concat([x, y], axis=1), [a, rand((3, 2))], "float32")
 
 
+@pytest.mark.parametrize(
+    "op,fn,shapes,dtype",
+    [
+        ("stack", lambda x, y: paddle.stack([x, y], axis=1), [(3, 4), (3, 4)], "float32"),
+        ("stack", lambda x, y: paddle.stack([x, y]), [(2, 3), (2, 3)], "int32"),
+        ("argmax", lambda x: paddle.argmax(x, axis=1), [(4, 5)], "float32"),
+        ("argmax", lambda x: paddle.argmax(x, axis=-1, keepdim=True, dtype="int32"), [(2, 3, 5)], "float16"),
+        ("argmax", lambda x: paddle.argmax(x), [(3, 5)], "float32"),
+        ("prod", lambda x: paddle.prod(x, axis=1), [(3, 4)], "float32"),
+        ("prod", lambda x: paddle.prod(x, axis=[0, 2], keepdim=True), [(2, 3, 4)], "float32"),
+        ("prod", lambda x: paddle.prod(x), [(2, 3)], "float32"),
+        ("dropout", lambda x: F.dropout(x, 0.3, training=False), [(3, 4)], "float32"),
+        ("dropout", lambda x: F.dropout(x, 0.3, training=False, mode="downscale_in_infer"), [(3, 4)], "float32"),
+        ("conv2d_transpose", lambda x, w: F.conv2d_transpose(x, w, stride=2, padding=1), [(2, 3, 5, 5), (3, 4, 3, 3)], "float32"),
+        ("conv2d_transpose", lambda x, w: F.conv2d_transpose(x, w, stride=2, padding=1, output_padding=1, groups=3, dilation=1), [(1, 3, 4, 4), (3, 2, 3, 3)], "float32"),
+        ("conv2d_transpose", lambda x, w: F.conv2d_transpose(x, w, padding=[1, 0], dilation=2), [(1, 2, 5, 4), (2, 3, 2, 3)], "float32"),
+        ("max_pool2d_with_index", lambda x: F.max_pool2d(x, 2, stride=2, return_mask=True), [(2, 3, 6, 6)], "float32"),
+        ("max_pool2d_with_index", lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_mask=True), [(1, 2, 7, 7)], "float32"),
+        ("max_pool2d_with_index", lambda x: F.adaptive_max_pool2d(x, 3, return_mask=True), [(1, 2, 7, 8)], "float32"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_more_kernels(op, fn, shapes, dtype):
+    arrays = [rand(s, dtype) for s in shapes]
+    tol = 5e-3 if op == "conv2d_transpose" and dtype == "float16" else 1e-4
+    pick = lambda f: (lambda *t: (lambda r: r if isinstance(r, paddle.Tensor) else paddle.concat([r[0].astype("float32").flatten(), r[1].astype("float32").flatten()]))(f(*t)))
+    check(op, pick(fn), arrays, dtype, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_split(dtype):
+    a = rand((4, 6), dtype)
+    for op, fn in [("split", lambda x: paddle.split(x, [2, -1, 1], axis=1)), ("split_with_num", lambda x: paddle.split(x, 2, axis=0))]:
+        before = ran(op, dtype)
+        want = [t.numpy() for t in fn(paddle.to_tensor(a, place=CPU))]
+        got = fn(paddle.to_tensor(a, place=MPS))
+        assert ran(op, dtype) > before and all("mps" in str(t.place) for t in got)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w)
+
+
+@pytest.mark.parametrize("ids_dtype", ["int64", "int32"])
+def test_embedding(ids_dtype):
+    w = rand((7, 5))
+    ids = np.array([[0, 3, 6], [2, 2, 1]], ids_dtype)
+    check("embedding", lambda i, t: F.embedding(i, t), [ids, w], ids_dtype, kernel="embedding")
+    check("embedding", lambda i, t: F.embedding(i, t, padding_idx=2), [ids, w], ids_dtype, kernel="embedding")
+    with pytest.raises(Exception, match="outside"):
+        F.embedding(paddle.to_tensor(np.array([9], ids_dtype), place=MPS), paddle.to_tensor(w, place=MPS)).numpy()
+
+
+def test_dropout_training_and_grad():
+    """Training dropout: kept elements are x / (1 - p), the rest 0, about p of them dropped; the
+    gradient flows through the same mask (dropout_grad on the device)."""
+    x = paddle.to_tensor(np.ones((64, 64), "float32") * 2, place=MPS, stop_gradient=False)
+    before = (ran("dropout", "float32"), ran("dropout_grad", "uint8"))  # counted by the mask
+    y = F.dropout(x, 0.25, training=True)
+    y.sum().backward()
+    after = (ran("dropout", "float32"), ran("dropout_grad", "uint8"))
+    assert all(a > b for a, b in zip(after, before)), (before, after)
+    v, g = y.numpy(), x.grad.numpy()
+    kept = v != 0
+    np.testing.assert_allclose(v[kept], 2 / 0.75, rtol=1e-6)
+    np.testing.assert_allclose(g, kept / 0.75, rtol=1e-6)
+    assert 0.18 < 1 - kept.mean() < 0.32
+
+
 @pytest.mark.parametrize("src,dst", [("float32", "float16"), ("float16", "float32"), ("float32", "int32"), ("int32", "float32"), ("bool", "float32"), ("float32", "int64")])
 def test_cast(src, dst):
     a = rand((3, 5), src)
@@ -336,7 +404,7 @@ def test_errors_then_a_working_op():
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "OK" in r.stdout, out
     assert "FAIL OSError" in r.stdout and "mpsrt: [exp] failing on purpose" in r.stdout, out
-    assert "OOM MemoryError" in r.stdout and "MPSRT_MEMORY_LIMIT" in r.stdout, out
+    assert "OOM MemoryError" in r.stdout and "MPSRT_MEMORY_LIMIT" in out, out
     assert "DTYPE" in r.stdout and "SHAPE ValueError" in r.stdout, out
 
 

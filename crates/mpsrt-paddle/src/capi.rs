@@ -43,6 +43,7 @@ api_table! {
     PD_KernelContextInputAt: fn(*mut T, usize) -> *mut T;
     PD_KernelContextMultiInputAt: fn(*mut T, usize) -> PD_List;
     PD_KernelContextOutputAt: fn(*mut T, usize) -> *mut T;
+    PD_KernelContextMultiOutputAt: fn(*mut T, usize) -> PD_List;
     PD_KernelContextBoolAttrAt: fn(*mut T, usize) -> bool;
     PD_KernelContextInt32AttrAt: fn(*mut T, usize) -> i32;
     PD_KernelContextInt64AttrAt: fn(*mut T, usize) -> i64;
@@ -158,6 +159,7 @@ pub fn pd_name(d: c_int) -> &'static str {
 }
 
 /// Shape, strides and element type of a Paddle tensor.
+#[derive(Clone)]
 pub struct Meta {
     pub dtype: DType,
     pub dims: Vec<usize>,
@@ -224,6 +226,40 @@ pub fn input(op: &str, t: *const T) -> Result<Tensor> {
     Tensor::from_storage(Storage::Gpu(buf), layout, m.dtype)
 }
 
+/// The dtype name of a Paddle tensor (one call: for the launch counters, on every op).
+pub fn dtype_name(t: *const T) -> Option<&'static str> {
+    let a = api().ok()?;
+    let mut st = 0;
+    // SAFETY: `t` is a live phi::DenseTensor of this launch.
+    let d = unsafe { (a.PD_TensorGetPDDataType)(t, &mut st) };
+    (st == 0).then(|| pd_name(d))
+}
+
+/// The device bytes `[address, address + len)` an input's view can reach (`None`: it holds no
+/// memory). Host tensors yield host addresses, which never meet the plugin's.
+pub fn byte_range(op: &str, t: *const T) -> Result<Option<(usize, usize)>> {
+    if t.is_null() {
+        return Ok(None);
+    }
+    let m = meta(op, t)?;
+    if m.dims.contains(&0) {
+        return Ok(None);
+    }
+    let a = api()?;
+    let mut st = 0;
+    // SAFETY: live tensor; an uninitialized one has no memory to ask about.
+    if !unsafe { (a.PD_TensorIsInitialized)(t, &mut st) } {
+        return Ok(None);
+    }
+    // SAFETY: live, initialized tensor.
+    let ptr = unsafe { (a.PD_TensorGetDataPointer)(t, &mut st) } as usize;
+    check(op, st, "data pointer query")?;
+    let reach: usize =
+        m.dims.iter().zip(&m.strides).map(|(&d, &s)| (d - 1) * s.max(0) as usize).sum::<usize>()
+            + 1;
+    Ok(Some((ptr, reach * m.dtype.size())))
+}
+
 /// Dims and dtype Paddle's InferMeta gave an output.
 pub fn out_meta(op: &str, out: *mut T) -> Result<Meta> {
     meta(op, out)
@@ -231,8 +267,7 @@ pub fn out_meta(op: &str, out: *mut T) -> Result<Meta> {
 
 /// Check `result` against the output Paddle's InferMeta described (element count) and cast it
 /// to that dtype. Runs inside the kernel body; the allocation happens later, in [`allocate`].
-pub fn prepare(op: &str, out: *mut T, result: &Tensor) -> Result<Tensor> {
-    let m = meta(op, out)?;
+pub fn prepare(op: &str, m: &Meta, result: &Tensor) -> Result<Tensor> {
     let n: usize = m.dims.iter().product();
     if n != result.numel() {
         return Err(Error::shape(

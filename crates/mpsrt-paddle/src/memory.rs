@@ -212,6 +212,12 @@ pub fn store(op: &str, addr: usize, t: &Tensor) -> Result<()> {
     }
     let (db, doff) = resolve(op, addr, len)?;
     match t.storage() {
+        // Computed in place (`mt::with_destination`): nothing to copy.
+        mpsrt_runtime::Storage::Gpu(sb)
+            if Arc::ptr_eq(sb, &db) && t.layout().offset * es == doff =>
+        {
+            Ok(())
+        }
         mpsrt_runtime::Storage::Gpu(sb) => copy_between(sb, t.layout().offset * es, &db, doff, len),
         mpsrt_runtime::Storage::Cpu(_) => write_at(&db, doff, &t.to_bytes()?),
     }

@@ -141,10 +141,22 @@ fn sync(d: C_Device) -> Result<()> {
     device(d)?.synchronize()
 }
 
+/// Out of memory answers success with a null pointer: Paddle's allocator then frees its idle
+/// cached chunks, retries, and raises its own out-of-memory error (`MemoryError` in Python)
+/// instead of a generic device failure. The mpsrt message is printed and kept.
 extern "C-unwind" fn allocate(d: C_Device, ptr: *mut *mut c_void, size: usize) -> C_Status {
     slot("device_memory_allocate", C_FAILED, || {
         let dev = device(d)?;
-        let buf = dev.alloc("paddle allocate", size.max(4) as u64)?;
+        let buf = match dev.alloc("paddle allocate", size.max(4) as u64) {
+            Err(e) if e.kind == mpsrt_core::ErrorKind::OutOfMemory => {
+                stats::set_error(&e.to_string());
+                eprintln!("[mpsrt] device_memory_allocate: {e}");
+                // SAFETY: Paddle passes a slot to fill.
+                unsafe { *ptr = std::ptr::null_mut() };
+                return Ok(());
+            }
+            r => r?,
+        };
         let addr = memory::insert(buf, size)?;
         log!("allocate {size} -> {addr:#x}");
         // SAFETY: Paddle passes a slot to fill.

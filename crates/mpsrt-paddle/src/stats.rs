@@ -3,7 +3,9 @@
 //! the last error, and the `MPSRT_PADDLE_LOG=1` debug log.
 
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use rustc_hash::FxHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub static LOG: AtomicBool = AtomicBool::new(false);
@@ -18,13 +20,16 @@ macro_rules! log {
     };
 }
 
-static KERNELS: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+/// Launches per (kernel, dtype name): static strings, so counting a launch neither formats nor
+/// allocates (it runs on every eager op).
+type Counts = HashMap<(&'static str, &'static str), u64, BuildHasherDefault<FxHasher>>;
+static KERNELS: Mutex<Option<Counts>> = Mutex::new(None);
 static COPIES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 static LAST_ERROR: Mutex<String> = Mutex::new(String::new());
 static PENDING: Mutex<Option<String>> = Mutex::new(None);
 
-pub fn count_kernel(name: &str, dtype: &str) {
-    *KERNELS.lock().entry(format!("{name}/{dtype}")).or_default() += 1;
+pub fn count_kernel(name: &'static str, dtype: &'static str) {
+    *KERNELS.lock().get_or_insert_with(Counts::default).entry((name, dtype)).or_default() += 1;
 }
 
 pub fn count_copy(dir: usize) {
@@ -51,8 +56,9 @@ pub fn last_error() -> String {
 
 /// `{"kernels": {"add/float32": 3, ...}, "h2d": n, "d2h": n, "d2d": n}` as JSON.
 pub fn json() -> String {
-    let k = KERNELS.lock();
-    let items: Vec<String> = k.iter().map(|(n, c)| format!("\"{n}\": {c}")).collect();
+    let sorted: BTreeMap<String, u64> =
+        KERNELS.lock().iter().flatten().map(|((n, d), c)| (format!("{n}/{d}"), *c)).collect();
+    let items: Vec<String> = sorted.iter().map(|(n, c)| format!("\"{n}\": {c}")).collect();
     format!(
         "{{\"kernels\": {{{}}}, \"h2d\": {}, \"d2h\": {}, \"d2d\": {}, \"chunk_bytes\": {}}}",
         items.join(", "),
@@ -64,7 +70,7 @@ pub fn json() -> String {
 }
 
 pub fn reset() {
-    KERNELS.lock().clear();
+    *KERNELS.lock() = None;
     for c in &COPIES {
         c.store(0, Ordering::Relaxed);
     }

@@ -4,6 +4,52 @@
 use crate::{cpu, gpu, Scalar, Tensor};
 use mpsrt_core::{broadcast_shapes, DType, Error, Place, Result};
 use mpsrt_kernels::{Expr, VType};
+use std::cell::RefCell;
+
+thread_local! {
+    /// The destination set by [`with_destination`], until a launch takes it.
+    static DEST: RefCell<Option<Tensor>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `out` (a dense tensor on a GPU, its byte offset a multiple of 256) as the
+/// destination of the first elementwise launch in `f` whose result has exactly `out`'s shape
+/// and dtype: that launch writes into `out`'s memory instead of a fresh buffer. For callers
+/// that own preallocated output memory (a framework plugin) and would otherwise copy the
+/// result into it. The caller guarantees that nothing `f` reads overlaps `out`'s memory (a
+/// value written there may be read back by later launches of `f`: it is `f`'s own result).
+/// Whether the final result landed in `out` is for the caller to check (same storage and
+/// offset); `out` is forgotten when `f` returns.
+pub fn with_destination<R>(out: &Tensor, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            DEST.with(|d| d.borrow_mut().take());
+        }
+    }
+    let usable = matches!(out.place(), Place::Gpu(_))
+        && out.layout().is_contiguous()
+        && (out.layout().offset * out.dtype().size()).is_multiple_of(256);
+    let _clear = Clear;
+    if usable {
+        DEST.with(|d| *d.borrow_mut() = Some(out.clone()));
+    }
+    f()
+}
+
+/// The pending destination, taken if it fits a result of `shape` / `dtype` on `place`.
+fn take_destination(shape: &[usize], dtype: DType, place: Place) -> Option<Tensor> {
+    DEST.with(|d| {
+        let mut d = d.borrow_mut();
+        let fits = d
+            .as_ref()
+            .is_some_and(|t| t.dtype() == dtype && t.place() == place && t.shape() == shape);
+        if fits {
+            d.take()
+        } else {
+            None
+        }
+    })
+}
 
 /// Evaluate `expr` over broadcast `inputs` into a new contiguous tensor of `out_dtype`.
 /// `scalars[k]` fills `Expr::Scalar(k, _)`.
@@ -52,7 +98,8 @@ pub(crate) fn map(
             if let Some(t) = inputs.iter().find(|t| !t.dtype().gpu_supported()) {
                 return Err(Error::dtype(op, format!("{} is not supported on the GPU", t.dtype())));
             }
-            gpu::elementwise::eval(op, i, inputs, &shape, out_dtype, expr, scalars)
+            let dst = take_destination(&shape, out_dtype, place);
+            gpu::elementwise::eval(op, i, inputs, &shape, out_dtype, expr, scalars, dst.as_ref())
         }
     }
 }

@@ -5,6 +5,7 @@
 //! build the same [`Call`] for the body, which runs mpsrt-tensor ops (the same kernels as the
 //! rest of mpsrt) over tensors that wrap Paddle's device memory.
 
+mod extra;
 mod grad;
 mod nn;
 mod ops;
@@ -25,6 +26,8 @@ pub enum Kind {
     OptIn,
     InList,
     Out,
+    /// `std::vector<DenseTensor*>` (by value: the variadic entry point gets its address).
+    OutList,
     Bool,
     I32,
     I64,
@@ -94,6 +97,8 @@ pub enum Val {
 pub enum Pending {
     /// Allocate the output (dims / dtype from InferMeta) and copy the tensor in.
     Out { out: usize, tensor: Tensor },
+    /// Element `idx` of output list `list`.
+    ListOut { list: usize, idx: usize, tensor: Tensor },
     /// `strided_copy`: re-view the output with dims / strides / byte offset, then copy.
     Strided { out: usize, tensor: Tensor, dims: Vec<i64>, strides: Vec<i64>, offset: i64 },
 }
@@ -106,7 +111,12 @@ pub struct Call {
     pub lists: Vec<Vec<*const c_void>>,
     pub attrs: Vec<Val>,
     pub outs: Vec<*mut c_void>,
+    pub out_lists: Vec<Vec<*mut c_void>>,
     pub pending: std::cell::RefCell<Vec<Pending>>,
+    /// The address of output 0 when it was allocated before the body ran (a `direct` kernel).
+    pub dst: std::cell::Cell<Option<usize>>,
+    /// Output 0's metadata and the tensor over its memory that the body may compute into.
+    out0: std::cell::RefCell<Option<(capi::Meta, Tensor)>>,
 }
 
 impl Call {
@@ -118,7 +128,57 @@ impl Call {
             lists: vec![],
             attrs: vec![],
             outs: vec![],
+            out_lists: vec![],
             pending: Default::default(),
+            dst: Default::default(),
+            out0: Default::default(),
+        }
+    }
+
+    /// Output 0 (allocated before the body ran) as a dense mpsrt tensor over Paddle's memory,
+    /// for the body's last elementwise launch to write into (`mt::with_destination`): no
+    /// temporary, no copy. `None` (the result is copied in afterwards) when it was not
+    /// preallocated, is empty, has a type the GPU lacks, or overlaps an input (an in-place op or
+    /// a view of its own input: writing it while the kernel still reads would race).
+    fn destination(&self) -> Result<Option<Tensor>> {
+        let Some(addr) = self.dst.get() else {
+            return Ok(None);
+        };
+        let m = capi::meta(self.name, self.outs[0])?;
+        let n: usize = m.dims.iter().product();
+        if n == 0 || !m.dtype.gpu_supported() {
+            return Ok(None);
+        }
+        let bytes = n * m.dtype.size();
+        for &t in self.ins.iter().chain(self.lists.iter().flatten()) {
+            if let Some((p, len)) = capi::byte_range(self.name, t)? {
+                if p < addr + bytes && addr < p + len {
+                    return Ok(None);
+                }
+            }
+        }
+        let (buf, off) = crate::memory::resolve(self.name, addr, bytes)?;
+        let es = m.dtype.size();
+        let layout = mpsrt_core::Layout::contiguous(&m.dims);
+        let layout = mpsrt_core::Layout { offset: off / es, ..layout };
+        let t = Tensor::from_storage(mpsrt_runtime::Storage::Gpu(buf), layout, m.dtype)?;
+        *self.out0.borrow_mut() = Some((m, t.clone()));
+        Ok(Some(t))
+    }
+
+    /// Whether `t` already is output 0's memory (computed in place).
+    fn is_out0(&self, t: &Tensor) -> bool {
+        use mpsrt_runtime::Storage::Gpu;
+        match (&*self.out0.borrow(), t.storage()) {
+            (Some((_, o)), Gpu(b)) => match o.storage() {
+                Gpu(ob) => {
+                    std::sync::Arc::ptr_eq(b, ob)
+                        && t.layout().offset == o.layout().offset
+                        && t.layout().is_contiguous()
+                }
+                _ => false,
+            },
+            _ => false,
         }
     }
 
@@ -155,8 +215,21 @@ impl Call {
         if self.outs[i].is_null() {
             return Ok(());
         }
-        let t = capi::prepare(self.name, self.outs[i], t)?;
+        let t = match (i, &*self.out0.borrow()) {
+            (0, Some((m, _))) => capi::prepare(self.name, m, t)?,
+            _ => capi::prepare(self.name, &capi::meta(self.name, self.outs[i])?, t)?,
+        };
         self.pending.borrow_mut().push(Pending::Out { out: i, tensor: t });
+        Ok(())
+    }
+    /// Store `t` as element `j` of output list `i` (cast to the dtype Paddle inferred).
+    pub fn store_list(&self, i: usize, j: usize, t: &Tensor) -> Result<()> {
+        let out = self.out_lists[i][j];
+        if out.is_null() {
+            return Ok(());
+        }
+        let t = capi::prepare(self.name, &capi::meta(self.name, out)?, t)?;
+        self.pending.borrow_mut().push(Pending::ListOut { list: i, idx: j, tensor: t });
         Ok(())
     }
     /// Store `t`'s bytes unchanged as output `i` (byte counts must match).
@@ -249,6 +322,17 @@ impl Call {
                 self.attrs.push(Val::Str(cstr(s)))
             }
             (Kind::Out, _) => self.outs.push(p as *mut c_void),
+            (Kind::OutList, _) => {
+                // libstdc++'s `std::vector<DenseTensor*>`: {begin, end, cap}.
+                let v = p as *const *const *mut c_void;
+                // SAFETY: Paddle passes the address of a live std::vector of tensor pointers.
+                let list = unsafe {
+                    let (b, e) = (*v, *v.add(1));
+                    let n = e.offset_from(b).max(0) as usize;
+                    std::slice::from_raw_parts(b, n).to_vec()
+                };
+                self.out_lists.push(list);
+            }
             (Kind::InList, _) => {
                 // `const std::vector<const DenseTensor*>&`: libstdc++'s {begin, end, cap}.
                 let v = p as *const *const *const c_void;
@@ -323,6 +407,19 @@ impl Call {
                         oi += 1;
                         continue;
                     }
+                    Kind::OutList => {
+                        let l = (a.PD_KernelContextMultiOutputAt)(ctx, oi);
+                        let v = if l.size == 0 || l.data.is_null() {
+                            vec![]
+                        } else {
+                            std::slice::from_raw_parts(l.data as *const *mut c_void, l.size)
+                                .to_vec()
+                        };
+                        (a.PD_DeletePointerList)(l);
+                        c.out_lists.push(v);
+                        oi += 1;
+                        continue;
+                    }
                     Kind::Bool => c.attrs.push(Val::B((a.PD_KernelContextBoolAttrAt)(ctx, ai))),
                     Kind::I32 => {
                         c.attrs.push(Val::I((a.PD_KernelContextInt32AttrAt)(ctx, ai) as i64))
@@ -380,26 +477,33 @@ pub type Body = fn(&Call) -> Result<()>;
 /// Paddle's frame as a C++ exception (outside `catch_unwind`, which must not see a foreign
 /// exception), so Python gets an exception naming the op and the process lives. Paddle calls
 /// that may throw themselves (allocating the outputs) also run outside `catch_unwind`.
-pub fn run(name: &'static str, build: impl FnOnce() -> Result<Call>, body: Body) {
+pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call>, body: Body) {
     // Reading the arguments calls into Paddle, which may throw (a C++ exception must not meet
     // `catch_unwind`); the code around those calls does not panic.
     let built = build();
+    if let (true, Ok(c)) = (direct, &built) {
+        // One output, allocated now (Paddle's allocator may throw: outside `catch_unwind`) so
+        // the body can compute straight into it. A failure is reported by `finish`.
+        if c.outs.len() == 1 && !c.outs[0].is_null() {
+            // SAFETY: live pointers of this launch.
+            c.dst.set(unsafe { capi::allocate(name, c.dev_ctx, c.outs[0]) }.ok());
+        }
+    }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let c = built?;
-        let dt = c
-            .ins
-            .iter()
-            .find(|t| !t.is_null())
-            .or(c.lists.first().and_then(|l| l.first()))
+        let first = c.ins.iter().chain(c.lists.iter().flatten()).find(|t| !t.is_null());
+        let dt = first
             .copied()
             .or(c.outs.first().map(|&o| o as *const c_void))
-            .and_then(|t| capi::meta(name, t).ok())
-            .map(|m| m.dtype.name());
+            .and_then(|t| capi::dtype_name(t));
         crate::log!("kernel {name} ({}) attrs {:?}", dt.unwrap_or("-"), c.attrs);
         if fail_op().is_some_and(|f| f == name) {
             return Err(Error::device(name, "failing on purpose (MPSRT_PADDLE_FAIL_OP)"));
         }
-        body(&c)?;
+        match c.destination()? {
+            Some(out) => mpsrt_tensor::with_destination(&out, || body(&c))?,
+            None => body(&c)?,
+        }
         Ok::<_, Error>((c, dt))
     }));
     let err = match r {
@@ -426,9 +530,18 @@ pub fn run(name: &'static str, build: impl FnOnce() -> Result<Call>, body: Body)
 fn finish(c: &Call) -> Result<()> {
     for p in c.pending.borrow().iter() {
         let (addr, t) = match p {
+            // Computed in place: nothing to copy.
+            Pending::Out { out: 0, tensor } if c.is_out0(tensor) => continue,
+            Pending::Out { out: 0, tensor } if c.dst.get().is_some() => {
+                (c.dst.get().unwrap_or_default(), tensor)
+            }
             // SAFETY: live pointers of this launch.
             Pending::Out { out, tensor } => unsafe {
                 (capi::allocate(c.name, c.dev_ctx, c.outs[*out])?, tensor)
+            },
+            // SAFETY: as above.
+            Pending::ListOut { list, idx, tensor } => unsafe {
+                (capi::allocate(c.name, c.dev_ctx, c.out_lists[*list][*idx])?, tensor)
             },
             // SAFETY: as above.
             Pending::Strided { out, tensor, dims, strides, offset } => unsafe {
@@ -454,13 +567,26 @@ fn fail_op() -> Option<&'static str> {
     F.get_or_init(|| std::env::var("MPSRT_PADDLE_FAIL_OP").ok()).as_deref()
 }
 
-pub fn run_ctx(name: &'static str, ctx: *mut c_void, kinds: &'static [Kind], body: Body) {
-    run(name, || Call::from_ctx(name, ctx, kinds), body)
+pub fn run_ctx(
+    name: &'static str,
+    direct: bool,
+    ctx: *mut c_void,
+    kinds: &'static [Kind],
+    body: Body,
+) {
+    run(name, direct, || Call::from_ctx(name, ctx, kinds), body)
 }
 
-pub fn run_var(name: &'static str, dev: *const c_void, args: &[(Kind, Raw)], body: Body) {
+pub fn run_var(
+    name: &'static str,
+    direct: bool,
+    dev: *const c_void,
+    args: &[(Kind, Raw)],
+    body: Body,
+) {
     run(
         name,
+        direct,
         || {
             let mut c = Call::new(name);
             c.dev_ctx = dev;
@@ -488,6 +614,7 @@ macro_rules! vty {
     (Str) => { *const c_void };
     (InList) => { *const c_void };
     (Out) => { *mut c_void };
+    (OutList) => { *const c_void };
     (Bool) => { bool };
     (I32) => { i32 };
     (I64) => { i64 };
@@ -500,14 +627,22 @@ macro_rules! vty {
 }
 
 /// `kernel!("add", body, [F32, F16], [x: In, y: In, out: Out])`: both entry points.
+/// `kernel!(direct "add", ...)`: a one-output kernel whose output is allocated before the body
+/// runs, so its last elementwise launch writes straight into Paddle's memory (see [`run`]).
 macro_rules! kernel {
-    ($name:literal, $body:expr, $dtypes:expr, [$($p:ident : $k:ident),*]) => {{
+    (direct $name:literal, $body:expr, $dtypes:expr, [$($p:ident : $k:ident),*]) => {
+        kernel!(@ true, $name, $body, $dtypes, [$($p : $k),*])
+    };
+    ($name:literal, $body:expr, $dtypes:expr, [$($p:ident : $k:ident),*]) => {
+        kernel!(@ false, $name, $body, $dtypes, [$($p : $k),*])
+    };
+    (@ $direct:literal, $name:literal, $body:expr, $dtypes:expr, [$($p:ident : $k:ident),*]) => {{
         const KINDS: &[$crate::kernels::Kind] = &[$($crate::kernels::Kind::$k),*];
         extern "C-unwind" fn var(dev: *const c_void, $($p: vty!($k)),*) {
-            $crate::kernels::run_var($name, dev, &[$(($crate::kernels::Kind::$k, $crate::kernels::Raw::from($p))),*], $body)
+            $crate::kernels::run_var($name, $direct, dev, &[$(($crate::kernels::Kind::$k, $crate::kernels::Raw::from($p))),*], $body)
         }
         extern "C-unwind" fn ctx(k: *mut c_void) {
-            $crate::kernels::run_ctx($name, k, KINDS, $body)
+            $crate::kernels::run_ctx($name, $direct, k, KINDS, $body)
         }
         $crate::kernels::KernelDef { name: $name, kinds: KINDS, ctx, var: var as *mut c_void, dtypes: $dtypes }
     }};
@@ -531,6 +666,7 @@ pub fn register_all() -> Result<usize> {
                 Kind::Str => attrs.push(arg::STRING),
                 Kind::InList => ins.push(arg::LIST_TENSOR),
                 Kind::Out => outs.push(arg::TENSOR),
+                Kind::OutList => outs.push(arg::LIST_TENSOR),
                 Kind::Bool => attrs.push(arg::BOOL),
                 Kind::I32 => attrs.push(arg::INT32),
                 Kind::I64 => attrs.push(arg::INT64),
@@ -570,6 +706,7 @@ pub fn register_all() -> Result<usize> {
 
 fn all() -> Vec<KernelDef> {
     let mut v = ops::all();
+    v.extend(extra::all());
     v.extend(grad::all());
     v.extend(nn::all());
     v.extend(optim::all());

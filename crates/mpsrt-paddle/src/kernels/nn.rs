@@ -19,7 +19,7 @@ use std::ffi::c_void;
 
 const F: &[DType] = &[DType::F32, DType::F16];
 
-fn nhwc(c: &Call, i: usize) -> Result<bool> {
+pub(super) fn nhwc(c: &Call, i: usize) -> Result<bool> {
     match c.string(i) {
         "NCHW" | "AnyLayout" | "" => Ok(false),
         "NHWC" => Ok(true),
@@ -27,7 +27,7 @@ fn nhwc(c: &Call, i: usize) -> Result<bool> {
     }
 }
 
-fn to_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
+pub(super) fn to_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
     if nhwc {
         t.permute(&[0, 3, 1, 2])
     } else {
@@ -35,7 +35,7 @@ fn to_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
     }
 }
 
-fn from_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
+pub(super) fn from_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
     if nhwc {
         t.permute(&[0, 2, 3, 1])
     } else {
@@ -43,7 +43,7 @@ fn from_nchw(t: Tensor, nhwc: bool) -> Result<Tensor> {
     }
 }
 
-fn pair(v: &[i64], what: &str, op: &str) -> Result<[usize; 2]> {
+pub(super) fn pair(v: &[i64], what: &str, op: &str) -> Result<[usize; 2]> {
     match v {
         [a] => Ok([*a as usize; 2]),
         [a, b] => Ok([*a as usize, *b as usize]),
@@ -54,7 +54,7 @@ fn pair(v: &[i64], what: &str, op: &str) -> Result<[usize; 2]> {
 /// Paddle's padding rules (`UpdatePaddingAndDilation`): 2 values (h, w) or 4 (top, bottom,
 /// left, right); "SAME" pads to ceil(in / stride) outputs (and dilation becomes 1), "VALID"
 /// pads nothing. Returns (top, bottom, left, right) and the dilation.
-fn paddings(
+pub(super) fn paddings(
     op: &str,
     pads: &[i64],
     algo: &str,
@@ -114,7 +114,7 @@ fn conv_geo(c: &Call, x: &Tensor, w: &Tensor, depthwise: bool) -> Result<ConvGeo
     Ok(ConvGeo { stride, pad, dilation, groups: c.int(gi).max(1) as usize, nhwc })
 }
 
-fn check4(op: &str, t: &Tensor, what: &str) -> Result<()> {
+pub(super) fn check4(op: &str, t: &Tensor, what: &str) -> Result<()> {
     if t.ndim() != 4 {
         return Err(Error::shape(op, format!("{what} must be 4-D, got {:?}", t.shape())));
     }

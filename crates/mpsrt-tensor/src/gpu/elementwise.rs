@@ -64,6 +64,9 @@ fn scalar_types(e: &Expr, out: &mut Vec<(usize, VType)>) {
     }
 }
 
+/// `dst`: a dense destination of this shape and dtype (see `with_destination`) written instead
+/// of a fresh buffer when its offset suits a binding (else a fresh buffer).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn eval(
     op: &str,
     device: usize,
@@ -72,8 +75,9 @@ pub(crate) fn eval(
     out: DType,
     expr: Expr,
     scalars: &[Scalar],
+    dst: Option<&Tensor>,
 ) -> Result<Tensor> {
-    eval_at(op, device, inputs, shape, out, expr, scalars, 0)
+    eval_at(op, device, inputs, shape, out, expr, scalars, 0, dst)
 }
 
 /// How deep [`split`] may recurse: each level shrinks one dim (a 3-D permute may need two).
@@ -91,10 +95,31 @@ fn eval_at(
     expr: Expr,
     scalars: &[Scalar],
     depth: usize,
+    dst: Option<&Tensor>,
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let n = numel(shape);
-    let buf = alloc_out(&dev, op, n, out.size())?;
+    let (limit, align) = window::limits(&dev);
+    // The destination's buffer and element offset, when it can be bound from that offset.
+    // wgpu refuses a buffer bound read-only and read-write in one dispatch (even at disjoint
+    // ranges): a destination sharing an input's buffer is not used.
+    let shares = |b: &Arc<mpsrt_runtime::GpuBuffer>| {
+        inputs.iter().any(|t| matches!(t.storage(), Storage::Gpu(ib) if Arc::ptr_eq(ib, b)))
+    };
+    let dst = dst.and_then(|t| match t.storage() {
+        Storage::Gpu(b)
+            if b.device().index() == device
+                && ((t.layout().offset * out.size()) as u64).is_multiple_of(align)
+                && !shares(b) =>
+        {
+            Some((b.clone(), t.layout().offset))
+        }
+        _ => None,
+    });
+    let (buf, out_off) = match dst {
+        Some(d) => d,
+        None => (Arc::new(alloc_out(&dev, op, n, out.size())?), 0),
+    };
     if n > 0 {
         let mut buffers = Vec::with_capacity(inputs.len());
         let mut offsets = Vec::with_capacity(inputs.len());
@@ -158,16 +183,18 @@ fn eval_at(
         let spec = &key.1;
         let tune = tuning();
         let ept = spec.elements_per_thread_with(tune) as usize;
-        let (limit, _) = window::limits(&dev);
         // Ranges start on a whole thread's first element; the output is bound from the aligned
         // element at or before it and the kernel shifts its stores (ranges may then end where
         // a transposed view's row ends, the only place such a view's span stays small).
         let unit = ept;
         // The kernel counts elements in u32: keep a range well inside it.
         let max_points = (u32::MAX as usize / 2) / unit * unit;
-        let whole = n <= max_points
-            && window::fits(&buf, limit)
-            && buffers.iter().all(|b| window::fits(b, limit));
+        let out_fits = if out_off == 0 {
+            window::fits(&buf, limit)
+        } else {
+            ((n * out.size()) as u64).next_multiple_of(4) <= limit
+        };
+        let whole = n <= max_points && out_fits && buffers.iter().all(|b| window::fits(b, limit));
         // Points are output elements over the coalesced shape; every operand (inputs, then the
         // output) says where each point's element lives, so ranges past one binding are split.
         let mut access: Vec<Access<'_>> = Vec::new();
@@ -191,13 +218,14 @@ fn eval_at(
                     extent: (0, 0),
                 })
                 .collect();
-            access.push(Access::dense(&buf, out.size(), 0, &pdims));
+            access.push(Access::dense(&buf, out.size(), out_off, &pdims));
             // Neighbouring outputs reading a binding apart (a transposed operand): reorder the
             // work instead of refusing it or dispatching a handful of elements at a time.
             if depth < MAX_SPLIT_DEPTH
                 && window::spans_far(&dev, &pdims, unit, SPLIT_PROBE.max(unit), &access)
             {
                 let expr = key.1.expr.clone();
+                // A fresh result: the caller of `with_destination` copies it into place.
                 return split(op, device, inputs, shape, out, expr, scalars, depth);
             }
             window::plan(op, &dev, &pdims, unit, max_points, &access)?
@@ -210,7 +238,11 @@ fn eval_at(
             rel.clear();
             if access.is_empty() {
                 bindings.extend(buffers.iter().map(|&b| Binding::from(b)));
-                bindings.push(Binding::from(&buf));
+                bindings.push(if out_off == 0 {
+                    Binding::from(&*buf)
+                } else {
+                    Binding::window(&buf, (out_off * out.size()) as u64, (n * out.size()) as u64)
+                });
             } else {
                 for (k, a) in access.iter().enumerate() {
                     bindings.push(w.binding(k, a));
@@ -222,9 +254,15 @@ fn eval_at(
                 let first = if linear { o + w.start } else { o };
                 rel.push(w.rel(k, first as isize));
             }
-            let out_base = w.base[nin].map_or(0, |b| b.0);
+            // Where the output element of point `w.start` lies in its binding (a bound window
+            // starts at the destination's offset).
+            let out_rel = match w.base[nin] {
+                Some((b, _)) => out_off + w.start - b,
+                None if access.is_empty() => w.start,
+                None => out_off + w.start,
+            };
             // In storage units: vec4s, packed words or elements.
-            let shift = (w.start - out_base) / if mode == Mode::Vec4 { 4 } else { ept };
+            let shift = out_rel / if mode == Mode::Vec4 { 4 } else { ept };
             let meta = spec.meta(w.len, w.start, shift, &words, &cshape, &rel, &cstrides);
             let threads = (w.len as u64).div_ceil(ept as u64);
             let wg = grid(
@@ -234,7 +272,9 @@ fn eval_at(
             dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), wg)?;
         }
     }
-    Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), out))
+    let mut layout = Layout::contiguous(shape);
+    layout.offset = out_off;
+    Ok(Tensor::from_parts(Storage::Gpu(buf), layout, out))
 }
 
 /// `expr` over `shape` when neighbouring output points read more than a binding apart in some
@@ -271,7 +311,7 @@ fn split(
         (0..shape.len()).filter(|&d| shape[d] > 1).max_by(|&a, &b| score(a).total_cmp(&score(b)))
     else {
         // One element cannot span anything: let the planner decide (and name the limit).
-        return eval_at(op, device, inputs, shape, out, expr, scalars, MAX_SPLIT_DEPTH);
+        return eval_at(op, device, inputs, shape, out, expr, scalars, MAX_SPLIT_DEPTH, None);
     };
     // Blocks along d whose reads stay within a quarter binding per output unit; always at
     // least halving d, so every level of recursion shrinks the work.
@@ -302,7 +342,8 @@ fn split(
         let refs: Vec<&Tensor> = views.iter().collect();
         let mut bshape = shape.to_vec();
         bshape[d] = j - i;
-        let block = eval_at(op, device, &refs, &bshape, wide, wexpr.clone(), scalars, depth + 1)?;
+        let block =
+            eval_at(op, device, &refs, &bshape, wide, wexpr.clone(), scalars, depth + 1, None)?;
         let dst = canvas.layout().slice(op, d as isize, lo, hi, 1)?;
         canvas = assemble(op, canvas, &[(dst, &block)])?;
         i = j;
@@ -311,5 +352,5 @@ fn split(
         return Ok(canvas);
     }
     let narrow = Expr::cast(VType::of(out), Expr::input(0));
-    eval_at(op, device, &[&canvas], shape, out, narrow, &[], depth + 1)
+    eval_at(op, device, &[&canvas], shape, out, narrow, &[], depth + 1, None)
 }
