@@ -144,12 +144,25 @@ impl CoopMatmulSpec {
     /// `max_compute_workgroup_storage_size`), or a family tune is invalid for this tile size.
     /// Pure.
     pub fn with_variant(self, variant: CoopVariant, shared_limit: u32) -> Self {
+        self.with_variant_opts(variant, shared_limit, false)
+    }
+
+    /// [`with_variant`](Self::with_variant), also taking tunes that are not verified on
+    /// hardware ([`CoopTune::unverified`]) when `experimental` (`MPSRT_COOP_EXPERIMENTAL=1`).
+    pub fn with_variant_opts(
+        self,
+        variant: CoopVariant,
+        shared_limit: u32,
+        experimental: bool,
+    ) -> Self {
         let want = match variant {
             CoopVariant::Gen1 => CoopMatmulSpec { variant: 1, ..self },
             CoopVariant::Gen2 => CoopMatmulSpec { variant: 2, ..self },
             CoopVariant::Family(tune) => CoopMatmulSpec { variant: 3, tune, ..self },
         };
-        let tune_ok = want.variant != 3 || want.tune.check(want.size).is_ok();
+        let tune_ok = want.variant != 3
+            || (want.tune.check(want.size).is_ok()
+                && (experimental || want.tune.unverified().is_none()));
         if tune_ok && want.shared_bytes() <= shared_limit {
             want
         } else {
@@ -452,12 +465,21 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
     })
 }
 
-/// The kernel the planner uses for an `[m, n, k]` product when `MPSRT_COOP_VARIANT` is unset.
-/// Generation 1 where measured best so far: on the H100 (2026-11-25, session10 call 4,
-/// `BENCH_ONLY=f16 bench_ops_a`) f16 4096³ ran at 39.7 TFLOP/s with generation 1 and 10.6
-/// with generation 2, both correct; generation 3's family awaits `bench_coop_sweep`.
-pub fn default_coop_variant(_mnk: [usize; 3]) -> CoopVariant {
-    CoopVariant::Gen1
+/// The kernel the planner uses for an `[m, n, k]` product on `size × size` tiles when
+/// `MPSRT_COOP_VARIANT` is unset. Measured on the H100 (Vulkan, 16×16 f16→f32; session11 call
+/// A, `bench/results/2026-11-26-h100/session11/coopsweep/`, every child checked against the f32
+/// GEMM): generation 3 with the default tune (2×2 subgroups × 4×4 tiles, K step 32, padded
+/// single slab, checked staging) ran 4096³ at 57.3 TFLOP/s and 2048×3072×768 at 40.2 against
+/// generation 1's 39.1 / 27.6; with few output blocks (1024³: 64 blocks of 128×128 for 132
+/// SMs) its double-buffered form was best (21.0 vs generation 1's 12.4). 8×8 tiles (Apple)
+/// are unmeasured and keep generation 1.
+pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
+    if size != 16 {
+        return CoopVariant::Gen1;
+    }
+    let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
+    let tune = CoopTune::default();
+    CoopVariant::Family(if blocks >= 128 { tune } else { CoopTune { db: true, ..tune } })
 }
 
 /// Generation 2: the same tiling (a `WM × WN` grid of subgroups, `TM × TN` cooperative tiles

@@ -5,7 +5,8 @@
 use mpsrt_core::DType;
 use mpsrt_kernels::validate::wgsl_to_msl;
 use mpsrt_kernels::{
-    plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant,
+    default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec, CoopTune,
+    CoopVariant,
 };
 
 fn cfg(s: u32, ab: DType, cr: DType) -> CoopConfig {
@@ -175,8 +176,14 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
         variant: 3,
         tune: CoopTune::default(),
     };
-    let tunes = CoopTune::sweep();
-    assert!(tunes.len() >= 40, "{}", tunes.len());
+    // The sweep's tunes, and the unverified knobs (kept rendered for investigation).
+    let mut tunes = CoopTune::sweep();
+    assert!(tunes.len() >= 25, "{}", tunes.len());
+    for text in
+        ["fi1", "fi1_db1", "dg1_k16", "dg1_db1_k32", "wl1", "wl1_db1", "dg1_wl1_db1", "pi1_db1"]
+    {
+        tunes.push(CoopTune::parse(text).unwrap());
+    }
     for (i, tune) in tunes.into_iter().enumerate() {
         // Alternate the operand paths and batch rank so every staging path is rendered.
         let (vec_a, vec_b) = [(true, true), (false, false), (true, false), (false, true)][i % 4];
@@ -246,4 +253,32 @@ fn family_tunes_parse_check_and_fall_back() {
     // An invalid tune never reaches the renderer: generation 1 instead.
     let invalid = CoopTune { tm: 3, ..CoopTune::default() };
     assert_eq!(p.with_variant(CoopVariant::Family(invalid), 1 << 20).variant, 1);
+}
+
+#[test]
+fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    for text in ["fi1", "dg1", "wl1"] {
+        let t = CoopTune::parse(text).unwrap();
+        assert!(t.unverified().is_some(), "{text}");
+        assert_eq!(p.with_variant(CoopVariant::Family(t), 49152).variant, 1, "{text}");
+        let q = p.with_variant_opts(CoopVariant::Family(t), 49152, true);
+        assert_eq!((q.variant, q.tune), (3, t), "{text} with MPSRT_COOP_EXPERIMENTAL=1");
+    }
+    let pi = CoopTune::parse("pi1").unwrap();
+    assert!(pi.unverified().is_none());
+    assert!(p
+        .with_variant(CoopVariant::Family(pi), 49152)
+        .render()
+        .unwrap()
+        .contains("(full || ("));
+    // 16×16 (NVIDIA): the measured best per shape class; 8×8: generation 1.
+    let d = CoopTune::default();
+    assert_eq!(default_coop_variant(16, [4096; 3]), CoopVariant::Family(d));
+    assert_eq!(default_coop_variant(16, [2048, 3072, 768]), CoopVariant::Family(d));
+    let small = CoopVariant::Family(CoopTune { db: true, ..d });
+    assert_eq!(default_coop_variant(16, [1024; 3]), small);
+    assert_eq!(default_coop_variant(8, [4096; 3]), CoopVariant::Gen1);
+    assert!(d.unverified().is_none() && CoopTune { db: true, ..d }.unverified().is_none());
 }

@@ -15,7 +15,8 @@
 //! Run: `cargo run --release -p mpsrt-tensor --example bench_coop_sweep` (or
 //! `bash bench/gpu.sh coopsweep`). `COOP_VARIANTS="1 2 w2x2_t4x4_k32_p8_db0_fi1_dg1_wl1"`
 //! picks variants; `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
-//! (30) each child, `SWEEP_SHAPES` the timed shapes. Timed calls include the f32 → f16 cast of the product (as every f16
+//! (30) each child, `SWEEP_SHAPES` the timed shapes; tunes not verified on hardware (`fi1`, `dg1`,
+//! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`. Timed calls include the f32 → f16 cast of the product (as every f16
 //! matmul does).
 
 use mpsrt_kernels::CoopTune;

@@ -120,7 +120,8 @@ pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Resul
 /// The cooperative kernel for a planned product: the variant `MPSRT_COOP_VARIANT` asks for
 /// (else the planner's default for the shape), as far as workgroup memory allows, with the
 /// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both). A variant past the
-/// device's workgroup memory or invocation limit runs as generation 1.
+/// device's workgroup memory or invocation limit, or a tune not verified on hardware (unless
+/// `MPSRT_COOP_EXPERIMENTAL=1`), runs as generation 1.
 fn coop_spec(
     spec: CoopMatmulSpec,
     mnk: [usize; 3],
@@ -128,8 +129,11 @@ fn coop_spec(
     vec_a: bool,
     vec_b: bool,
 ) -> CoopMatmulSpec {
-    let variant = coop_variant_from_env().unwrap_or_else(|| default_coop_variant(mnk));
-    let mut spec = spec.with_variant(variant, props.max_compute_workgroup_storage_size);
+    let variant = coop_variant_from_env().unwrap_or_else(|| default_coop_variant(spec.size, mnk));
+    static EXP: OnceLock<bool> = OnceLock::new();
+    let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
+    let limit = props.max_compute_workgroup_storage_size;
+    let mut spec = spec.with_variant_opts(variant, limit, experimental);
     if spec.threads() > props.max_compute_invocations_per_workgroup {
         spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
     }
