@@ -10,9 +10,10 @@ GPU-sized autotune configs here). Prints one JSON object per line, then one `rat
 benchmark and size. Two timings, the same for both sides:
   ms         back-to-back launches between device synchronizations (host launch cost included:
              at small sizes this measures Python/launcher time, not the kernel)
-  device_ms  the driver's benchmarker (`mpsrt.triton_backend.driver.device_time`): launches
-             recorded into one batch, only the submission that runs them timed, as the slope
-             between 48 and 12 launches (median of 7) — the kernel, not submit latency
+  device_ms  the driver's benchmarker (`mpsrt.triton_backend.driver.device_time`, median of
+             7): GPU timestamps around 48 launches recorded into one batch where the adapter
+             has timestamp queries, else only the submission that runs them timed, as the
+             slope between 48 and 12 launches — the kernel, not submit latency
 `ratio` lines give `triton_over_builtin` from device_ms and `host_ratio` from ms. The subgroup
 reductions (MPSRT_JIT_SUBGROUPS=0 turns them off) and cooperative-matrix accumulators are what
 changed since session 10; A/B them in separate processes (Triton caches kernels in memory):

@@ -480,9 +480,10 @@ def test_driver_api_autotune_do_bench_and_memory_pool():
         drv._CONFIG.update(num_warps=None, max_threads=None)
 
 
-def test_benchmarker_times_device_work_not_host_time():
-    """The autotuner's benchmarker and do_bench's Event time only the submission that runs the
-    recorded launches: 5 ms of host work per call (a sleep) stays out of the measurement."""
+def test_benchmarker_times_device_work_not_host_time(monkeypatch):
+    """The autotuner's benchmarker (GPU timestamps where the adapter has them, else the
+    submission slope) and do_bench's Event time device work: 5 ms of host work per call (a
+    sleep) stays out of the measurement."""
     import time
     from mpsrt.triton_backend.driver import benchmark, device_time
     x = dev(np.ones(4096, np.float32))
@@ -491,8 +492,14 @@ def test_benchmarker_times_device_work_not_host_time():
         time.sleep(0.005)
         add(x, x)
 
+    stamped = mpsrt._C.triton_gpu_time(call, 2)
+    assert stamped is None or (0 <= stamped[0] < 4 and stamped[1] == 0), stamped
     samples = device_time(call, reps=2, n_max=8)
     assert samples and min(samples) < 4, samples
+    monkeypatch.setenv("MPSRT_TRITON_BENCH", "slope")
+    samples = device_time(call, reps=2, n_max=8)
+    assert samples and min(samples) < 4, samples
+    monkeypatch.delenv("MPSRT_TRITON_BENCH")
     q = benchmark(call, quantiles=[0.5, 0.2], warmup=1, rep=1)
     assert len(q) == 2 and 0 < q[0] < 4, q
     ms = triton.testing.do_bench(call, warmup=1, rep=3, return_mode="median")

@@ -308,6 +308,32 @@ fn triton_submits(device: Option<usize>) -> PyRes<u64> {
     Ok(dev.submit_timing().submits)
 }
 
+/// GPU time of `n` calls of `f` on the current device, from the runtime's timestamps
+/// (`GpuDevice::gpu_timer`): a mark, the calls (recorded, not submitted), a mark, one submission.
+/// Returns `(ms per call, batches submitted between the marks)` — a nonzero count means a batch
+/// limit split the calls and the GPU may have idled between parts — or `None` when the adapter
+/// has no timestamp queries.
+#[pyfunction]
+fn triton_gpu_time(
+    py: Python<'_>,
+    f: Bound<'_, pyo3::PyAny>,
+    n: usize,
+) -> PyRes<Option<(f64, u64)>> {
+    let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).py_err()?;
+    let Some(mut timer) = dev.gpu_timer(2) else { return Ok(None) };
+    py.detach(|| dev.synchronize()).py_err()?;
+    let s0 = dev.submit_timing().submits;
+    timer.mark().py_err()?;
+    for _ in 0..n {
+        f.call0()?;
+    }
+    timer.mark().py_err()?;
+    let split = dev.submit_timing().submits - s0;
+    let (ticks, period) = py.detach(|| timer.read()).py_err()?;
+    let ns: f64 = mpsrt_runtime::ticks_to_ns(&ticks, period).iter().sum();
+    Ok(Some((ns / 1e6 / n.max(1) as f64, split)))
+}
+
 /// Whether compiled kernels may use subgroup operations where the adapter has them:
 /// `MPSRT_JIT_SUBGROUPS=0` keeps the workgroup-memory reductions (for A/B timing).
 fn subgroups_wanted() -> bool {
@@ -647,6 +673,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TritonLauncher>()?;
     m.add_function(wrap_pyfunction!(triton_compiler_version, m)?)?;
     m.add_function(wrap_pyfunction!(triton_submits, m)?)?;
+    m.add_function(wrap_pyfunction!(triton_gpu_time, m)?)?;
     m.add_function(wrap_pyfunction!(triton_compile, m)?)?;
     m.add_function(wrap_pyfunction!(triton_load, m)?)?;
     m.add_function(wrap_pyfunction!(triton_launch, m)?)?;

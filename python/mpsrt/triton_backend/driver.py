@@ -101,7 +101,8 @@ class _Event:
     before and after its synchronize: when no batch went out between two records, the work in
     between ran entirely inside the second one's synchronize, and `elapsed_time` is that
     synchronize alone (submission, GPU execution, wake-up: host recording excluded); otherwise
-    it is the wall time between the two (wgpu timestamp queries are not used yet)."""
+    it is the wall time between the two. (The autotuner's `benchmark` reads GPU timestamps;
+    two independent records cannot share a query set, so this stays host-clocked.)"""
 
     def __init__(self, enable_timing=True):
         self.pre = self.post = None
@@ -154,14 +155,41 @@ def _one_batch_ms(fn, n: int):
     return (time.perf_counter() - t0) * 1e3
 
 
+def _timestamp_ms(fn, n: int):
+    """GPU milliseconds per call of `n` calls from the device's timestamp queries: None when the
+    adapter has none, "split" when a batch limit submitted some calls early."""
+    r = _C().triton_gpu_time(fn, n)
+    if r is None:
+        return None
+    ms, split = r
+    return "split" if split else ms
+
+
 def device_time(fn, reps: int = 5, n_max: int = 48):
-    """Per-call device milliseconds of `fn`, `reps` samples: each is the slope between one
+    """Per-call device milliseconds of `fn`, `reps` samples. Where the adapter has timestamp
+    queries (`GpuDevice::gpu_timer`), each sample is GPU time between two timestamps around
+    `n` calls recorded into one batch (`n` starts at `n_max` and halves while a batch limit
+    splits them). Otherwise each sample is the slope between one
     submission of `n` calls and one of `n / 4` (so the fixed submit and wake-up cost cancels,
     and the host's Python/launcher time is never inside the timed window; wgpu's per-dispatch
     command encoding at submission is). `n` starts at `n_max` and halves while a batch limit
     splits the calls. Falls back to back-to-back wall time when even two calls split (launches
     of several hundred MB each, where the GPU time dominates anyway)."""
     n = n_max
+    if os.environ.get("MPSRT_TRITON_BENCH") != "slope":
+        first = _timestamp_ms(fn, n)
+        while first == "split" and n >= 2:
+            n //= 2
+            first = _timestamp_ms(fn, n)
+        if isinstance(first, float):
+            out = [first]
+            for _ in range(2 * reps):  # a rare later split is retried, not forever
+                if len(out) >= reps:
+                    break
+                t = _timestamp_ms(fn, n)
+                if isinstance(t, float):
+                    out.append(t)
+            return out
     while n >= 2 and _one_batch_ms(fn, n) is None:
         n //= 2
     if n < 2:
@@ -188,7 +216,8 @@ def device_time(fn, reps: int = 5, n_max: int = 48):
 def benchmark(kernel_call, quantiles=None, warmup=25, rep=100, **kwargs):
     """The autotuner's benchmarker: per-call device milliseconds (see `device_time`; mean, or
     the requested quantiles over samples). `MPSRT_TRITON_BENCH=host` times batches of
-    back-to-back launches between synchronizations instead (launch overhead included)."""
+    back-to-back launches between synchronizations instead (launch overhead included);
+    `MPSRT_TRITON_BENCH=slope` skips the timestamps."""
     sync = _C().synchronize
     kernel_call()
     sync(None)
