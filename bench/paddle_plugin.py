@@ -10,6 +10,14 @@ Rows: whether ResNet-50 forward + backward + SGD runs with Paddle's CPU fallback
 missing kernel, if any), ResNet-50 inference at batch 1 and 32, one training step at batch 32
 (SGD), and the eager cost of 1,000 tiny adds. `kernels_on_mps` counts launches of the plugin's kernels during the
 timed runs (ops without a plugin kernel run through Paddle's CPU fallback).
+
+    python bench/paddle_plugin.py tiny
+
+runs only the host-side tiny-op rows (`tiny_add_nosync`, mps then cpu, no GPU needed beyond
+lavapipe): 1,000 independent `a + b` on 16-element tensors timed without a synchronize inside
+the timed region (median of 9), as wall time and as CPU time of the calling thread (what Paddle's
+dispatch plus the plugin cost the Python thread; on lavapipe the wall time also carries the
+driver's execution threads competing for the same cores).
 """
 
 import json
@@ -114,6 +122,33 @@ def paddle_rows(device):
         return c
 
     emit(bench="tiny_add_x1000", framework="paddle", device=device, us_per_op=timeit(adds, sync) * 1e3 / 1000)
+    tiny_rows(device)
+
+
+def tiny_rows(device, n=1000, repeat=9):
+    """Per-op host cost of tiny eager adds, no synchronize inside the timed region."""
+    paddle.set_device(device)
+    sync = (lambda: paddle.device.synchronize(device)) if device.startswith("mps") else (lambda: None)
+    a = paddle.ones([16])
+    b = paddle.ones([16])
+    c = a + b
+    sync()
+    wall, cpu = [], []
+    for _ in range(repeat):
+        t, u = time.perf_counter(), time.thread_time()
+        for _ in range(n):
+            c = a + b
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - u)
+        sync()
+    del c
+    emit(
+        bench="tiny_add_nosync",
+        framework="paddle",
+        device=device,
+        us_per_op=float(np.median(wall)) * 1e6 / n,
+        thread_cpu_us_per_op=float(np.median(cpu)) * 1e6 / n,
+    )
 
 
 def torch_rows():
@@ -157,6 +192,10 @@ def torch_rows():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["tiny"]:
+        for d in ["mps", "cpu"]:
+            tiny_rows(d)
+        sys.exit(0)
     devices = sys.argv[1:] or ["mps", "cpu"]
     if "mps" in devices:
         emit(bench="device", name=mp.get_device_name() if mp.is_available() else None)

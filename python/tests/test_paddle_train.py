@@ -257,3 +257,47 @@ def test_train_mlp(opt):
     x = rng.standard_normal((16, 12)).astype("float32")
     y = rng.standard_normal((16, 4)).astype("float32")
     compare_training(mlp, opt[1], F.mse_loss, (x, y), steps=10, tol=1e-3, kernels=[opt[0], "layer_norm_grad", "gelu_grad", "tanh_grad"])
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "adam"])
+def test_multi_precision_master_weights(name):
+    """float16 parameters with float32 master weights (`multi_precision=True`): the update runs
+    on the master copy in float32 and the parameter is its float16 rounding (NumPy reference)."""
+    p0 = rng.uniform(-1, 1, (4, 3)).astype("float16")
+    w = rng.uniform(-1, 1, (4, 3)).astype("float32")
+    lr, steps = 0.1, 3
+    paddle.set_device("mps")
+    try:
+        p = paddle.create_parameter([4, 3], "float16", default_initializer=paddle.nn.initializer.Constant(0.0))
+        p.set_value(p0)
+        make = {
+            "sgd": lambda: paddle.optimizer.SGD(lr, parameters=[p], multi_precision=True),
+            "momentum": lambda: paddle.optimizer.Momentum(lr, momentum=0.9, parameters=[p], multi_precision=True),
+            "adam": lambda: paddle.optimizer.Adam(lr, parameters=[p], multi_precision=True),
+        }
+        opt = make[name]()
+        before = launches(name)
+        wt = paddle.to_tensor(w)
+        for _ in range(steps):
+            (p.astype("float32") * wt).sum().backward()
+            opt.step()
+            opt.clear_grad()
+        got = p.numpy()
+    finally:
+        paddle.set_device("cpu")
+    assert launches(name) >= before + steps
+    g = w.astype("float16").astype("float32")  # the parameter's gradient is float16
+    m, v1, v2 = p0.astype("float32"), np.zeros_like(w), np.zeros_like(w)
+    for t in range(1, steps + 1):
+        if name == "sgd":
+            m = m - lr * g
+        elif name == "momentum":
+            v1 = 0.9 * v1 + g
+            m = m - lr * v1
+        else:
+            b1, b2, eps = 0.9, 0.999, 1e-8
+            v1, v2 = b1 * v1 + (1 - b1) * g, b2 * v2 + (1 - b2) * g * g
+            lr_t = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
+            m = m - lr_t * v1 / (np.sqrt(v2) + eps * np.sqrt(1 - b2**t))
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype("float32"), m.astype("float16").astype("float32"), rtol=2e-3, atol=2e-3)

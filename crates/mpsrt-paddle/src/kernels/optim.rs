@@ -3,25 +3,62 @@
 //! `beta*_pow` accumulators arrive as 1-element device tensors and stay on the device (they
 //! broadcast), so a step never reads back to the host. Outputs alias their inputs (Paddle
 //! updates in place): every result is computed before any output is written.
+//!
+//! `multi_precision` (float16 parameters with a float32 master copy, as AMP's O2 and
+//! `multi_precision=True` optimizers pass them): the update runs on the master copy in float32
+//! (gradient widened), the new master is written to `master_param_out` and its float16
+//! rounding to `param_out`, as Paddle's own kernels do.
 
 use super::{kernel, vty, Call, KernelDef};
 use mpsrt_core::{DType, Error, Result};
 use mpsrt_tensor::{self as mt, Tensor};
 use std::ffi::c_void;
 
-const F: &[DType] = &[DType::F32];
+const F: &[DType] = &[DType::F32, DType::F16];
 
 /// A `[1]` tensor as a broadcastable scalar for `like`.
 fn bscalar(t: &Tensor, like: &Tensor) -> Result<Tensor> {
     t.astype(like.dtype())?.reshape(&vec![1; like.ndim()])
 }
 
-fn no_master(c: &Call, i: usize, multi_precision: bool) -> Result<()> {
-    if multi_precision && !c.ins[i].is_null() {
-        return Err(Error::unsupported(
-            c.name,
-            "multi_precision with a float32 master copy of a float16 parameter",
-        ));
+/// The parameter the update runs on and the gradient in its precision: the float32 master copy
+/// (input `i`) when `multi_precision` and Paddle passes one, else the parameter itself.
+/// Returns (working parameter, gradient, whether a master copy is updated).
+fn working(
+    c: &Call,
+    p: &Tensor,
+    g: &Tensor,
+    i: usize,
+    multi_precision: bool,
+) -> Result<(Tensor, Tensor, bool)> {
+    let master = if multi_precision { c.opt_input(i)? } else { None };
+    let has = master.is_some();
+    let w = match master {
+        Some(m) if m.shape() != p.shape() => {
+            return Err(Error::shape(
+                c.name,
+                format!("master_param {:?} vs param {:?}", m.shape(), p.shape()),
+            ))
+        }
+        Some(m) => m,
+        None => p.clone(),
+    };
+    let g = g.astype(w.dtype())?;
+    Ok((w, g, has))
+}
+
+/// Store the new working parameter: `param_out` (cast to the parameter's type) and, with a
+/// master copy, `master_param_out`.
+fn store_param(
+    c: &Call,
+    new: &Tensor,
+    p_out: usize,
+    master_out: usize,
+    master: bool,
+) -> Result<()> {
+    c.store(p_out, new)?;
+    if master && c.wants(master_out) {
+        c.store(master_out, new)?;
     }
     Ok(())
 }
@@ -30,9 +67,9 @@ fn no_master(c: &Call, i: usize, multi_precision: bool) -> Result<()> {
 /// master_param_out)`.
 fn sgd(c: &Call) -> Result<()> {
     let (p, lr, g) = (c.input(0)?, c.input(1)?, c.input(2)?);
-    no_master(c, 3, c.bool(0))?;
+    let (p, g, master) = working(c, &p, &g, 3, c.bool(0))?;
     let out = mt::subtract(&p, &mt::multiply(&g, &bscalar(&lr, &p)?)?)?;
-    c.store(0, &out)
+    store_param(c, &out, 0, 1, master)
 }
 
 /// `momentum(param, grad, velocity, learning_rate, master_param?, mu, use_nesterov,
@@ -40,7 +77,8 @@ fn sgd(c: &Call) -> Result<()> {
 /// (param_out, velocity_out, master_param_out)`.
 fn momentum(c: &Call) -> Result<()> {
     let (p, g, v, lr) = (c.input(0)?, c.input(1)?, c.input(2)?, c.input(3)?);
-    no_master(c, 4, c.bool(4))?;
+    let (p, g, master) = working(c, &p, &g, 4, c.bool(4))?;
+    let v = v.astype(p.dtype())?;
     let (mu, nesterov) = (c.float(0), c.bool(1));
     let mut g = mt::multiply_scalar(&g, c.float(5))?;
     match c.string(2) {
@@ -57,7 +95,7 @@ fn momentum(c: &Call) -> Result<()> {
     } else {
         mt::subtract(&p, &mt::multiply(&v_out, &lr)?)?
     };
-    c.store(0, &p_out)?;
+    store_param(c, &p_out, 0, 2, master)?;
     c.store(1, &v_out)
 }
 
@@ -68,11 +106,16 @@ fn momentum(c: &Call) -> Result<()> {
 fn adam_update(c: &Call, decay: Option<(f64, f64)>, attrs: AdamAttrs) -> Result<()> {
     let (p, g, lr) = (c.input(0)?, c.input(1)?, c.input(2)?);
     let (m1, m2, b1p, b2p) = (c.input(3)?, c.input(4)?, c.input(6)?, c.input(7)?);
-    no_master(c, 8, attrs.multi_precision)?;
+    let (p_in, g_in) = (p.clone(), g);
+    let (p, g, master) = working(c, &p_in, &g_in, 8, attrs.multi_precision)?;
+    let (m1, m2) = (m1.astype(p.dtype())?, m2.astype(p.dtype())?);
     if let Some(skip) = c.opt_input(9)? {
         // A host read, only when the caller asks for conditional updates (AMP's found_inf).
         if skip.to_vec::<u8>()?.first().is_some_and(|&b| b != 0) {
-            c.store(0, &p)?;
+            c.store(0, &p_in)?;
+            if master && c.wants(6) {
+                c.store(6, &p)?;
+            }
             c.store(1, &m1)?;
             c.store(2, &m2)?;
             c.store(4, &b1p)?;
@@ -94,7 +137,7 @@ fn adam_update(c: &Call, decay: Option<(f64, f64)>, attrs: AdamAttrs) -> Result<
     )?;
     let (b1p_, b2p_) = (bscalar(&b1p, &p)?, bscalar(&b2p, &p)?);
     let denom_src = if attrs.amsgrad {
-        let mx = c.input(5)?;
+        let mx = c.input(5)?.astype(p.dtype())?;
         let mo = mt::maximum(&mx, &m2o)?;
         c.store(3, &mo)?;
         mo
@@ -106,7 +149,7 @@ fn adam_update(c: &Call, decay: Option<(f64, f64)>, attrs: AdamAttrs) -> Result<
     let lr_t = mt::divide(&mt::multiply(&lr, &c2)?, &mt::rsubtract_scalar(1.0, &b1p_)?)?;
     let denom = mt::add(&mt::sqrt(&denom_src)?, &mt::multiply_scalar(&c2, eps)?)?;
     let p_out = mt::subtract(&p0, &mt::multiply(&lr_t, &mt::divide(&m1o, &denom)?)?)?;
-    c.store(0, &p_out)?;
+    store_param(c, &p_out, 0, 6, master)?;
     c.store(1, &m1o)?;
     c.store(2, &m2o)?;
     if !attrs.use_global_beta_pow {
