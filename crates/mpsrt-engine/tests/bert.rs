@@ -11,7 +11,7 @@
 //!   plan; so does the decomposed-LayerNorm / tanh-GELU export form.
 
 use mpsrt_core::Place;
-use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_engine::{Precision, Session, SessionOptions};
 use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -121,6 +121,35 @@ fn decomposed_layernorm_and_tanh_gelu_fuse_and_match() {
         let got = out(&Session::load(decomposed(), place, SessionOptions::default()).unwrap(), &f);
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 1e-4, "{place:?} [{i}]: {a} vs {b}");
+        }
+    }
+}
+
+/// `precision=f16` (issue 23): the same fusions (Gelu, merged Q/K/V GEMM, Attention; the
+/// LayerNorms stay f32 between casts, so their statistics are f32) and outputs within f16's
+/// rounding of the f32 CPU plan (2e-2 absolute on unit-scale LayerNorm outputs).
+#[test]
+fn tiny_bert_f16_keeps_the_fusions() {
+    let f16 = |place| {
+        let opts = SessionOptions::default();
+        Session::load_with_precision(model(), place, opts, Precision::F16).unwrap()
+    };
+    let s = f16(Place::Cpu);
+    let plan = s.plan_for(&[vec![2, SEQ], vec![2, SEQ]]).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name()).collect();
+    let count = |name: &str| ops.iter().filter(|o| *o == name).count();
+    assert_eq!((count("Gelu"), count("Attention"), count("MatMul")), (2, 2, 8), "{ops:?}");
+    assert_eq!(count("LayerNormalization"), 5, "{ops:?}");
+    let f = feeds(2, 5);
+    let want = out(&Session::load(model(), Place::Cpu, SessionOptions::default()).unwrap(), &f);
+    let mut places = vec![Place::Cpu];
+    if gpu() {
+        places.push(Place::Gpu(0));
+    }
+    for place in places {
+        let got = out(&f16(place), &f);
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 2e-2, "{place:?} [{i}]: {a} vs {b}");
         }
     }
 }

@@ -9,14 +9,13 @@
 //! - **Decomposed LayerNorm** (opset < 17 exports): `m = ReduceMean(x, last axis)`,
 //!   `d = x − m`, `v = ReduceMean(Pow(d, 2))` (or `d·d`), `y = d / Sqrt(v + ε) · γ (+ β)` becomes
 //!   `LayerNormalization { axis: -1, epsilon: ε }(x, γ, β)` — one GPU kernel.
-//!
 //! - **Projections of one input** (attention's Q, K, V): one GEMM over the concatenated weights
 //!   and one bias add, sliced per projection (views); see [`fuse_projections`].
 //!
 //! Every intermediate must be private to the chain (one consumer, or two for `d`, not a graph
-//! output) and constants must match to 1e-4 relative; the last node of the chain is rewritten
-//! in place (keeping its output value and name) and the others are left to dead-node
-//! elimination.
+//! output) and constants must match to 1e-3 relative (an f16 √2 is 1.4141); the last node of
+//! the chain is rewritten in place (keeping its output value and name) and the others are left
+//! to dead-node elimination.
 
 use crate::ir::{Graph, HostTensor, Node, ValueId};
 use crate::op::{BinaryOp, Op, ReduceKind, UnaryOp};
@@ -44,7 +43,7 @@ impl Ctx<'_> {
     }
 
     fn is_const(&self, v: ValueId, want: f64) -> bool {
-        self.scalar(v).is_some_and(|c| (c - want).abs() <= 1e-4 * want.abs().max(1e-12))
+        self.scalar(v).is_some_and(|c| (c - want).abs() <= 1e-3 * want.abs().max(1e-12))
     }
 
     /// `(other operand, node)` when `v` is produced by `op` with one operand `x`.
