@@ -55,6 +55,11 @@ pub struct CoopMatmulSpec {
     pub variant: u8,
     /// Generation 3's parameters (ignored by generations 1 and 2).
     pub tune: CoopTune,
+    /// Every workgroup is interior (`M % BM == 0`, `N % BN == 0`, `K % BK == 0`): a generation
+    /// 3 kernel with the `fi` or `dg` knob then renders only the interior path, with no branch
+    /// around the matrix operations (the branched form measured wrong on the H100). Set by
+    /// the launcher for the shape it dispatches.
+    pub aligned: bool,
 }
 
 /// Which kernel the launcher asks for: a fixed generation or a member of generation 3's family
@@ -173,6 +178,7 @@ impl CoopMatmulSpec {
     /// The kernel in words, for reports: `v1`, `v2`, or `v3 <tune>`.
     pub fn variant_name(&self) -> String {
         match self.variant {
+            3 if self.aligned => format!("v3 {} aligned", self.tune.name()),
             3 => format!("v3 {}", self.tune.name()),
             v => format!("v{v}"),
         }
@@ -444,6 +450,7 @@ pub fn plan_coop_matmul(
         vec_b: false,
         variant: 2,
         tune: CoopTune::default(),
+        aligned: false,
     })
 }
 

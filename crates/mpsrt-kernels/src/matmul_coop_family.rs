@@ -122,6 +122,27 @@ impl CoopTune {
         Ok(t)
     }
 
+    /// Tunes `bench_coop_sweep` times with `COOP_VARIANTS=experimental` (and
+    /// `MPSRT_COOP_EXPERIMENTAL=1`): the unverified interior (`fi1`) and direct-load (`dg1`)
+    /// paths, which the launcher uses only where every block is whole (the `aligned`
+    /// specialization, no branch around the matrix operations).
+    pub fn experimental() -> Vec<CoopTune> {
+        let d = CoopTune::default();
+        let mut v = Vec::new();
+        for (wm, wn, tm, tn) in [(2, 2, 4, 4), (2, 4, 4, 2), (4, 2, 2, 4), (2, 2, 2, 2)] {
+            v.push(CoopTune { wm, wn, tm, tn, fi: true, ..d });
+        }
+        for (wm, wn, tm, tn, bk, db) in [
+            (2, 2, 4, 4, 32, false),
+            (2, 2, 4, 4, 16, true),
+            (1, 1, 4, 4, 32, false),
+            (4, 2, 2, 4, 16, true),
+        ] {
+            v.push(CoopTune { wm, wn, tm, tn, bk, db, dg: true, ..d });
+        }
+        v
+    }
+
     /// Why this tune is not trusted, if it is not: measured wrong or failing on the H100
     /// (session11 call A: every `fi1` and `dg1` kernel failed the correctness check, and every
     /// `wl1` kernel failed NVIDIA's shader compiler, driver 580). The launcher runs generation 1
@@ -311,7 +332,12 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let pi = t.pi && !(t.fi || dg);
     let l =
         Loop { s, bm, bn, nt, tm, tn, bk, as_, bs_, a_stage, b_stage, va, vb, db: t.db, wl, pi };
-    if t.fi || dg {
+    if (t.fi || dg) && spec.aligned {
+        // Every workgroup is interior: the fast path alone, outside any branch.
+        w.push_str("  {\n");
+        w.push_str(&if dg { l.direct() } else { l.shared(false) });
+        w.push_str("  }\n");
+    } else if t.fi || dg {
         // naga's uniformity analysis counts `workgroup_id` as non-uniform, and cooperative
         // loads need uniform control flow: the branch reads its condition back through
         // `workgroupUniformLoad`, which makes it uniform by construction.

@@ -47,6 +47,7 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                             vec_b,
                             variant,
                             tune: CoopTune::default(),
+                            aligned: false,
                         };
                         let src = spec.render().unwrap();
                         let msl =
@@ -72,6 +73,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_b: false,
             variant: 2,
             tune: CoopTune::default(),
+            aligned: false,
         },
         CoopMatmulSpec {
             size: 16,
@@ -82,6 +84,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_b: false,
             variant: 2,
             tune: CoopTune::default(),
+            aligned: false,
         },
         CoopMatmulSpec {
             size: 16,
@@ -92,6 +95,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             vec_b: false,
             variant: 2,
             tune: CoopTune::default(),
+            aligned: false,
         },
     ];
     for s in bad {
@@ -175,6 +179,7 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
         vec_b: true,
         variant: 3,
         tune: CoopTune::default(),
+        aligned: false,
     };
     // The sweep's tunes, and the unverified knobs (kept rendered for investigation).
     let mut tunes = CoopTune::sweep();
@@ -184,6 +189,7 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
     {
         tunes.push(CoopTune::parse(text).unwrap());
     }
+    tunes.extend(CoopTune::experimental());
     for (i, tune) in tunes.into_iter().enumerate() {
         // Alternate the operand paths and batch rank so every staging path is rendered.
         let (vec_a, vec_b) = [(true, true), (false, false), (true, false), (false, true)][i % 4];
@@ -199,6 +205,8 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
     let direct = CoopTune::parse("dg1_db1_k16").unwrap();
     for spec in [
         CoopMatmulSpec { tune: direct, ..base },
+        CoopMatmulSpec { tune: direct, aligned: true, ..base },
+        CoopMatmulSpec { tune: CoopTune::parse("fi1").unwrap(), aligned: true, ..base },
         CoopMatmulSpec { tune: direct, acc: DType::F16, size: 8, subgroup: 64, ..base },
         CoopMatmulSpec { acc: DType::F16, vec_a: false, ..base },
     ] {
@@ -206,6 +214,8 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
         if spec.tune.dg && spec.vec_a && spec.vec_b {
             assert!(src.contains("(&a["), "direct loads read the storage buffer: {spec:?}");
         }
+        // Aligned: no interior branch (and no checked loop) around the matrix operations.
+        assert_eq!(src.contains("if (full)"), !spec.aligned && (spec.tune.fi || spec.tune.dg));
         wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
         wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
     }

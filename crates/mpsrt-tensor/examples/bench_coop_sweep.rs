@@ -16,7 +16,8 @@
 //! `bash bench/gpu.sh coopsweep`). `COOP_VARIANTS="1 2 w2x2_t4x4_k32_p8_db0_fi1_dg1_wl1"`
 //! picks variants; `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
 //! (30) each child, `SWEEP_SHAPES` the timed shapes; tunes not verified on hardware (`fi1`, `dg1`,
-//! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`. Timed calls include the f32 → f16 cast of the product (as every f16
+//! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`;
+//! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set. Timed calls include the f32 → f16 cast of the product (as every f16
 //! matmul does).
 
 use mpsrt_kernels::CoopTune;
@@ -37,6 +38,12 @@ fn main() {
         return;
     }
     let variants: Vec<String> = match std::env::var("COOP_VARIANTS") {
+        // The unverified knobs, run with MPSRT_COOP_EXPERIMENTAL=1 (set below for children).
+        Ok(v) if v == "experimental" => ["1"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(CoopTune::experimental().iter().map(CoopTune::name))
+            .collect(),
         Ok(v) => v.split([' ', ';', '\n']).filter(|s| !s.is_empty()).map(String::from).collect(),
         Err(_) => ["tiled", "1", "2"]
             .iter()
@@ -58,6 +65,9 @@ fn main() {
         }
         let mut cmd = Command::new(&exe);
         cmd.env("MPSRT_COOP_SWEEP_CHILD", "1").stdout(Stdio::piped());
+        if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental") {
+            cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
+        }
         if v == "tiled" {
             cmd.env("MPSRT_COOP_MATMUL", "0").env_remove("MPSRT_COOP_VARIANT");
         } else {
@@ -161,8 +171,9 @@ fn check() -> Result<(bool, f64)> {
     let cases = [
         // Edge workgroups, a broadcast batch, 8-wide staging of both operands.
         (h(&[3, 200, 136])?, h(&[136, 264])?),
-        // Whole blocks and K a multiple of every K step: interior and direct-load paths.
-        (h(&[256, 320])?, h(&[320, 384])?),
+        // Whole blocks of every tune and K a multiple of every K step: the interior and
+        // direct-load paths (and their `aligned` specializations).
+        (h(&[256, 320])?, h(&[320, 512])?),
         // B transposed (strided staging).
         (h(&[200, 136])?, h(&[264, 136])?.transpose(0, 1)?),
         // Nothing a multiple of 8: scalar staging everywhere, partial K slabs.
