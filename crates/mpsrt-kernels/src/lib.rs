@@ -25,8 +25,8 @@ pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VT
 pub use layernorm::{LayerNormSpec, LAYERNORM_WG};
 pub use layout::coalesce;
 pub use matmul::{
-    matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec, OperandLoad,
-    MATMUL_META_HEAD,
+    gemm_splitk_reduce_kernel, matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec,
+    OperandLoad, MATMUL_META_HEAD,
 };
 pub use matmul_coop::{
     coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,

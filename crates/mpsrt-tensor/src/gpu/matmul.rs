@@ -20,11 +20,12 @@ use crate::matmul::epilogue_after;
 use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
-use mpsrt_kernels::{coalesce, matmul_meta, GemvSpec, MatmulAct, MatmulSpec, OperandLoad};
+use mpsrt_kernels::{coalesce, gemm_splitk_reduce_kernel, matmul_meta, GemvSpec, MatmulAct};
 use mpsrt_kernels::{
     coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
     CoopMatmulSpec,
 };
+use mpsrt_kernels::{MatmulSpec, OperandLoad};
 use mpsrt_runtime::{Binding, DeviceProperties, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -165,6 +166,65 @@ fn coop_spec(
 fn tile128_min() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
     *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 128))
+}
+
+/// Workgroups a tiled GEMM launch aims for before it splits K (`MPSRT_GEMM_SPLITK_WGS`,
+/// default 264): twice the compute units of the largest GPU tuned for (H100: 132 SMs). wgpu
+/// reports no compute-unit count; on a smaller GPU the extra workgroups only queue, and the
+/// slices' partial sums stay a small fraction of the operand traffic (see [`plan_gemm`]).
+/// `MPSRT_GEMM_SPLITK=0` turns split-K off (A/B timing).
+fn splitk_target() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| {
+        if super::env_knob("MPSRT_GEMM_SPLITK", 1) == 0 {
+            0
+        } else {
+            super::env_knob("MPSRT_GEMM_SPLITK_WGS", 2 * 132)
+        }
+    })
+}
+
+/// K per slice at least this long: shorter slices spend their time in the prologue/epilogue.
+const SPLITK_MIN_SLICE: usize = 256;
+/// At most this many slices (partials `[S, M, N]` are written and read back once each).
+const SPLITK_MAX_SLICES: usize = 16;
+
+/// A tiled GEMM launch: the output tile edge and how many K slices (1: no split-K).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmPlan {
+    /// 64 or 128.
+    pub tile: u32,
+    /// K slices, each a batch of the GEMM dispatch, summed by `gemm_splitk_reduce_kernel`.
+    pub slices: usize,
+}
+
+/// The tiled GEMM's launch for `[m, n, k]` over `batch` matrices: 128×128 tiles when there are
+/// at least `tile128_min` of them, else 64×64; then, when the 64×64 grid has fewer than
+/// `target` workgroups (0: never split) — BERT's `[128, 3072]·[3072, 768]` has 24 for an
+/// H100's 132 SMs — K is cut into `S` slices run as an extra batch dim so the grid reaches
+/// about `target`, with `S` dividing K into slices of ≥ [`SPLITK_MIN_SLICE`] (a multiple of 8,
+/// the K step: slices share no edge), at most [`SPLITK_MAX_SLICES`], and the partials' extra
+/// traffic (`2·S·M·N` floats) no more than the operands' (`M·K + K·N` per matrix). Pure: shape
+/// in, choice out, tested without a GPU.
+pub fn plan_gemm(mnk: [usize; 3], batch: usize, tile128_min: usize, target: usize) -> GemmPlan {
+    let [m, n, k] = mnk;
+    let tiles = |t: usize| m.div_ceil(t) * n.div_ceil(t) * batch;
+    let tile = if tiles(128) >= tile128_min { 128 } else { 64 };
+    let wgs = tiles(tile as usize);
+    let none = GemmPlan { tile, slices: 1 };
+    // 128-wide tiles mean the grid is already large: splitting only adds partial traffic.
+    if tile != 64 || wgs == 0 || wgs >= target || m * n == 0 {
+        return none;
+    }
+    let traffic = (m * k + k * n) / (m * n);
+    let mut s = target.div_ceil(wgs).min(k / SPLITK_MIN_SLICE).min(traffic).min(SPLITK_MAX_SLICES);
+    while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(8)) {
+        s -= 1;
+    }
+    if s < 2 {
+        return none;
+    }
+    GemmPlan { tile, slices: s }
 }
 
 fn aligned(vals: &[isize]) -> bool {
@@ -476,9 +536,31 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         }
     }
     let f32x = dtype == DType::F32;
+    let plan = plan_gemm([mm, nn, k], z, tile128_min(), splitk_target());
+    let limit = window::limits(&dev).0;
+    // Split-K (f32): the slices are an extra, outermost batch dim (A and B advance by a slice
+    // of K), so one GEMM dispatch writes partials `[S, batch.., M, N]`.
+    let slices = if f32x
+        && plan.slices > 1
+        && z * plan.slices <= maxd
+        && ((plan.slices * z * mm * nn * 4) as u64) <= limit
+    {
+        plan.slices
+    } else {
+        1
+    };
+    let ks = k / slices;
+    let (mut bs, mut nbd) = (bs, nbd);
+    if slices > 1 {
+        bs.insert(0, slices);
+        ab.insert(0, ks as isize * sa[1]);
+        bb.insert(0, ks as isize * sb[0]);
+        nbd += 1;
+        meta = matmul_meta([mm, nn, ks], [oa, ob, 0], sa, sb, [0, 0], alpha, 0.0, (&bs, &ab, &bb));
+    }
     let a_base_ok = oa % 4 == 0 && aligned(&ab);
     let b_base_ok = ob % 4 == 0 && aligned(&bb);
-    let a = if f32x && a_base_ok && sa[1] == 1 && sa[0] % 4 == 0 && k % 4 == 0 {
+    let a = if f32x && a_base_ok && sa[1] == 1 && sa[0] % 4 == 0 && ks % 4 == 0 {
         OperandLoad::VecK
     } else if f32x && a_base_ok && sa[0] == 1 && sa[1] % 4 == 0 && mm % 4 == 0 {
         OperandLoad::VecMN
@@ -487,42 +569,76 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     };
     let b = if f32x && b_base_ok && sb[1] == 1 && sb[0] % 4 == 0 && nn % 4 == 0 {
         OperandLoad::VecMN
-    } else if f32x && b_base_ok && sb[0] == 1 && sb[1] % 4 == 0 && k % 4 == 0 {
+    } else if f32x && b_base_ok && sb[0] == 1 && sb[1] % 4 == 0 && ks % 4 == 0 {
         OperandLoad::VecK
     } else {
         OperandLoad::Scalar
     };
-    let tiles128 = mm.div_ceil(128) * nn.div_ceil(128) * z;
-    let tile = if tiles128 >= tile128_min() { 128 } else { 64 };
+    let tile = plan.tile;
+    let split = slices > 1;
     let spec = MatmulSpec {
         dtype,
         tile,
         a,
         b,
-        has_c: p.c.is_some(),
+        has_c: p.c.is_some() && !split,
         vec_out: nn % 4 == 0,
         batch_dims: nbd,
-        act,
-        has_res: p.res.is_some(),
+        act: if split { MatmulAct::None } else { act },
+        has_res: p.res.is_some() && !split,
     };
     let pl = cached(&GEMM, &dev, op, spec, MatmulSpec::render)?;
     let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
     }
-    let mut binds = vec![abuf, bbuf];
-    if let Some((c, _)) = &p.c {
-        binds.push(bind(gpu_buffer(op, c)?, w.c));
-    }
-    if let Some(r) = p.res {
-        // Contiguous by construction (`matmul_epilogue`); the kernel indexes it like `out`.
-        if r.layout().offset != 0 {
-            return Err(Error::invalid(op, "internal: residual must start at offset 0"));
+    let wg = [gx as u32, gy as u32, (z * slices) as u32];
+    let res = match p.res {
+        // Contiguous by construction (`matmul_epilogue`); the kernels index it like `out`.
+        Some(r) if r.layout().offset != 0 => {
+            return Err(Error::invalid(op, "internal: residual must start at offset 0"))
         }
-        binds.push(Binding::from(&**gpu_buffer(op, r)?));
+        Some(r) => Some(Binding::from(&**gpu_buffer(op, r)?)),
+        None => None,
+    };
+    let cbind = match &p.c {
+        Some((c, _)) => Some(bind(gpu_buffer(op, c)?, w.c)),
+        None => None,
+    };
+    if !split {
+        let mut binds = vec![abuf, bbuf];
+        binds.extend(cbind);
+        binds.extend(res);
+        binds.push(Binding::from(&**outb));
+        dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
+        return Ok(result);
     }
+    let total = z * mm * nn;
+    let part = dev.alloc(op, (slices * total * 4) as u64)?;
+    dev.dispatch(op, &pl, &[abuf, bbuf, Binding::from(&part)], bytemuck::cast_slice(&meta), wg)?;
+    static REDUCE: SpecCache<(bool, bool, MatmulAct)> = OnceLock::new();
+    let key = (p.c.is_some(), p.res.is_some(), act);
+    let rpl = cached(&REDUCE, &dev, op, key, |&(c, r, a)| Ok(gemm_splitk_reduce_kernel(c, r, a)))?;
+    let rwg = super::grid((total as u64).div_ceil(256), maxd as u32);
+    let mut words = [0u32; 16];
+    words[..10].copy_from_slice(&[
+        total as u32,
+        nn as u32,
+        slices as u32,
+        p0.to_bits(),
+        rwg[0] * 256,
+        coff as u32,
+        beta.to_bits(),
+        cstr[0] as i32 as u32,
+        cstr[1] as i32 as u32,
+        mm as u32,
+    ]);
+    words[15] = p1.to_bits();
+    let mut binds = vec![Binding::from(&part)];
+    binds.extend(cbind);
+    binds.extend(res);
     binds.push(Binding::from(&**outb));
-    dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), [gx as u32, gy as u32, z as u32])?;
+    dev.dispatch(op, &rpl, &binds, bytemuck::cast_slice(&words), rwg)?;
     Ok(result)
 }
 
