@@ -278,6 +278,23 @@ def test_embedding(ids_dtype):
         F.embedding(paddle.to_tensor(np.array([9], ids_dtype), place=MPS), paddle.to_tensor(w, place=MPS)).numpy()
 
 
+@pytest.mark.parametrize("pad", [None, 2])
+def test_embedding_grad(pad):
+    """embedding_grad (a scatter-add of repeated ids) against Paddle's CPU kernel."""
+    w = rand((7, 5))
+    ids = np.array([[0, 3, 6], [2, 2, 1]], "int64")
+    scale = np.arange(30, dtype="float32").reshape(2, 3, 5)
+    grads = []
+    before = ran("embedding_grad", "int64")  # counted by the ids
+    for place in (CPU, MPS):
+        wt = paddle.to_tensor(w, place=place, stop_gradient=False)
+        y = F.embedding(paddle.to_tensor(ids, place=place), wt, padding_idx=pad)
+        (y * paddle.to_tensor(scale, place=place)).sum().backward()
+        grads.append(wt.grad.numpy())
+    assert ran("embedding_grad", "int64") > before
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6, atol=1e-6)
+
+
 def test_dropout_training_and_grad():
     """Training dropout: kept elements are x / (1 - p), the rest 0, about p of them dropped; the
     gradient flows through the same mask (dropout_grad on the device)."""

@@ -1,5 +1,5 @@
 //! Structure, indexing and sampling kernels: `stack`, `split` / `split_with_num` (list
-//! outputs), `argmax`, `prod`, `embedding`, `dropout` (+ grad), `conv2d_transpose` and
+//! outputs), `argmax`, `prod`, `embedding` (+ grad), `dropout` (+ grad), `conv2d_transpose` and
 //! `max_pool2d_with_index`, each composed from mpsrt-tensor ops like the other kernels.
 //! Signatures follow Paddle 3.3's `paddle/phi/kernels/*.h` exactly (the variadic entry point
 //! depends on it).
@@ -121,6 +121,57 @@ fn embedding(c: &Call) -> Result<()> {
         out = mt::multiply(&out, &keep)?;
     }
     c.store(0, &out)
+}
+
+/// `embedding_grad(x, weight, out_grad, padding_idx) -> weight_grad`: a scatter-add of the
+/// rows of `out_grad` by id, as one product on the device: a 0/1 selection matrix (distinct ids
+/// × lookups, built on the host from the read-back ids) times `out_grad` sums each id's rows;
+/// a gather spreads those sums over the vocabulary (zero rows for ids not looked up and for
+/// `padding_idx`).
+fn embedding_grad(c: &Call) -> Result<()> {
+    let (ids, dy) = (c.input(0)?, c.input(2)?);
+    let ws = c.in_shape(1)?;
+    if ws.len() != 2 {
+        return Err(Error::shape(c.name, format!("weight must be 2-D, got {ws:?}")));
+    }
+    let (rows, dim) = (ws[0], ws[1]);
+    let v = host_ids(c.name, &ids)?;
+    if let Some(bad) = v.iter().find(|&&i| i < 0 || i >= rows as i64) {
+        return Err(Error::invalid(c.name, format!("id {bad} is outside [0, {rows})")));
+    }
+    let pad = match c.int(0) {
+        -1 => None,
+        p if p < 0 => Some(p + rows as i64),
+        p => Some(p),
+    };
+    let mut uniq: Vec<i64> = v.iter().copied().filter(|&i| Some(i) != pad).collect();
+    uniq.sort_unstable();
+    uniq.dedup();
+    let (u, n) = (uniq.len(), v.len());
+    if u * n > 1 << 24 {
+        return Err(Error::unsupported(
+            c.name,
+            format!("{n} lookups of {u} distinct ids (the selection matrix would hold {u}x{n} floats; at most 2^24)"),
+        ));
+    }
+    let mut table = mt::zeros(&[1, dim], DType::F32, place())?;
+    if u > 0 {
+        let mut sel = vec![0f32; u * n];
+        for (j, &i) in v.iter().enumerate() {
+            if let Ok(r) = uniq.binary_search(&i) {
+                sel[r * n + j] = 1.0;
+            }
+        }
+        let sel = Tensor::from_slice(&sel, &[u, n], place())?;
+        let dy2 = dy.astype(DType::F32)?.reshape(&[n as isize, dim as isize])?;
+        table = mt::concat(&[&table, &mt::matmul(&sel, &dy2)?], 0)?;
+    }
+    let mut map = vec![0i32; rows];
+    for (r, &i) in uniq.iter().enumerate() {
+        map[i as usize] = r as i32 + 1;
+    }
+    let map = Tensor::from_slice(&map, &[rows], Place::Cpu)?;
+    c.store(0, &mt::gather(&table, &map, 0)?)
 }
 
 /// Dropout's scale for the kept elements.
@@ -262,6 +313,7 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("argmax", argmax, FI, [x: In, axis: Scalar, keep: Bool, flatten: Bool, dtype: DType, out: Out]),
         kernel!("prod", prod, F, [x: In, dims: IntArray, keep: Bool, all: Bool, out: Out]),
         kernel!("embedding", embedding, F, [ids: In, w: In, padding_idx: I64, out: Out]),
+        kernel!("embedding_grad", embedding_grad, F, [ids: In, w: In, dout: In, padding_idx: I64, dw: Out]),
         kernel!("dropout", dropout, F, [x: In, seed_tensor: OptIn, p: Scalar, is_test: Bool, mode: Str, seed: I32, fix_seed: Bool, out: Out, mask: Out]),
         kernel!("dropout_grad", dropout_grad, F, [mask: In, dout: In, p: Scalar, is_test: Bool, mode: Str, dx: Out]),
         kernel!("conv2d_transpose", conv2d_transpose, F, [x: In, w: In, strides: VecI32, pads: VecI32, out_pad: VecI32, out_size: IntArray, algo: Str, groups: I32, dil: VecI32, fmt: Str, out: Out]),
