@@ -85,6 +85,14 @@ fn parse_log(s: &str) -> Result<String, String> {
 }
 
 fn main() {
+    // Rust ignores SIGPIPE, so `println!` into a closed pipe (`mpsrt bench ... | head`) panicked
+    // with "failed printing to stdout". Restore the default action: the process ends quietly
+    // when its reader goes away, as `cat` or `grep` do.
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread starts; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let mut cli = parse();
     let mut filter = std::env::var("RUST_LOG").unwrap_or(cli.log.clone());
     if let Command::Serve(a) = &mut cli.command {
