@@ -1,5 +1,6 @@
 //! `layernorm::layer_norm_last` (issue 23): the one-kernel GPU layer norm, with and without a
-//! residual input, bias and the sum output, vec4 and scalar rows, views with offsets, against
+//! residual input, bias and the sum output, vec4 and scalar rows, views with offsets (rows past
+//! 65535 workgroups, the 2-D grid, are left out: ~10 s on lavapipe), against
 //! the CPU composition (`add` + `layer_norm`, f64 statistics checked by `reduce.rs`'s tests).
 //! Tolerance 1e-4 absolute on unit-scale outputs (f32 sums in a different order).
 
@@ -25,7 +26,6 @@ fn one_kernel_layer_norm_matches_the_cpu_composition() {
         (&[3, 5, 768], true, true, true, 0),
         (&[2, 3, 768], false, true, false, 0),
         (&[4, 7], true, false, true, 0),
-        (&[70000, 4], false, true, false, 0),
         (&[5, 12], true, true, false, 2),
         (&[3, 9], false, false, false, 1),
     ];
