@@ -15,8 +15,7 @@
 //! 64×64 tiles, else lowered) or `auto` (default). A forced algorithm that cannot run a conv
 //! (Winograd on a 1×1, anything past the binding limit) falls back to `auto`'s choice.
 //!
-//! `auto`: batch-1 convs keep the `legacy` route (its split-K paths were tuned for batch 1,
-//! where the host, not the GPU, bounds latency). Batched convs take the cheapest of Winograd and
+//! `auto` (= `model`): every conv, batch 1 included, takes the cheapest of Winograd and
 //! every (tile, slices) of the implicit GEMM (Winograd only when ≥ 10% cheaper) under a cost
 //! model of an NVIDIA-class GPU ([`CostModel`]): workgroups run in (fractional) waves of
 //! `sms × resident(tile)`; a wave costs the tile's FMAs at the tile's efficiency; split-K adds
@@ -27,7 +26,11 @@
 //! every algorithm on ResNet-50's and DenseNet-121's batch-32 shapes (10% log-RMS error; see
 //! [`tile_traits`]); the Winograd F(2,3) costs then fall within ~15% of its measured times;
 //! F(4,3) and the 32×128 tile are not measured yet. `bench/gpu.sh convs` (`bench_ops_b` under
-//! each `MPSRT_CONV_ALGO`) gives the data to refit them.
+//! each `MPSRT_CONV_ALGO`) gives the data to refit them. Batch 1 used the `legacy` route until
+//! the H200 measured the model ahead on all four batch-1 CNNs with plan replay (session 11 call
+//! C, `bench/results/2026-11-26-h200/session11/callC`: resnet50 1.82–1.94 → 1.61–1.65 ms,
+//! densenet121 4.08–4.10 → 3.34–3.42, mobilenet_v3_small 0.78 → 0.69, efficientnet_b0
+//! 1.63–1.81 → 1.62); `legacy` still forces the old route.
 
 use crate::conv::ConvGeom;
 
@@ -41,10 +44,10 @@ pub(crate) enum ConvAlgo {
     /// Winograd with the cheaper tile, or only F(m, 3) when `Some(m)`.
     Winograd(Option<u32>),
     Lowered,
-    /// `auto`'s cost model at every batch size, batch 1 included (issue 22: with plan replay
-    /// the host no longer bounds batch-1 latency, and the implicit GEMM with in-kernel split-K
-    /// is one or two dispatches where the legacy route's im2col + GEMM + reduce is three; to be
-    /// measured against `auto` before it becomes the default).
+    /// The cost model at every batch size, batch 1 included — what `auto` now does (issue 22:
+    /// with plan replay the host no longer bounds batch-1 latency, and the implicit GEMM with
+    /// in-kernel split-K is one or two dispatches where the legacy route's im2col + GEMM +
+    /// reduce is three).
     Model,
 }
 
@@ -324,7 +327,7 @@ pub(crate) fn plan_conv(g: &ConvGeom, lim: &PlanLimits, algo: ConvAlgo) -> ConvP
             (None, None) => ConvPlan::Lowered,
         }
     };
-    let auto = || if g.n == 1 { legacy(g, lim) } else { model() };
+    let auto = model;
     match algo {
         ConvAlgo::Auto => auto(),
         ConvAlgo::Model => model(),
@@ -480,18 +483,17 @@ mod tests {
     }
 
     #[test]
-    fn batch_one_keeps_the_legacy_route() {
+    fn batch_one_takes_the_cost_model_and_legacy_stays_selectable() {
         let lim = h100();
         for g in [geom(1, 512, 7, 512, 3, 1), geom(1, 64, 56, 64, 1, 1), geom(1, 3, 224, 64, 7, 2)]
         {
-            assert_eq!(plan_conv(&g, &lim, ConvAlgo::Auto), legacy(&g, &lim), "{g:?}");
+            assert_eq!(plan_conv(&g, &lim, ConvAlgo::Auto), plan_conv(&g, &lim, ConvAlgo::Model));
         }
-        assert_eq!(plan_conv(&geom(1, 512, 7, 512, 3, 1), &lim, ConvAlgo::Auto), ConvPlan::Lowered);
-        // `model` plans batch 1 with the cost model: DenseNet's 7×7 growth conv (K = 1152,
-        // 32 channels) is not the lowered route there.
+        // DenseNet's 7×7 growth conv (K = 1152, 32 channels): the legacy route lowers it
+        // (im2col + GEMM + reduce), the model runs it as one implicit GEMM (or Winograd).
         let g = geom(1, 128, 7, 32, 3, 1);
-        assert_eq!(plan_conv(&g, &lim, ConvAlgo::Auto), ConvPlan::Lowered);
-        let m = plan_conv(&g, &lim, ConvAlgo::Model);
+        assert_eq!(plan_conv(&g, &lim, ConvAlgo::Legacy), ConvPlan::Lowered);
+        let m = plan_conv(&g, &lim, ConvAlgo::Auto);
         assert!(matches!(m, ConvPlan::Gemm { .. } | ConvPlan::Winograd { .. }), "{m:?}");
     }
 
