@@ -11,6 +11,9 @@
 #                batch 1 and 32 and BERT-base (seq 128) at batch 1 and 8, exported to ONNX
 #                (bench/engine_torch.py export): `mpsrt bench` on the GPU, torch eager and torch
 #                CUDA graphs (TF32 off) in the same call
+#   replay       (not in the default set) plan replay's host cost (issue 22): `mpsrt bench` at
+#                batch 1 on the `models` files with MPSRT_REPLAY_THREADS=1/2/4 (host_record_us_per_step),
+#                then `--profile` (profile_mode gpu-timestamps: host and GPU ms per step)
 #   ops          matmul (f32, f16; 4096³ among them), softmax and row sums (bench_ops_a) beside
 #                torch (`torch_reference.py ops`)
 #   convs        ResNet-50's and DenseNet-121's conv2d shapes at batch 1 and 32, each call
@@ -89,6 +92,19 @@ if part models; then
       --iterations 10 --warmup 5 --precision f16 --json | sed "s/^{/{\"model\": \"$name\", \"precision\": \"f16\", /"
   done 2>&1 | tee -a "$OUT/models.jsonl"
   timeout 300 python3 bench/engine_torch.py torch --iters 50 --f16 2>&1 | grep '^{' | tee "$OUT/models_torch.jsonl"
+fi
+if part replay; then
+  echo "== replay"
+  models
+  for name in densenet121 resnet50 mobilenet_v3_small efficientnet_b0 bert_base; do
+    [ -f /tmp/models/$name.onnx ] || continue
+    for t in 1 2 4; do
+      MPSRT_REPLAY_THREADS=$t timeout 90 $M bench /tmp/models/$name.onnx --device gpu --batch 1 --iterations 50 \
+        --warmup 5 --json | sed "s/^{/{\"model\": \"$name\", \"replay_threads\": $t, /"
+    done
+    timeout 120 $M bench /tmp/models/$name.onnx --device gpu --batch 1 --iterations 5 --warmup 3 --profile --json \
+      | sed "s/^{/{\"model\": \"$name\", \"profiled\": true, /"
+  done 2>&1 | tee "$OUT/replay.jsonl"
 fi
 if part ops; then
   echo "== ops"

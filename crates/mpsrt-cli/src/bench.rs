@@ -67,6 +67,7 @@ fn delta(
         poll_ns: b.poll_ns - a.poll_ns,
         backpressure_ns: b.backpressure_ns - a.backpressure_ns,
         sync_ns: b.sync_ns - a.sync_ns,
+        replay_parts: b.replay_parts - a.replay_parts,
     })
 }
 

@@ -8,6 +8,7 @@
 //!
 //! `cargo run --release -p mpsrt-engine --example replay_host -- MODEL.onnx [ITERATIONS] [replay]`
 //! (inputs: the model's shapes with dynamic dims as 1, zeros for integers, random floats).
+//! `chain:N` instead of a model file times a synthetic plan of N tiny unfused steps.
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
@@ -19,9 +20,32 @@ fn p50(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// `chain:N`: N unfused elementwise steps on 64 floats (x + y, |.|, alternating), so the GPU
+/// work is negligible and a run's time is the host's (a quick measure on a loaded lavapipe).
+fn chain(n: usize) -> mpsrt_graph::Graph {
+    use mpsrt_graph::{BinaryOp, Dim, Graph, Op, UnaryOp};
+    let mut g = Graph::new();
+    let x = g.add_input("x", DType::F32, vec![Dim::Known(64)]).expect("input");
+    let y = g.add_input("y", DType::F32, vec![Dim::Known(64)]).expect("input");
+    let mut v = x;
+    for i in 0..n {
+        let out = g.add_value(format!("v{i}"), DType::F32, None).expect("value");
+        let (op, ins) = if i % 2 == 0 {
+            (Op::Binary(BinaryOp::Add), vec![v, y])
+        } else {
+            (Op::Unary(UnaryOp::Abs), vec![v])
+        };
+        g.add_node(format!("n{i}"), op, ins, vec![out]);
+        v = out;
+    }
+    g.outputs = vec![v];
+    g
+}
+
 fn main() -> mpsrt_core::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let path = args.get(1).expect("usage: replay_host MODEL.onnx [ITERATIONS] [replay]");
+    let path = args.get(1).expect("usage: replay_host MODEL.onnx|chain:N [ITERATIONS] [replay]");
+    let unfused = SessionOptions { fusion: false, ..SessionOptions::default() };
     let iters: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let place = Place::Gpu(0);
     let dev = mpsrt_runtime::gpu_device(0)?;
@@ -29,7 +53,11 @@ fn main() -> mpsrt_core::Result<()> {
     let modes: &[bool] =
         if args.get(3).is_some_and(|m| m == "replay") { &[true] } else { &[false, true] };
     for &replay in modes {
-        let s = Session::load(path, place, SessionOptions::default())?.with_replay(replay);
+        let s = match path.strip_prefix("chain:") {
+            Some(n) => Session::from_graph(chain(n.parse().unwrap_or(400)), place, unfused)?,
+            None => Session::load(path, place, SessionOptions::default())?,
+        }
+        .with_replay(replay);
         let mut feeds = HashMap::new();
         let mut shapes = Vec::new();
         for i in s.inputs() {

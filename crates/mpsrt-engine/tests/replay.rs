@@ -230,6 +230,7 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     dev.set_replay_split(3, 2);
     let (s, fresh) = sessions(bert_like());
+    let parts0 = dev.submit_timing().replay_parts;
     for run in 0..4u64 {
         let f = bert_feeds(9, 200 + run);
         assert_eq!(bytes(&s.run(&f).unwrap()), bytes(&fresh.run(&f).unwrap()), "run {run}");
@@ -237,4 +238,28 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     let st = s.replay_status(&[vec![1, 9], vec![1, 9, HIDDEN]]).unwrap();
     assert!(st.starts_with("ready"), "{st}");
     assert_eq!(dev.replay_split(), (3, 2));
+    assert!(dev.submit_timing().replay_parts > parts0, "no replay was recorded in parts");
+}
+
+#[test]
+fn profile_reports_host_and_gpu_time_per_step() {
+    if !gpu() {
+        return;
+    }
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let (s, _) = sessions(bert_like());
+    let f = bert_feeds(5, 300);
+    for repeat in [1, 2] {
+        let prof = s.profile(&f, repeat).unwrap();
+        assert!(!prof.is_empty());
+        for p in &prof {
+            assert!(p.host_ms >= 0.0 && p.host_ms <= p.ms * repeat as f64 + 1e-3, "{p:?}");
+            // Timestamps where the adapter has them (lavapipe does); never more than the
+            // synchronized wall time of the step.
+            assert_eq!(p.gpu_ms.is_some(), dev.has_timestamps(), "{p:?}");
+            if let Some(g) = p.gpu_ms {
+                assert!(g >= 0.0 && g <= p.ms + 1e-3, "repeat {repeat}: {p:?}");
+            }
+        }
+    }
 }

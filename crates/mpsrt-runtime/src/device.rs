@@ -40,6 +40,8 @@ pub struct SubmitTiming {
     pub backpressure_ns: u64,
     /// Nanoseconds blocked in `synchronize()` and reads.
     pub sync_ns: u64,
+    /// Command buffers recorded by parallel replay parts (`replay_par.rs`).
+    pub replay_parts: u64,
 }
 
 /// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
@@ -218,9 +220,8 @@ impl GpuDevice {
         config.max_inflight_bytes = config.max_inflight_bytes.min(quarter);
         let spin_us = if props.device_type == "cpu" { 0 } else { 1000 };
         config.sync_spin = config.sync_spin.or(Some(std::time::Duration::from_micros(spin_us)));
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = if props.device_type == "cpu" { 1 } else { (cores / 3).clamp(1, 4) };
-        config.replay_threads = config.replay_threads.or(Some(threads));
+        // Parallel replay recording stays opt-in until measured on a discrete GPU's host.
+        config.replay_threads = config.replay_threads.or(Some(1));
         let (replay_threads, replay_chunk) =
             (config.replay_threads.unwrap_or(1), config.replay_chunk);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");

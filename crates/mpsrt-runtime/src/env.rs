@@ -40,10 +40,10 @@ pub struct RuntimeConfig {
     /// BENCHMARKS.md), 0 on CPU adapters (lavapipe), whose workers need the host's cores.
     pub sync_spin: Option<Duration>,
     /// Threads that record one plan replay's commands in parallel, each into its own command
-    /// encoder (`MPSRT_REPLAY_THREADS`; unset: up to 4 on GPUs — a third of the host's cores —
-    /// and 1 on CPU adapters such as lavapipe, whose workers need the cores). wgpu-core encodes
-    /// a pass (usage scopes, barriers, the driver's commands) in `CommandEncoder::finish`, on
-    /// the thread that calls it, so this splits the host cost of a long replay (issue 22).
+    /// encoder (`MPSRT_REPLAY_THREADS`, default 1: off until measured on a discrete GPU's host;
+    /// on the loaded 2-core dev VM with lavapipe it could not be timed). wgpu-core encodes a
+    /// pass (usage scopes, barriers, the driver's commands) in `CommandEncoder::finish`, on the
+    /// thread that calls it, so this splits the host cost of a long replay (issue 22).
     pub replay_threads: Option<usize>,
     /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
     /// shorter replays are recorded on the calling thread alone.

@@ -533,6 +533,7 @@ impl GpuDevice {
                 batch.finished.push(enc.finish());
             }
             let (buffers, dispatches) = crate::replay_par::record(&self.device, rec, cmds, &parts)?;
+            st.timing.replay_parts += buffers.len() as u64;
             batch.finished.extend(buffers);
             dispatches
         } else {
