@@ -378,14 +378,14 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
                     let gpu: f64 = prof.iter().filter_map(|p| p.gpu_ms).sum();
                     println!(
                         "  profile mode gpu-timestamps: GPU {gpu:.3} ms ({:.1} us/step), host \
-                         record {host:.3} ms ({:.1} us/step)",
+                         record step by step (no replay) {host:.3} ms ({:.1} us/step)",
                         gpu * 1e3 / steps,
                         host * 1e3 / steps
                     );
                 }
                 _ => println!(
-                    "  profile mode sync-per-step (no GPU timestamps): host record {host:.3} ms \
-                     ({:.1} us/step)",
+                    "  profile mode sync-per-step (no GPU timestamps): host record step by step \
+                     (no replay) {host:.3} ms ({:.1} us/step)",
                     host * 1e3 / steps
                 ),
             }
