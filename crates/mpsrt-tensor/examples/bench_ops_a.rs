@@ -31,6 +31,11 @@ fn main() -> Result<()> {
     // `BENCH_ONLY=f16`: the gemv and f16 GEMM rows only, in a fresh process (the H100's clock
     // drops a few seconds into a busy Vulkan process).
     let f16_only = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "f16");
+    // `BENCH_ONLY=bert`: BERT-base's f32 products only (A/B split-K in two processes with
+    // `MPSRT_GEMM_SPLITK=0` and without: the knob is read once per process).
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "bert") {
+        return bert(&dev);
+    }
     let sizes: &[usize] = if rows_only || f16_only {
         &[]
     } else if quick {
@@ -54,6 +59,36 @@ fn main() -> Result<()> {
         return Ok(());
     }
     rows(&dev, if quick { 512 } else { 8192 })
+}
+
+/// BERT-base's f32 products at batch 1 (M = 128) and 8 (M = 1024): projections, FFN up and
+/// down, merged Q/K/V, and the per-head attention products; 200 timed calls each.
+fn bert(dev: &mpsrt_runtime::GpuDevice) -> Result<()> {
+    let p = Place::Gpu(0);
+    let knob = std::env::var("MPSRT_GEMM_SPLITK").unwrap_or_default();
+    let shapes: &[(&[usize], &[usize])] = &[
+        (&[128, 3072], &[3072, 768]),
+        (&[128, 768], &[768, 768]),
+        (&[128, 768], &[768, 2304]),
+        (&[128, 768], &[768, 3072]),
+        (&[1024, 3072], &[3072, 768]),
+        (&[1024, 768], &[768, 768]),
+        (&[1024, 768], &[768, 3072]),
+        (&[12, 128, 64], &[12, 64, 128]),
+        (&[12, 128, 128], &[12, 128, 64]),
+    ];
+    for &(sa, sb) in shapes {
+        let a = mt::randn(sa, DType::F32, p)?;
+        let b = mt::randn(sb, DType::F32, p)?;
+        let ms = time(200, dev, &|| mt::matmul(&a, &b))?;
+        let r = sa.len();
+        let (m, k, n) = (sa[r - 2], sa[r - 1], sb[r - 1]);
+        let z: usize = sa[..r - 2].iter().product();
+        let tf = 2.0 * (z * m * n * k) as f64 / (ms * 1e-3) / 1e12;
+        let plan = mt::plan_gemm([m, n, k], z, 128, 264);
+        println!("{{\"bench\": \"matmul_f32_bert\", \"a\": {sa:?}, \"b\": {sb:?}, \"ms\": {ms:.4}, \"tflops\": {tf:.3}, \"default_plan_slices\": {}, \"MPSRT_GEMM_SPLITK\": \"{knob}\"}}", plan.slices);
+    }
+    Ok(())
 }
 
 fn matvec_and_f16(dev: &mpsrt_runtime::GpuDevice, k: usize) -> Result<()> {
