@@ -33,6 +33,9 @@ NOT_OPS = {
     "gemm_act": "gemm + activation fused for the graph engine; equals mpsrt.addmm then F.relu/...",
     "matmul_kernel_name": "a diagnostic (which GEMM kernel a device would run), not an op",
     "plan_f16_gemm": "the pure kernel planner behind f16 matmul (tested in Rust), not an op",
+    "plan_gemm": "the pure tile/split-K planner behind f32 matmul (tested in Rust), not an op",
+    "with_destination": "runs a closure whose last elementwise launch writes into a given "
+                        "tensor's memory (the Paddle plugin's output buffers), not an op",
     "sdpa_fusable": "a planner query (does the fused attention kernel take these head sizes)",
     "scaled_dot_product_attention": "the fused attention kernel behind the engine's ONNX "
                                     "Attention (tested in Rust); no Python binding yet",
