@@ -192,6 +192,49 @@ pub(crate) enum Cmd {
     Copy { src: wgpu::Buffer, src_offset: u64, dst: wgpu::Buffer, dst_offset: u64, len: u64 },
 }
 
+/// What a replay's open compute pass has bound, so consecutive dispatches of one pipeline or
+/// one bind group do not set it again. Shared by the serial replay (`replay_inline`) and the
+/// parallel one (`replay_par::record_part`).
+pub(crate) struct PassBinding {
+    pipeline: u64,
+    group: usize,
+    dynamic: Option<u32>,
+}
+
+impl PassBinding {
+    /// Nothing bound (a new pass, or the open pass after a copy ended it).
+    pub(crate) const NONE: PassBinding =
+        PassBinding { pipeline: 0, group: usize::MAX, dynamic: None };
+
+    /// Records one `Cmd::Dispatch` of `rec` into `pass`.
+    pub(crate) fn dispatch(
+        &mut self,
+        pass: &mut wgpu::ComputePass<'static>,
+        rec: &Recording,
+        pipeline: usize,
+        group: usize,
+        dynamic: Option<u32>,
+        workgroups: [u32; 3],
+    ) {
+        let (p, id) = &rec.pipelines[pipeline];
+        if self.pipeline != *id {
+            pass.set_pipeline(p);
+            self.pipeline = *id;
+        }
+        if self.group != group || self.dynamic != dynamic {
+            pass.set_bind_group(0, &rec.groups[group], dynamic.as_slice());
+            self.group = group;
+            self.dynamic = dynamic;
+        }
+        pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+    }
+
+    /// The pipeline bound last (0 if none).
+    pub(crate) fn pipeline(&self) -> u64 {
+        self.pipeline
+    }
+}
+
 /// A captured run, ready to replay with [`GpuDevice::replay`]. Owns the intermediate buffers
 /// of the run and holds every other buffer it touches alive; dropping it gives the buffers back
 /// to the allocator.
@@ -562,25 +605,13 @@ impl GpuDevice {
         if batch.pass.is_none() {
             batch.end_pass();
         }
-        let mut bound_pipeline = 0u64;
-        let mut bound_group = usize::MAX;
-        let mut bound_dynamic = None;
+        let mut bound = PassBinding::NONE;
         let mut dispatches = 0;
         for cmd in cmds {
             match cmd {
                 Cmd::Dispatch { pipeline, group, dynamic, workgroups } => {
                     let pass = batch.pass(device);
-                    let (p, id) = &rec.pipelines[*pipeline];
-                    if bound_pipeline != *id {
-                        pass.set_pipeline(p);
-                        bound_pipeline = *id;
-                    }
-                    if bound_group != *group || bound_dynamic != *dynamic {
-                        pass.set_bind_group(0, &rec.groups[*group], dynamic.as_slice());
-                        bound_group = *group;
-                        bound_dynamic = *dynamic;
-                    }
-                    pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+                    bound.dispatch(pass, rec, *pipeline, *group, *dynamic, *workgroups);
                     dispatches += 1;
                 }
                 Cmd::Copy { src, src_offset, dst, dst_offset, len } => {
@@ -591,15 +622,14 @@ impl GpuDevice {
                         *dst_offset,
                         *len,
                     );
-                    bound_pipeline = 0;
-                    bound_group = usize::MAX;
+                    bound = PassBinding::NONE;
                 }
             }
         }
         // The pass stays open for the next dispatch; what it has bound now is a group of ours,
         // unknown to the bind cache, so the next eager dispatch binds its own.
         if batch.pass.is_some() {
-            batch.bound_pipeline = bound_pipeline;
+            batch.bound_pipeline = bound.pipeline();
         }
         batch.bound_group = None;
         dispatches

@@ -12,7 +12,7 @@
 //! [`GpuDevice::set_replay_split`] at run time, choose how many parts.
 
 use crate::device::GpuDevice;
-use crate::replay::{Cmd, Recording};
+use crate::replay::{Cmd, PassBinding, Recording};
 use mpsrt_core::{Error, Result};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -44,7 +44,7 @@ fn record_part(
     let mut encoder = device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mpsrt replay") });
     let mut pass: Option<wgpu::ComputePass<'static>> = None;
-    let (mut bound_pipeline, mut bound_group, mut bound_dynamic) = (0u64, usize::MAX, None);
+    let mut bound = PassBinding::NONE;
     let mut dispatches = 0;
     for cmd in cmds {
         match cmd {
@@ -57,23 +57,13 @@ fn record_part(
                         })
                         .forget_lifetime()
                 });
-                let (p, id) = &rec.pipelines[*pipeline];
-                if bound_pipeline != *id {
-                    pass.set_pipeline(p);
-                    bound_pipeline = *id;
-                }
-                if bound_group != *group || bound_dynamic != *dynamic {
-                    pass.set_bind_group(0, &rec.groups[*group], dynamic.as_slice());
-                    bound_group = *group;
-                    bound_dynamic = *dynamic;
-                }
-                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+                bound.dispatch(pass, rec, *pipeline, *group, *dynamic, *workgroups);
                 dispatches += 1;
             }
             Cmd::Copy { src, src_offset, dst, dst_offset, len } => {
                 // Copies are recorded outside a pass; the next dispatch opens a new one.
                 pass = None;
-                (bound_pipeline, bound_group, bound_dynamic) = (0, usize::MAX, None);
+                bound = PassBinding::NONE;
                 encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *len);
             }
         }
