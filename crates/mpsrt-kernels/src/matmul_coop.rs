@@ -679,41 +679,62 @@ impl CoopMatmulSpec {
             w.push_str("    }\n");
         }
         w.push_str("    workgroupBarrier();\n    st = ot;\n  }\n");
-        // Epilogue.
-        w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
-        // f16 accumulators cannot be stored to the f32 output directly: scratch only.
-        if self.acc == DType::F32 {
-            let _ = writeln!(w, "  if (alpha == 1.0 && m0 + {bm}u <= Mr && n0 + {bn}u <= N) {{");
-            for i in 0..TM {
-                for j in 0..TN {
-                    // The index is bound first: naga's SPIR-V writer panics ("expression
-                    // not cached") on a cooperative store whose pointer index is computed inline.
-                    let _ = writeln!(
-                        w,
-                        "    let o{i}{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n    coopStoreT(c{i}{j}, &out[o{i}{j}], N);",
-                        i * s,
-                        j * s
-                    );
-                }
-            }
-            w.push_str("    return;\n  }\n");
-        }
-        let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
-        for i in 0..TM {
-            for j in 0..TN {
-                let _ = writeln!(w, "  coopStoreT(c{i}{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
-                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+        let inside = format!("m0 + {bm}u <= Mr && n0 + {bn}u <= N");
+        store_epilogue(&mut w, self.acc, &inside, TM, TN, s, sg, "");
+        w.push_str("}\n");
+        Ok(w)
+    }
+}
+
+/// The GEMM epilogue both cooperative generations render: `out = alpha * C` for the
+/// subgroup's `tm × tn` accumulator tiles `c{i}{sep}{j}`. Whole blocks (`inside`) with
+/// alpha = 1 and f32 accumulators store straight to `out`; otherwise every tile goes through
+/// the workgroup scratch `Cs` with bounds checks (f16 accumulators cannot be stored to the f32
+/// output directly). Closes the kernel's body.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn store_epilogue(
+    w: &mut String,
+    acc: DType,
+    inside: &str,
+    tm: u32,
+    tn: u32,
+    s: u32,
+    sg: u32,
+    sep: &str,
+) {
+    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    if acc == DType::F32 {
+        let _ = writeln!(w, "  if (alpha == 1.0 && {inside}) {{");
+        for i in 0..tm {
+            for j in 0..tn {
+                // The index is bound first: naga's SPIR-V writer panics ("expression not
+                // cached") on a cooperative store whose pointer index is computed inline.
                 let _ = writeln!(
                     w,
-                    "    let m = m0 + sm + {}u + e / {s}u; let n = n0 + sn + {}u + e % {s}u;",
+                    "    let o{i}{sep}{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n    coopStoreT(c{i}{sep}{j}, &out[o{i}{sep}{j}], N);",
                     i * s,
                     j * s
                 );
-                w.push_str("    if (m < Mr && n < N) { out[obase + m * N + n] = alpha * f32(Cs[cs + e]); }\n");
-                w.push_str("  }\n  workgroupBarrier();\n");
             }
         }
-        w.push_str("}\n");
-        Ok(w)
+        w.push_str("    return;\n  }\n");
+    }
+    let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+    for i in 0..tm {
+        for j in 0..tn {
+            let _ =
+                writeln!(w, "  coopStoreT(c{i}{sep}{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
+            let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+            let _ = writeln!(
+                w,
+                "    let m = m0 + sm + {}u + e / {s}u; let n = n0 + sn + {}u + e % {s}u;",
+                i * s,
+                j * s
+            );
+            w.push_str(
+                "    if (m < Mr && n < N) { out[obase + m * N + n] = alpha * f32(Cs[cs + e]); }\n",
+            );
+            w.push_str("  }\n  workgroupBarrier();\n");
+        }
     }
 }

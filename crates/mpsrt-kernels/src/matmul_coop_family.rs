@@ -357,40 +357,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         }
         w.push_str(&l.shared(true));
     }
-    // Epilogue.
-    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
-    if spec.acc == DType::F32 {
-        let _ = writeln!(w, "  if (alpha == 1.0 && {inside}) {{");
-        for i in 0..tm {
-            for j in 0..tn {
-                // Index bound first: naga's SPIR-V writer panics on an inline-computed one.
-                let _ = writeln!(
-                    w,
-                    "    let o{i}_{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n    coopStoreT(c{i}_{j}, &out[o{i}_{j}], N);",
-                    i * s,
-                    j * s
-                );
-            }
-        }
-        w.push_str("    return;\n  }\n");
-    }
-    let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
-    for i in 0..tm {
-        for j in 0..tn {
-            let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
-            let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
-            let _ = writeln!(
-                w,
-                "    let m = m0 + sm + {}u + e / {s}u; let n = n0 + sn + {}u + e % {s}u;",
-                i * s,
-                j * s
-            );
-            w.push_str(
-                "    if (m < Mr && n < N) { out[obase + m * N + n] = alpha * f32(Cs[cs + e]); }\n",
-            );
-            w.push_str("  }\n  workgroupBarrier();\n");
-        }
-    }
+    crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
     w.push_str("}\n");
     Ok(w)
 }
