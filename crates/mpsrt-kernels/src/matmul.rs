@@ -169,14 +169,11 @@ pub fn matmul_meta(
     w
 }
 
-fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
-    let words = (MATMUL_META_HEAD + 3 * nb).div_ceil(4);
-    let _ = writeln!(s, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
-    for (i, (name, ty)) in bufs.iter().enumerate() {
-        let access = if *name == "out" { "read_write" } else { "read" };
-        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
-    }
-    let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
+/// The metadata accessors every GEMM kernel (tiled and cooperative) declares after its
+/// `M: Meta` uniform: `mw(i)` (word `i`), `mi(i)` (word `i` as i32) and `boffs(z)` (the A and
+/// B element offsets of flattened batch index `z` over `nb` broadcast batch dims, from the
+/// batch shape and strides after the [`MATMUL_META_HEAD`] words).
+pub(crate) fn meta_fns(s: &mut String, nb: usize) {
     s.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
     s.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
     let h = MATMUL_META_HEAD;
@@ -191,6 +188,17 @@ fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
         );
     }
     s.push_str("  return vec2<i32>(oa, ob);\n}\n");
+}
+
+fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
+    let words = (MATMUL_META_HEAD + 3 * nb).div_ceil(4);
+    let _ = writeln!(s, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
+    for (i, (name, ty)) in bufs.iter().enumerate() {
+        let access = if *name == "out" { "read_write" } else { "read" };
+        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
+    }
+    let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
+    meta_fns(s, nb);
     for (name, ty) in bufs.iter().take(2) {
         if ty.starts_with("vec4") {
             continue;

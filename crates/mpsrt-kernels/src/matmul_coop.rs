@@ -231,19 +231,7 @@ impl CoopMatmulSpec {
             writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(self.vec_b));
         w.push_str("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n");
         w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
-        w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
-        w.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
-        w.push_str("fn boffs(z: u32) -> vec2<i32> {\n  var rem = z; var oa = 0; var ob = 0;\n");
-        for d in (0..nb).rev() {
-            let _ = writeln!(
-                w,
-                "  {{ let sz = mw({}u); let c = i32(rem % sz); rem = rem / sz; oa = oa + c * mi({}u); ob = ob + c * mi({}u); }}",
-                h + d,
-                h + nb + d,
-                h + 2 * nb + d
-            );
-        }
-        w.push_str("  return vec2<i32>(oa, ob);\n}\n");
+        crate::matmul::meta_fns(&mut w, nb);
         // As: [BM][BK] row-major; Bs: [BK][BN] row-major; Cs: one S×S scratch per subgroup.
         let _ = writeln!(w, "var<workgroup> As: array<f16, {}>;", bm * BK);
         let _ = writeln!(w, "var<workgroup> Bs: array<f16, {}>;", BK * bn);
@@ -524,19 +512,7 @@ impl CoopMatmulSpec {
             writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(self.vec_b));
         w.push_str("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n");
         w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
-        w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
-        w.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
-        w.push_str("fn boffs(z: u32) -> vec2<i32> {\n  var rem = z; var oa = 0; var ob = 0;\n");
-        for d in (0..nb).rev() {
-            let _ = writeln!(
-                w,
-                "  {{ let sz = mw({}u); let c = i32(rem % sz); rem = rem / sz; oa = oa + c * mi({}u); ob = ob + c * mi({}u); }}",
-                h + d,
-                h + nb + d,
-                h + 2 * nb + d
-            );
-        }
-        w.push_str("  return vec2<i32>(oa, ob);\n}\n");
+        crate::matmul::meta_fns(&mut w, nb);
         let _ = writeln!(w, "var<workgroup> As: array<f16, {}>;", 2 * a_stage);
         let _ = writeln!(w, "var<workgroup> Bs: array<f16, {}>;", 2 * b_stage);
         let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", WM * WN * s * s);

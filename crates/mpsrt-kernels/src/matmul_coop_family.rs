@@ -283,19 +283,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(vb));
     w.push_str("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n");
     w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
-    w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
-    w.push_str("fn mi(i: u32) -> i32 { return bitcast<i32>(mw(i)); }\n");
-    w.push_str("fn boffs(z: u32) -> vec2<i32> {\n  var rem = z; var oa = 0; var ob = 0;\n");
-    for d in (0..nb).rev() {
-        let _ = writeln!(
-            w,
-            "  {{ let sz = mw({}u); let c = i32(rem % sz); rem = rem / sz; oa = oa + c * mi({}u); ob = ob + c * mi({}u); }}",
-            h + d,
-            h + nb + d,
-            h + 2 * nb + d
-        );
-    }
-    w.push_str("  return vec2<i32>(oa, ob);\n}\n");
+    crate::matmul::meta_fns(&mut w, nb);
     if wl {
         // Halves of word-typed operands (scalar staging paths).
         for (f, arr, v) in [("ha", "a", va), ("hb", "b", vb)] {
