@@ -12,6 +12,7 @@ pub mod layout;
 pub mod matmul;
 pub mod matmul_coop;
 pub mod matmul_coop_family;
+pub mod matmul_coop_tune;
 pub mod reduce;
 pub mod softmax;
 #[cfg(feature = "validate")]

@@ -18,208 +18,9 @@
 //! is what `MPSRT_COOP_VARIANT` takes.
 
 use crate::matmul_coop::CoopMatmulSpec;
+pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
 use std::fmt::Write as _;
-
-/// One member of the kernel family (see the module doc for each knob).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CoopTune {
-    pub wm: u8,
-    pub wn: u8,
-    pub tm: u8,
-    pub tn: u8,
-    pub bk: u8,
-    pub pad: u8,
-    pub db: bool,
-    pub fi: bool,
-    pub dg: bool,
-    /// Word-typed memory: slabs and operands bound as `u32` words and cooperative tiles loaded
-    /// through `u32` pointers (strides in words), as NVIDIA's own cooperative-matrix samples do
-    /// with `uvec4` buffers; staging stores whole words. Vulkan only: Metal's simdgroup loads
-    /// take the element type's pointer, so the planner never picks it for 8×8 tiles.
-    pub wl: bool,
-    /// Predicated interior loads: one K loop for every workgroup whose global loads skip the
-    /// bounds checks when the block is interior (`full || in bounds`), with no branch around
-    /// the cooperative operations (the `fi` branch measured wrong on the H100).
-    pub pi: bool,
-}
-
-impl Default for CoopTune {
-    fn default() -> Self {
-        CoopTune {
-            wm: 2,
-            wn: 2,
-            tm: 4,
-            tn: 4,
-            bk: 32,
-            pad: 8,
-            db: false,
-            fi: false,
-            dg: false,
-            wl: false,
-            pi: false,
-        }
-    }
-}
-
-impl CoopTune {
-    /// Canonical text form, e.g. `w2x2_t4x4_k32_p8_db0_fi1_dg0`.
-    pub fn name(&self) -> String {
-        format!(
-            "w{}x{}_t{}x{}_k{}_p{}_db{}_fi{}_dg{}_wl{}_pi{}",
-            self.wm,
-            self.wn,
-            self.tm,
-            self.tn,
-            self.bk,
-            self.pad,
-            u8::from(self.db),
-            u8::from(self.fi),
-            u8::from(self.dg),
-            u8::from(self.wl),
-            u8::from(self.pi)
-        )
-    }
-
-    /// Parse the text form; tokens may come in any order and missing ones keep the default.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let mut t = CoopTune::default();
-        let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1")
-        };
-        let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
-            let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
-            Ok((a.parse().map_err(|_| bad(tok))?, b.parse().map_err(|_| bad(tok))?))
-        };
-        let flag = |v: &str, tok: &str| match v {
-            "0" => Ok(false),
-            "1" => Ok(true),
-            _ => Err(bad(tok)),
-        };
-        for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(v) = tok.strip_prefix("db") {
-                t.db = flag(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix("fi") {
-                t.fi = flag(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix("pi") {
-                t.pi = flag(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix("wl") {
-                t.wl = flag(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix("dg") {
-                t.dg = flag(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix('w') {
-                (t.wm, t.wn) = pair(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix('t') {
-                (t.tm, t.tn) = pair(v, tok)?;
-            } else if let Some(v) = tok.strip_prefix('k') {
-                t.bk = v.parse().map_err(|_| bad(tok))?;
-            } else if let Some(v) = tok.strip_prefix('p') {
-                t.pad = v.parse().map_err(|_| bad(tok))?;
-            } else {
-                return Err(bad(tok));
-            }
-        }
-        Ok(t)
-    }
-
-    /// Tunes `bench_coop_sweep` times with `COOP_VARIANTS=experimental` (and
-    /// `MPSRT_COOP_EXPERIMENTAL=1`): the unverified interior (`fi1`) and direct-load (`dg1`)
-    /// paths, which the launcher uses only where every block is whole (the `aligned`
-    /// specialization, no branch around the matrix operations).
-    pub fn experimental() -> Vec<CoopTune> {
-        let d = CoopTune::default();
-        let mut v = Vec::new();
-        for (wm, wn, tm, tn) in [(2, 2, 4, 4), (2, 4, 4, 2), (4, 2, 2, 4), (2, 2, 2, 2)] {
-            v.push(CoopTune { wm, wn, tm, tn, fi: true, ..d });
-        }
-        for (wm, wn, tm, tn, bk, db) in [
-            (2, 2, 4, 4, 32, false),
-            (2, 2, 4, 4, 16, true),
-            (1, 1, 4, 4, 32, false),
-            (4, 2, 2, 4, 16, true),
-        ] {
-            v.push(CoopTune { wm, wn, tm, tn, bk, db, dg: true, ..d });
-        }
-        v
-    }
-
-    /// Why this tune is not trusted, if it is not: measured wrong or failing on the H100
-    /// (session11 call A: every `fi1` and `dg1` kernel failed the correctness check, and every
-    /// `wl1` kernel failed NVIDIA's shader compiler, driver 580). The launcher runs generation 1
-    /// instead unless `MPSRT_COOP_EXPERIMENTAL=1`.
-    pub fn unverified(&self) -> Option<&'static str> {
-        if self.wl {
-            Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
-        } else if self.fi || self.dg {
-            Some("fi1/dg1: wrong results on the H100 (session11 call A), not understood yet")
-        } else {
-            None
-        }
-    }
-
-    /// Whether the renderer accepts this tune for tiles of `size`.
-    pub fn check(&self, size: u32) -> Result<(), String> {
-        let p2 = |v: u8, hi: u8| v.is_power_of_two() && v <= hi;
-        if !p2(self.wm, 4) || !p2(self.wn, 4) || self.wm * self.wn > 8 {
-            return Err(format!(
-                "{}: subgroup grid must be ≤ 8 subgroups, 1/2/4 a side",
-                self.name()
-            ));
-        }
-        if !p2(self.tm, 8) || !p2(self.tn, 8) || self.tm * self.tn > 16 {
-            return Err(format!("{}: at most 16 tiles per subgroup, 1..8 a side", self.name()));
-        }
-        let bk = u32::from(self.bk);
-        if bk % size != 0 || bk % 8 != 0 || !(8..=64).contains(&bk) {
-            return Err(format!(
-                "{}: K step must be a multiple of {size} and 8, ≤ 64",
-                self.name()
-            ));
-        }
-        if !self.pad.is_multiple_of(8) || self.pad > 16 {
-            return Err(format!("{}: pad must be 0, 8 or 16 halves", self.name()));
-        }
-        Ok(())
-    }
-
-    /// The tunes `bench_coop_sweep` times (one process each): one-factor variations around the
-    /// generation-1 shape, wider/taller workgroups, and the direct-load family.
-    pub fn sweep() -> Vec<CoopTune> {
-        let d = CoopTune::default();
-        let mut v = Vec::new();
-        for (pad, db, bk) in [
-            (8, false, 32),
-            (8, true, 32),
-            (0, false, 32),
-            (0, true, 32),
-            (8, false, 16),
-            (8, true, 16),
-            (8, false, 64),
-        ] {
-            v.push(CoopTune { pad, db, bk, ..d });
-        }
-        let grids = [
-            (2, 4, 4, 2),
-            (4, 2, 2, 4),
-            (2, 4, 4, 4),
-            (4, 2, 4, 4),
-            (2, 2, 2, 2),
-            (2, 2, 4, 2),
-            (2, 2, 2, 4),
-            (1, 1, 4, 4),
-            (2, 1, 4, 4),
-        ];
-        for (wm, wn, tm, tn) in grids {
-            for db in [false, true] {
-                v.push(CoopTune { wm, wn, tm, tn, db, ..d });
-            }
-        }
-        for (wm, wn, tm, tn) in [(2, 2, 4, 4), (2, 4, 4, 2), (4, 2, 2, 4), (2, 2, 2, 2)] {
-            v.push(CoopTune { wm, wn, tm, tn, pi: true, ..d });
-        }
-        v
-    }
-}
 
 /// Shapes derived from a spec and its tune.
 pub(crate) fn block(spec: &CoopMatmulSpec) -> (u32, u32, u32) {
@@ -261,6 +62,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let (as_, bs_) = (bk + pad, bn + pad);
     let (a_stage, b_stage) = (bm * as_, bk * bs_);
     let stages = if t.db { 2 } else { 1 };
+    // Vector-typed slabs for the operands staged 8 wide.
+    let (vsa, vsb) = (if va { u32::from(t.vs) } else { 0 }, if vb { u32::from(t.vs) } else { 0 });
     let nb = spec.batch_dims;
     let h = crate::MATMUL_META_HEAD;
     let words = (h + 3 * nb).div_ceil(4);
@@ -294,8 +97,12 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         let _ = writeln!(w, "var<workgroup> As: array<u32, {}>;", stages * a_stage / 2);
         let _ = writeln!(w, "var<workgroup> Bs: array<u32, {}>;", stages * b_stage / 2);
     } else {
-        let _ = writeln!(w, "var<workgroup> As: array<f16, {}>;", stages * a_stage);
-        let _ = writeln!(w, "var<workgroup> Bs: array<f16, {}>;", stages * b_stage);
+        for (name, v, len) in [("As", vsa, stages * a_stage), ("Bs", vsb, stages * b_stage)] {
+            let _ = match v {
+                0 => writeln!(w, "var<workgroup> {name}: array<f16, {len}>;"),
+                v => writeln!(w, "var<workgroup> {name}: array<vec{v}<f16>, {}>;", len / v),
+            };
+        }
     }
     let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * s * s);
     w.push_str("var<workgroup> Wfull: u32;\n");
@@ -318,8 +125,27 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     }
     let inside = format!("m0 + {bm}u <= Mr && n0 + {bn}u <= N");
     let pi = t.pi && !(t.fi || dg);
-    let l =
-        Loop { s, bm, bn, nt, tm, tn, bk, as_, bs_, a_stage, b_stage, va, vb, db: t.db, wl, pi };
+    let l = Loop {
+        s,
+        bm,
+        bn,
+        nt,
+        tm,
+        tn,
+        bk,
+        as_,
+        bs_,
+        a_stage,
+        b_stage,
+        va,
+        vb,
+        db: t.db,
+        wl,
+        pi,
+        vsa,
+        vsb,
+        rp: t.rp,
+    };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
         w.push_str("  {\n");
@@ -368,6 +194,11 @@ struct Loop {
     db: bool,
     wl: bool,
     pi: bool,
+    /// Halves per element of the A / B slab (0: `f16` slabs).
+    vsa: u32,
+    vsb: u32,
+    /// One slab, next slab's vectors prefetched to registers.
+    rp: bool,
 }
 
 impl Loop {
@@ -443,15 +274,21 @@ impl Loop {
     /// The products of one staged slab at stage offsets `ab`/`bb`.
     fn products(&self) -> String {
         let Loop { s, tm, tn, bk, as_, bs_, .. } = *self;
-        // Word-typed slabs: indices and strides in u32 words (every offset is even).
-        let (sh, ws) = if self.wl { (" >> 1u", 2) } else { ("", 1) };
+        // Word-typed or vector-typed slabs: indices and strides in slab elements (every
+        // offset is a multiple of 8 halves).
+        let unit = |v: u32| match (self.wl, v) {
+            (true, _) => (" >> 1u", 2),
+            (false, 0) => ("", 1),
+            (false, v) => (if v == 2 { " >> 1u" } else { " >> 2u" }, v),
+        };
+        let ((sha, wa), (shb, wb)) = (unit(self.vsa), unit(self.vsb));
         let mut c = String::new();
         for kk in (0..bk).step_by(s as usize) {
             for i in 0..tm {
-                let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u){sh}], {}u);", i * s, as_ / ws);
+                let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u){sha}], {}u);", i * s, as_ / wa);
             }
             for j in 0..tn {
-                let _ = writeln!(c, "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[(bb + {kk}u * {bs_}u + sn + {}u){sh}], {}u);", j * s, bs_ / ws);
+                let _ = writeln!(c, "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[(bb + {kk}u * {bs_}u + sn + {}u){shb}], {}u);", j * s, bs_ / wb);
             }
             for i in 0..tm {
                 for j in 0..tn {
@@ -479,6 +316,18 @@ impl Loop {
     /// (scalar paths, and vector paths when `!to_regs`) straight into stage `st`. `checked`:
     /// bounds checks against M, N, K (edge workgroups).
     fn load(&self, k0: &str, st: &str, checked: bool, to_regs: bool) -> String {
+        self.load_sel(k0, st, checked, to_regs, (true, true))
+    }
+
+    /// [`load`](Self::load) of the operands `sel` picks (A, B).
+    fn load_sel(
+        &self,
+        k0: &str,
+        st: &str,
+        checked: bool,
+        to_regs: bool,
+        sel: (bool, bool),
+    ) -> String {
         let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, wl, .. } = *self;
         let mut c = String::new();
         let (q, qn) = (bk / 8, bn / 8);
@@ -529,73 +378,77 @@ impl Loop {
                 c.push_str("    }\n");
             }
         };
-        if self.va {
-            let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32(m) * sam + i32(k)) >> {vsh}u;");
-            let at = format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u");
-            vec(&mut c, bm * q, "ra", "a", &idx, "m < Mr && k < K", "As", &at);
-        } else if wl {
-            // Pairs of halves along K, packed into one word of the slab.
-            let h = bk / 2;
-            let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * h);
-            let _ = writeln!(c, "      let r = e / {h}u; let kk = (e % {h}u) * 2u; let m = m0 + r; let k = {k0} + kk;");
-            c.push_str("      let i0 = u32(abase + i32(m) * sam + i32(k) * sak); let i1 = u32(i32(i0) + sak);\n");
-            if checked {
-                c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (m < Mr && k < K) { v0 = ha(i0); }\n      if (m < Mr && k + 1u < K) { v1 = ha(i1); }\n");
+        if sel.0 {
+            if self.va {
+                let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32(m) * sam + i32(k)) >> {vsh}u;");
+                let at = format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u");
+                vec(&mut c, bm * q, "ra", "a", &idx, "m < Mr && k < K", "As", &at);
+            } else if wl {
+                // Pairs of halves along K, packed into one word of the slab.
+                let h = bk / 2;
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * h);
+                let _ = writeln!(c, "      let r = e / {h}u; let kk = (e % {h}u) * 2u; let m = m0 + r; let k = {k0} + kk;");
+                c.push_str("      let i0 = u32(abase + i32(m) * sam + i32(k) * sak); let i1 = u32(i32(i0) + sak);\n");
+                if checked {
+                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (m < Mr && k < K) { v0 = ha(i0); }\n      if (m < Mr && k + 1u < K) { v1 = ha(i1); }\n");
+                } else {
+                    c.push_str("      let v0 = ha(i0); let v1 = ha(i1);\n");
+                }
+                let _ = writeln!(c, "      As[({st} * {a_stage}u + r * {as_}u + kk) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
             } else {
-                c.push_str("      let v0 = ha(i0); let v1 = ha(i1);\n");
-            }
-            let _ = writeln!(c, "      As[({st} * {a_stage}u + r * {as_}u + kk) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
-        } else {
-            let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * bk);
-            let _ = writeln!(
-                c,
-                "      let r = e / {bk}u; let kk = e % {bk}u; let m = m0 + r; let k = {k0} + kk;"
-            );
-            let ld = "a[u32(abase + i32(m) * sam + i32(k) * sak)]";
-            if checked {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * bk);
                 let _ = writeln!(
                     c,
-                    "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
-                    guard("m < Mr && k < K")
+                    "      let r = e / {bk}u; let kk = e % {bk}u; let m = m0 + r; let k = {k0} + kk;"
                 );
-            } else {
-                let _ = writeln!(c, "      let v = {ld};");
+                let ld = "a[u32(abase + i32(m) * sam + i32(k) * sak)]";
+                if checked {
+                    let _ = writeln!(
+                        c,
+                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
+                        guard("m < Mr && k < K")
+                    );
+                } else {
+                    let _ = writeln!(c, "      let v = {ld};");
+                }
+                let _ = writeln!(c, "      As[{st} * {a_stage}u + r * {as_}u + kk] = v;\n    }}");
             }
-            let _ = writeln!(c, "      As[{st} * {a_stage}u + r * {as_}u + kk] = v;\n    }}");
         }
-        if self.vb {
-            let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32(k) * sbk + i32(n)) >> {vsh}u;");
-            let at = format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u");
-            vec(&mut c, bk * qn, "rb", "b", &idx, "n < N && k < K", "Bs", &at);
-        } else if wl {
-            // Pairs of halves along N.
-            let h = bn / 2;
-            let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * h);
-            let _ = writeln!(c, "      let kk = e / {h}u; let cc = (e % {h}u) * 2u; let n = n0 + cc; let k = {k0} + kk;");
-            c.push_str("      let i0 = u32(bbase + i32(k) * sbk + i32(n) * sbn); let i1 = u32(i32(i0) + sbn);\n");
-            if checked {
-                c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (n < N && k < K) { v0 = hb(i0); }\n      if (n + 1u < N && k < K) { v1 = hb(i1); }\n");
+        if sel.1 {
+            if self.vb {
+                let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32(k) * sbk + i32(n)) >> {vsh}u;");
+                let at = format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u");
+                vec(&mut c, bk * qn, "rb", "b", &idx, "n < N && k < K", "Bs", &at);
+            } else if wl {
+                // Pairs of halves along N.
+                let h = bn / 2;
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * h);
+                let _ = writeln!(c, "      let kk = e / {h}u; let cc = (e % {h}u) * 2u; let n = n0 + cc; let k = {k0} + kk;");
+                c.push_str("      let i0 = u32(bbase + i32(k) * sbk + i32(n) * sbn); let i1 = u32(i32(i0) + sbn);\n");
+                if checked {
+                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (n < N && k < K) { v0 = hb(i0); }\n      if (n + 1u < N && k < K) { v1 = hb(i1); }\n");
+                } else {
+                    c.push_str("      let v0 = hb(i0); let v1 = hb(i1);\n");
+                }
+                let _ = writeln!(c, "      Bs[({st} * {b_stage}u + kk * {bs_}u + cc) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
             } else {
-                c.push_str("      let v0 = hb(i0); let v1 = hb(i1);\n");
-            }
-            let _ = writeln!(c, "      Bs[({st} * {b_stage}u + kk * {bs_}u + cc) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
-        } else {
-            let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * bn);
-            let _ = writeln!(
-                c,
-                "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;"
-            );
-            let ld = "b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]";
-            if checked {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * bn);
                 let _ = writeln!(
                     c,
-                    "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
-                    guard("n < N && k < K")
+                    "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;"
                 );
-            } else {
-                let _ = writeln!(c, "      let v = {ld};");
+                let ld = "b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]";
+                if checked {
+                    let _ = writeln!(
+                        c,
+                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
+                        guard("n < N && k < K")
+                    );
+                } else {
+                    let _ = writeln!(c, "      let v = {ld};");
+                }
+                let _ = writeln!(c, "      Bs[{st} * {b_stage}u + kk * {bs_}u + cc] = v;\n    }}");
             }
-            let _ = writeln!(c, "      Bs[{st} * {b_stage}u + kk * {bs_}u + cc] = v;\n    }}");
         }
         c
     }
@@ -642,10 +495,23 @@ impl Loop {
             "      {\n".into()
         };
         c.push_str(&open);
+        let v = if dst == "As" { self.vsa } else { self.vsb };
         if self.wl {
             let _ = writeln!(c, "      let at = ({at}) >> 1u;");
             for (i, part) in ["x", "y", "z", "w"].iter().enumerate() {
                 let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[0].0);
+            }
+        } else if v == 4 {
+            let _ = writeln!(c, "      let at = ({at}) >> 2u;");
+            let _ = writeln!(
+                c,
+                "      {dst}[at] = {};\n      {dst}[at + 1u] = {};",
+                regs[0].0, regs[1].0
+            );
+        } else if v == 2 {
+            let _ = writeln!(c, "      let at = ({at}) >> 1u;");
+            for (i, (r, part)) in [(0, "xy"), (0, "zw"), (1, "xy"), (1, "zw")].iter().enumerate() {
+                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[*r].0);
             }
         } else {
             let _ = writeln!(c, "      let at = {at};");
@@ -662,6 +528,39 @@ impl Loop {
     fn shared(&self, checked: bool) -> String {
         let Loop { bk, a_stage, b_stage, .. } = *self;
         let mut c = String::new();
+        let vecs = self.va || self.vb;
+        let Loop { bm, bn, nt, .. } = *self;
+        // Register-held vectors live across the loop (`db`, `rp`).
+        let decl_regs = |c: &mut String| {
+            for (on, reg, tot) in [(self.va, "ra", bm * bk / 8), (self.vb, "rb", bk * bn / 8)] {
+                for t in 0..if on { tot.div_ceil(nt) } else { 0 } {
+                    for (r, ty) in self.regs(reg, t) {
+                        let _ = writeln!(c, "    var {r} = {ty}();");
+                    }
+                }
+            }
+        };
+        if self.rp && vecs {
+            // One slab: the vector operands' next slab is in registers while this one is
+            // multiplied; scalar-staged operands load straight into the slab between the
+            // two barriers.
+            let sel = (self.va, self.vb);
+            decl_regs(&mut c);
+            c.push_str("    {\n");
+            c.push_str(&self.load_sel("0u", "0u", checked, true, sel));
+            c.push_str("    }\n");
+            let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            c.push_str("    workgroupBarrier();\n");
+            c.push_str(&self.store("0u"));
+            c.push_str(&self.load_sel("k0", "0u", checked, false, (!self.va, !self.vb)));
+            c.push_str("    workgroupBarrier();\n");
+            let _ = writeln!(c, "    let nxt = k0 + {bk}u;\n    if (nxt < K) {{");
+            c.push_str(&self.load_sel("nxt", "0u", checked, true, sel));
+            c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    }\n");
+            return c;
+        }
         if !self.db {
             let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
             c.push_str(&self.load("k0", "0u", checked, false));
@@ -670,16 +569,7 @@ impl Loop {
             c.push_str("    workgroupBarrier();\n    }\n");
             return c;
         }
-        let vecs = self.va || self.vb;
-        // Register-held vectors live across the loop.
-        let Loop { bm, bn, nt, .. } = *self;
-        for (on, reg, tot) in [(self.va, "ra", bm * bk / 8), (self.vb, "rb", bk * bn / 8)] {
-            for t in 0..if on { tot.div_ceil(nt) } else { 0 } {
-                for (r, ty) in self.regs(reg, t) {
-                    let _ = writeln!(c, "    var {r} = {ty}();");
-                }
-            }
-        }
+        decl_regs(&mut c);
         c.push_str("    {\n");
         c.push_str(&self.load("0u", "0u", checked, true));
         c.push_str(&self.store("0u"));

@@ -292,3 +292,64 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(default_coop_variant(8, [4096; 3]), CoopVariant::Gen1);
     assert!(d.unverified().is_none() && CoopTune { db: true, ..d }.unverified().is_none());
 }
+
+#[test]
+fn every_structure_candidate_validates_and_translates() {
+    let base = CoopMatmulSpec {
+        size: 16,
+        acc: DType::F32,
+        subgroup: 32,
+        batch_dims: 0,
+        vec_a: true,
+        vec_b: true,
+        variant: 3,
+        tune: CoopTune::default(),
+        aligned: false,
+    };
+    let tunes = CoopTune::structures();
+    assert!(tunes.len() >= 20, "{}", tunes.len());
+    let paths = [(true, true), (false, false), (true, false), (false, true)];
+    for (i, tune) in tunes.into_iter().enumerate() {
+        // Every operand path for each tune (and both `aligned` forms where fi/dg apply).
+        for (p, (vec_a, vec_b)) in paths.into_iter().enumerate() {
+            let aligned = (tune.fi || tune.dg) && p == 0 && i % 2 == 0;
+            let spec =
+                CoopMatmulSpec { tune, vec_a, vec_b, batch_dims: (i + p) % 3, aligned, ..base };
+            let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+            let msl = wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            assert!(msl.contains("simdgroup"), "{}", tune.name());
+            wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+            // Vector slabs only for the operands staged 8 wide.
+            let vs = u32::from(tune.vs);
+            let staged = !(tune.dg && vec_a && vec_b);
+            for (slab, on) in [("As", vec_a), ("Bs", vec_b)] {
+                let vec_slab = format!("var<workgroup> {slab}: array<vec{vs}<f16>");
+                assert_eq!(src.contains(&vec_slab), vs != 0 && on && staged, "{spec:?}");
+            }
+            // Register prefetch: one slab, two barriers per step, loads of the next slab.
+            if tune.rp && (vec_a || vec_b) && staged && !spec.aligned {
+                assert!(src.contains("if (nxt < K)"), "{spec:?}");
+            }
+        }
+        assert_eq!(CoopVariant::parse(&tune.name()), Ok(CoopVariant::Family(tune)));
+        assert!(tune.unverified().is_some(), "{}: not measured yet", tune.name());
+    }
+    // The new knobs' text form, checks and workgroup memory.
+    let t = CoopTune::parse("w2x4_t4x4_k16_rp1_vs4_uc1").unwrap();
+    assert_eq!((t.wm, t.wn, t.bk, t.rp, t.vs, t.uc, t.db), (2, 4, 16, true, 4, true, false));
+    assert_eq!(t.name(), "w2x4_t4x4_k16_p8_db0_fi0_dg0_wl0_pi0_vs4_rp1_uc1");
+    assert_eq!(CoopTune::default().name(), "w2x2_t4x4_k32_p8_db0_fi0_dg0_wl0_pi0");
+    for bad in ["vs3", "vs4_wl1", "rp1_db1", "vs8"] {
+        assert!(CoopTune::parse(bad).map(|t| t.check(16)).is_ok_and(|r| r.is_err()), "{bad}");
+    }
+    assert!(CoopVariant::parse("rp2").is_err());
+    assert!(CoopTune::parse("vs4_k16").unwrap().check(8).is_err(), "no vector slabs on 8×8");
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    // 128×256 block, K 16, one padded slab + 8 subgroup scratch tiles.
+    let q = p.with_variant_opts(CoopVariant::Family(t), 49152, true);
+    assert_eq!((q.variant, q.block_m(), q.block_n(), q.threads()), (3, 128, 256, 256));
+    assert_eq!(q.shared_bytes(), 2 * (128 * 24 + 16 * 264) + 8 * 256 * 4);
+    // Not trusted without MPSRT_COOP_EXPERIMENTAL=1: generation 1.
+    assert_eq!(p.with_variant(CoopVariant::Family(t), 49152).variant, 1);
+}

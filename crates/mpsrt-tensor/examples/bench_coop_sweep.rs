@@ -17,7 +17,9 @@
 //! picks variants; `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
 //! (30) each child, `SWEEP_SHAPES` the timed shapes; tunes not verified on hardware (`fi1`, `dg1`,
 //! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`;
-//! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set. Timed calls include the f32 → f16 cast of the product (as every f16
+//! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set, and
+//! `COOP_VARIANTS=structures` times `CoopTune::structures()` (with it set, between runs of
+//! the default). Timed calls include the f32 → f16 cast of the product (as every f16
 //! matmul does).
 
 use mpsrt_kernels::CoopTune;
@@ -44,6 +46,18 @@ fn main() {
             .map(|s| s.to_string())
             .chain(CoopTune::experimental().iter().map(CoopTune::name))
             .collect(),
+        // The candidate structures, between runs of the default (clock drift shows as a
+        // difference between the three baseline rows).
+        Ok(v) if v == "structures" => {
+            let t = CoopTune::structures();
+            let (first, second) = t.split_at(t.len() / 2);
+            let names = |s: &[CoopTune]| s.iter().map(CoopTune::name).collect::<Vec<_>>();
+            [vec!["1".into(), "3".into()], names(first), vec!["3".into()], names(second)]
+                .concat()
+                .into_iter()
+                .chain(["3".to_string()])
+                .collect()
+        }
         Ok(v) => v.split([' ', ';', '\n']).filter(|s| !s.is_empty()).map(String::from).collect(),
         Err(_) => ["tiled", "1", "2"]
             .iter()
@@ -65,7 +79,7 @@ fn main() {
         }
         let mut cmd = Command::new(&exe);
         cmd.env("MPSRT_COOP_SWEEP_CHILD", "1").stdout(Stdio::piped());
-        if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental") {
+        if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental" || v == "structures") {
             cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
         }
         if v == "tiled" {

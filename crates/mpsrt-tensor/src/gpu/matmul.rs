@@ -52,6 +52,27 @@ pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
     Ok(p)
 }
 
+/// The cooperative GEMM's pipeline: [`cached`], except that a generation-3 tune with `uc`
+/// compiles without wgpu's runtime checks (naga's index clamping and loop bounding).
+fn cached_coop(dev: &GpuDevice, op: &str, spec: CoopMatmulSpec) -> Result<Arc<Pipeline>> {
+    if !(spec.variant == 3 && spec.tune.uc) {
+        return cached(&COOP, dev, op, spec, CoopMatmulSpec::render);
+    }
+    let cache = COOP.get_or_init(Mutex::default);
+    let key = (dev.index(), spec);
+    if let Some(p) = cache.lock().get(&key) {
+        return Ok(p.clone());
+    }
+    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+    // SAFETY: every access of a generation-3 kernel is in bounds by construction: global
+    // loads are guarded against M, N, K (or run only in whole blocks), slab and scratch
+    // indices stay inside their fixed-size arrays, output stores are guarded or whole tiles
+    // of whole blocks (`matmul_coop_family.rs`).
+    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
+    cache.lock().insert(key, p.clone());
+    Ok(p)
+}
+
 pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
@@ -520,7 +541,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
             let vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
             let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
             let spec = coop_spec(spec, [mm, nn, k], props, vec_a, vec_b);
-            let pl = cached(&COOP, &dev, op, spec, CoopMatmulSpec::render)?;
+            let pl = cached_coop(&dev, op, spec)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));
             if gx > maxd || gy > maxd {

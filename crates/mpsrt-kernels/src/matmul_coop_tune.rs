@@ -1,0 +1,296 @@
+//! The knobs of generation 3's cooperative-matrix GEMM family ([`CoopTune`]): their text form
+//! (what `MPSRT_COOP_VARIANT` takes), the checks the renderer applies, which knobs are not yet
+//! trusted on hardware, and the lists of tunes `bench_coop_sweep` times. The kernels themselves
+//! are rendered by `matmul_coop_family.rs`.
+
+/// One member of the kernel family (see the module doc for each knob).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopTune {
+    pub wm: u8,
+    pub wn: u8,
+    pub tm: u8,
+    pub tn: u8,
+    pub bk: u8,
+    pub pad: u8,
+    pub db: bool,
+    pub fi: bool,
+    pub dg: bool,
+    /// Word-typed memory: slabs and operands bound as `u32` words and cooperative tiles loaded
+    /// through `u32` pointers (strides in words), as NVIDIA's own cooperative-matrix samples do
+    /// with `uvec4` buffers; staging stores whole words. Vulkan only: Metal's simdgroup loads
+    /// take the element type's pointer, so the planner never picks it for 8×8 tiles.
+    pub wl: bool,
+    /// Predicated interior loads: one K loop for every workgroup whose global loads skip the
+    /// bounds checks when the block is interior (`full || in bounds`), with no branch around
+    /// the cooperative operations (the `fi` branch measured wrong on the H100).
+    pub pi: bool,
+    /// Vector-typed slabs: 0 (slabs of `f16`), 2 or 4: a slab fed by 8-wide staging is an
+    /// array of `vec2<f16>` / `vec4<f16>` (the `f16vec2` shared arrays of llama.cpp's
+    /// cooperative-matrix shader), so each 16-byte staging store is 2 or 4 stores instead of 8,
+    /// and the cooperative loads take a vector pointer (stride in vectors) whose type carries
+    /// the row alignment. Scalar-staged operands keep `f16` slabs.
+    pub vs: u8,
+    /// One slab buffer with register prefetch (the structure of NVIDIA's
+    /// `vk_cooperative_matrix_perf` shader): after the barrier that publishes slab `k`, the
+    /// 16-byte global loads of slab `k + 1` go to registers and land in workgroup memory after
+    /// the products (two barriers per step, half the memory of `db`).
+    pub rp: bool,
+    /// Unchecked shader module: the launcher creates the pipeline without wgpu's runtime
+    /// checks (naga's index clamping of every workgroup and storage access, and its loop
+    /// bounding), which the kernel does not need — every access is in bounds by construction
+    /// (explicit guards on global loads and edge stores). The WGSL is the same.
+    pub uc: bool,
+}
+
+impl Default for CoopTune {
+    fn default() -> Self {
+        CoopTune {
+            wm: 2,
+            wn: 2,
+            tm: 4,
+            tn: 4,
+            bk: 32,
+            pad: 8,
+            db: false,
+            fi: false,
+            dg: false,
+            wl: false,
+            pi: false,
+            vs: 0,
+            rp: false,
+            uc: false,
+        }
+    }
+}
+
+impl CoopTune {
+    /// Canonical text form, e.g. `w2x2_t4x4_k32_p8_db0_fi1_dg0`.
+    pub fn name(&self) -> String {
+        let n = format!(
+            "w{}x{}_t{}x{}_k{}_p{}_db{}_fi{}_dg{}_wl{}_pi{}",
+            self.wm,
+            self.wn,
+            self.tm,
+            self.tn,
+            self.bk,
+            self.pad,
+            u8::from(self.db),
+            u8::from(self.fi),
+            u8::from(self.dg),
+            u8::from(self.wl),
+            u8::from(self.pi)
+        );
+        // Newer knobs only when set, so the names of earlier measurements stay valid.
+        let mut n = n;
+        if self.vs != 0 {
+            n.push_str(&format!("_vs{}", self.vs));
+        }
+        for (on, tok) in [(self.rp, "_rp1"), (self.uc, "_uc1")] {
+            if on {
+                n.push_str(tok);
+            }
+        }
+        n
+    }
+
+    /// Parse the text form; tokens may come in any order and missing ones keep the default.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut t = CoopTune::default();
+        let bad = |tok: &str| {
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, rp0/1, uc0/1")
+        };
+        let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
+            let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
+            Ok((a.parse().map_err(|_| bad(tok))?, b.parse().map_err(|_| bad(tok))?))
+        };
+        let flag = |v: &str, tok: &str| match v {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(bad(tok)),
+        };
+        for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
+            if let Some(v) = tok.strip_prefix("db") {
+                t.db = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("fi") {
+                t.fi = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("pi") {
+                t.pi = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("wl") {
+                t.wl = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("vs") {
+                t.vs = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("rp") {
+                t.rp = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("uc") {
+                t.uc = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("dg") {
+                t.dg = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix('w') {
+                (t.wm, t.wn) = pair(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix('t') {
+                (t.tm, t.tn) = pair(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix('k') {
+                t.bk = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix('p') {
+                t.pad = v.parse().map_err(|_| bad(tok))?;
+            } else {
+                return Err(bad(tok));
+            }
+        }
+        Ok(t)
+    }
+
+    /// Tunes `bench_coop_sweep` times with `COOP_VARIANTS=experimental` (and
+    /// `MPSRT_COOP_EXPERIMENTAL=1`): the unverified interior (`fi1`) and direct-load (`dg1`)
+    /// paths, which the launcher uses only where every block is whole (the `aligned`
+    /// specialization, no branch around the matrix operations).
+    pub fn experimental() -> Vec<CoopTune> {
+        let d = CoopTune::default();
+        let mut v = Vec::new();
+        for (wm, wn, tm, tn) in [(2, 2, 4, 4), (2, 4, 4, 2), (4, 2, 2, 4), (2, 2, 2, 2)] {
+            v.push(CoopTune { wm, wn, tm, tn, fi: true, ..d });
+        }
+        for (wm, wn, tm, tn, bk, db) in [
+            (2, 2, 4, 4, 32, false),
+            (2, 2, 4, 4, 16, true),
+            (1, 1, 4, 4, 32, false),
+            (4, 2, 2, 4, 16, true),
+        ] {
+            v.push(CoopTune { wm, wn, tm, tn, bk, db, dg: true, ..d });
+        }
+        v
+    }
+
+    /// The kernel structures `COOP_VARIANTS=structures` times (with `MPSRT_COOP_EXPERIMENTAL=1`):
+    /// the knobs modelled on what runs fast on NVIDIA's cooperative-matrix implementation
+    /// (`vk_cooperative_matrix_perf`, llama.cpp's `mul_mm.comp`) — unchecked modules (`uc`),
+    /// vector-typed slabs (`vs`), one slab with register prefetch (`rp`), 8-subgroup
+    /// 128×256 / 256×128 / 128×128 workgroups, K 16 — one factor at a time from the default,
+    /// then combined; and the aligned interior paths (`fi`, `dg`) under `uc`.
+    pub fn structures() -> Vec<CoopTune> {
+        // Most promising first (a sweep may run out of its time budget).
+        [
+            "uc1",
+            "vs4_uc1",
+            "w2x4_t4x4_k16_rp1_vs4_uc1",
+            "rp1_vs4_uc1",
+            "w2x4_t4x4_k32_vs4_uc1",
+            "w2x4_t4x4_k32_rp1_vs4_uc1",
+            "w2x4_t4x2_k32_rp1_vs4_uc1",
+            "w4x2_t4x4_k16_rp1_vs4_uc1",
+            "k16_db1_vs4_uc1",
+            "w2x4_t4x4_k16_db1_vs4_uc1",
+            "vs4",
+            "vs2_uc1",
+            "w2x4_t4x4_k16_rp1_vs2_uc1",
+            "rp1_uc1",
+            "db1_uc1",
+            "db1_vs4_uc1",
+            "k16_rp1_vs4_uc1",
+            "w2x4_t4x2_k32_vs4_uc1",
+            "w4x2_t2x4_k32_rp1_vs4_uc1",
+            "fi1_vs4_uc1",
+            "w2x4_t4x4_k16_rp1_vs4_uc1_fi1",
+            "dg1_uc1",
+            "dg1_db1_k16_uc1",
+            "vs2",
+        ]
+        .iter()
+        .map(|t| CoopTune::parse(t).expect("structure tune"))
+        .collect()
+    }
+
+    /// Why this tune is not trusted, if it is not: measured wrong or failing on the H100
+    /// (session11 call A: every `fi1` and `dg1` kernel failed the correctness check, and every
+    /// `wl1` kernel failed NVIDIA's shader compiler, driver 580). The launcher runs generation 1
+    /// instead unless `MPSRT_COOP_EXPERIMENTAL=1`.
+    pub fn unverified(&self) -> Option<&'static str> {
+        if self.wl {
+            Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
+        } else if self.fi || self.dg {
+            Some("fi1/dg1: wrong results on the H100 (session11 call A), not understood yet")
+        } else if self.vs != 0 || self.rp || self.uc {
+            Some("vs/rp/uc: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the renderer accepts this tune for tiles of `size`.
+    pub fn check(&self, size: u32) -> Result<(), String> {
+        let p2 = |v: u8, hi: u8| v.is_power_of_two() && v <= hi;
+        if !p2(self.wm, 4) || !p2(self.wn, 4) || self.wm * self.wn > 8 {
+            return Err(format!(
+                "{}: subgroup grid must be ≤ 8 subgroups, 1/2/4 a side",
+                self.name()
+            ));
+        }
+        if !p2(self.tm, 8) || !p2(self.tn, 8) || self.tm * self.tn > 16 {
+            return Err(format!("{}: at most 16 tiles per subgroup, 1..8 a side", self.name()));
+        }
+        let bk = u32::from(self.bk);
+        if bk % size != 0 || bk % 8 != 0 || !(8..=64).contains(&bk) {
+            return Err(format!(
+                "{}: K step must be a multiple of {size} and 8, ≤ 64",
+                self.name()
+            ));
+        }
+        if !self.pad.is_multiple_of(8) || self.pad > 16 {
+            return Err(format!("{}: pad must be 0, 8 or 16 halves", self.name()));
+        }
+        // Vector-pointer cooperative loads are Vulkan's (stride in vectors); naga's MSL
+        // writer passes them to Metal's element-pointer `simdgroup_load`: 16×16 tiles only
+        // (NVIDIA), never Apple's 8×8.
+        if !matches!(self.vs, 0 | 2 | 4) || (self.vs != 0 && (self.wl || size != 16)) {
+            return Err(format!(
+                "{}: vector slabs (vs) must be 0, 2 or 4 halves wide, with 16×16 tiles and not with word slabs (wl)",
+                self.name()
+            ));
+        }
+        if self.rp && self.db {
+            return Err(format!(
+                "{}: register prefetch (rp) is the one-slab form; db has its own",
+                self.name()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tunes `bench_coop_sweep` times (one process each): one-factor variations around the
+    /// generation-1 shape, wider/taller workgroups, and the direct-load family.
+    pub fn sweep() -> Vec<CoopTune> {
+        let d = CoopTune::default();
+        let mut v = Vec::new();
+        for (pad, db, bk) in [
+            (8, false, 32),
+            (8, true, 32),
+            (0, false, 32),
+            (0, true, 32),
+            (8, false, 16),
+            (8, true, 16),
+            (8, false, 64),
+        ] {
+            v.push(CoopTune { pad, db, bk, ..d });
+        }
+        let grids = [
+            (2, 4, 4, 2),
+            (4, 2, 2, 4),
+            (2, 4, 4, 4),
+            (4, 2, 4, 4),
+            (2, 2, 2, 2),
+            (2, 2, 4, 2),
+            (2, 2, 2, 4),
+            (1, 1, 4, 4),
+            (2, 1, 4, 4),
+        ];
+        for (wm, wn, tm, tn) in grids {
+            for db in [false, true] {
+                v.push(CoopTune { wm, wn, tm, tn, db, ..d });
+            }
+        }
+        for (wm, wn, tm, tn) in [(2, 2, 4, 4), (2, 4, 4, 2), (4, 2, 2, 4), (2, 2, 2, 2)] {
+            v.push(CoopTune { wm, wn, tm, tn, pi: true, ..d });
+        }
+        v
+    }
+}
