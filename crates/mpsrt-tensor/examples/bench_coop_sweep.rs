@@ -52,7 +52,7 @@ fn main() {
             let t = CoopTune::structures();
             let (first, second) = t.split_at(t.len() / 2);
             let names = |s: &[CoopTune]| s.iter().map(CoopTune::name).collect::<Vec<_>>();
-            [vec!["1".into(), "3".into()], names(first), vec!["3".into()], names(second)]
+            [vec!["3".into()], names(first), vec!["3".into()], names(second)]
                 .concat()
                 .into_iter()
                 .chain(["3".to_string()])
