@@ -108,13 +108,25 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     w.push_str("var<workgroup> Wfull: u32;\n");
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
     w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
-    w.push_str(
-        "        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {\n",
-    );
+    w.push_str("        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32");
+    w.push_str(if t.sw != 0 {
+        ",\n        @builtin(num_workgroups) nwg: vec3<u32>) {\n"
+    } else {
+        ") {\n"
+    });
     w.push_str("  let Mr = mw(0u); let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");
     w.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
     w.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
-    let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+    if t.sw == 0 {
+        let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+    } else {
+        // Grouped order: block `pid` of a group of `sw` block-rows walks down, then right.
+        let g = t.sw;
+        let _ = writeln!(w, "  let pid = wid.y * nwg.x + wid.x; let gw = {g}u * nwg.x;");
+        w.push_str("  let first = (pid / gw) * ");
+        let _ = writeln!(w, "{g}u; let gsz = min(nwg.y - first, {g}u); let r = pid % gw;");
+        let _ = writeln!(w, "  let m0 = (first + r % gsz) * {bm}u; let n0 = (r / gsz) * {bn}u;");
+    }
     let _ =
         writeln!(w, "  let sm = (sg / {wn}u) * {}u; let sn = (sg % {wn}u) * {}u;", tm * s, tn * s);
     // Accumulators as separate named variables (never an indexed array of matrices).

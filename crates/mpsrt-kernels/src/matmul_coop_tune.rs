@@ -40,6 +40,10 @@ pub struct CoopTune {
     /// bounding), which the kernel does not need — every access is in bounds by construction
     /// (explicit guards on global loads and edge stores). The WGSL is the same.
     pub uc: bool,
+    /// Grouped workgroup order (0: row-major over the output blocks): consecutive workgroups
+    /// walk `sw` block-rows down before moving right, so the workgroups in flight share
+    /// A and B blocks in L2.
+    pub sw: u8,
 }
 
 impl Default for CoopTune {
@@ -59,6 +63,7 @@ impl Default for CoopTune {
             vs: 0,
             rp: false,
             uc: false,
+            sw: 0,
         }
     }
 }
@@ -85,6 +90,9 @@ impl CoopTune {
         if self.vs != 0 {
             n.push_str(&format!("_vs{}", self.vs));
         }
+        if self.sw != 0 {
+            n.push_str(&format!("_sw{}", self.sw));
+        }
         for (on, tok) in [(self.rp, "_rp1"), (self.uc, "_uc1")] {
             if on {
                 n.push_str(tok);
@@ -97,7 +105,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, rp0/1, uc0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, uc0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -119,6 +127,8 @@ impl CoopTune {
                 t.wl = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("vs") {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("sw") {
+                t.sw = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("rp") {
                 t.rp = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("uc") {
@@ -181,11 +191,13 @@ impl CoopTune {
             "k16_db1_vs4_uc1",
             "w2x4_t4x4_k16_db1_vs4_uc1",
             "k64_rp1_vs4_uc1",
+            "vs4_uc1_sw8",
             "vs2_uc1",
             "rp1_uc1",
             "k16_rp1_vs4_uc1",
             "w2x2_t2x2_k32_rp1_vs4_uc1",
             "w2x4_t2x2_k32_rp1_vs4_uc1",
+            "w2x4_t4x4_k16_rp1_vs4_uc1_sw8",
             "dg1_uc1",
             "fi1_vs4_uc1",
             "w2x4_t4x4_k16_rp1_vs4_uc1_fi1",
@@ -208,8 +220,8 @@ impl CoopTune {
             Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
         } else if self.fi || self.dg {
             Some("fi1/dg1: wrong results on the H100 (session11 call A), not understood yet")
-        } else if self.vs != 0 || self.rp || self.uc {
-            Some("vs/rp/uc: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
+        } else if self.vs != 0 || self.rp || self.uc || self.sw != 0 {
+            Some("vs/rp/uc/sw: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
         } else {
             None
         }
@@ -245,6 +257,9 @@ impl CoopTune {
                 "{}: vector slabs (vs) must be 0, 2 or 4 halves wide, with 16×16 tiles and not with word slabs (wl)",
                 self.name()
             ));
+        }
+        if !matches!(self.sw, 0 | 2 | 4 | 8 | 16) {
+            return Err(format!("{}: sw must be 0, 2, 4, 8 or 16 block-rows", self.name()));
         }
         if self.rp && self.db {
             return Err(format!(
