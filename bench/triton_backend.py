@@ -17,9 +17,12 @@ benchmark and size. Two timings, the same for both sides:
 `ratio` lines give `triton_over_builtin` from device_ms and `host_ratio` from ms. The subgroup
 reductions (MPSRT_JIT_SUBGROUPS=0 turns them off) and cooperative-matrix accumulators are what
 changed since session 10; A/B them in separate processes (Triton caches kernels in memory):
-MPSRT_JIT_SUBGROUPS=0 (workgroup-memory reduction trees), MPSRT_TRITON_WIDEN_TO=8 (elements per
-invocation the workgroup widens to, default 4), MPSRT_COOP_MATMUL=0 (tl.dot off the matrix units).
+MPSRT_JIT_SUBGROUPS=0 (workgroup-memory reduction trees), MPSRT_TRITON_WIDEN_TO=4 (elements per
+invocation the workgroup widens to, default 16 above a 256-invocation floor; 4 was session 11's),
+MPSRT_COOP_MATMUL=0 (tl.dot off the matrix units), MPSRT_TRITON_DOT_STAGE=0 (session 11's
+register-staged cooperative tl.dot instead of operands staged straight into padded slabs).
 Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
+       [--softmax-cols 4096] [--matmul-sizes 2048,4096]
 """
 import argparse
 import importlib.util
@@ -102,9 +105,15 @@ def main():
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run on lavapipe)")
     p.add_argument("--only", default="add,softmax,matmul")
+    p.add_argument("--softmax-cols", default="", help="comma-separated column counts (default: all)")
+    p.add_argument("--matmul-sizes", default="", help="comma-separated sizes (default: all)")
     args = p.parse_args()
     only = set(args.only.split(","))
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.softmax_cols:
+        sizes["softmax"] = tuple(int(c) for c in args.softmax_cols.split(","))
+    if args.matmul_sizes:
+        sizes["matmul"] = tuple(int(c) for c in args.matmul_sizes.split(","))
     T = load_tutorials()
     from triton.runtime import driver
 
@@ -112,7 +121,8 @@ def main():
     # Triton releases before 3.9 ignore TRITON_DEFAULT_BACKEND when CUDA's driver is active too
     # (both report active): select ours explicitly, through Triton's own API.
     driver.set_active(WgpuDriver())
-    knobs = ("MPSRT_JIT_SUBGROUPS", "MPSRT_TRITON_WIDEN_TO", "MPSRT_COOP_MATMUL")
+    knobs = ("MPSRT_JIT_SUBGROUPS", "MPSRT_TRITON_WIDEN_TO", "MPSRT_COOP_MATMUL",
+             "MPSRT_TRITON_DOT_STAGE")
     emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
          driver=type(driver.active).__name__, compiler=mpsrt._C.triton_compiler_version(),
          env={k: os.environ[k] for k in knobs if k in os.environ})

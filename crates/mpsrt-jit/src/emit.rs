@@ -6,7 +6,7 @@ use crate::value::{Tensor, Ty};
 use mpsrt_core::DType;
 
 /// Elements per invocation up to which [`Emitter::for_each`] unrolls its loop.
-pub(crate) const UNROLL: usize = 8;
+pub(crate) const UNROLL: usize = 16;
 
 /// Reduction combinators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

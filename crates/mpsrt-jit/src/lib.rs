@@ -48,7 +48,7 @@ mod ttir;
 mod value;
 
 pub use coop::CoopConfig;
-pub use ttir::{compile_ttir, compile_ttir_widening, compile_ttir_widening_to, WIDEN_TO};
+pub use ttir::{compile_ttir, compile_ttir_widening, compile_ttir_widening_to, MIN_WIDE, WIDEN_TO};
 
 use mpsrt_core::{DType, Error, Result};
 
@@ -99,6 +99,10 @@ pub struct CompileOptions {
     /// matrix units; `None` keeps the register-tiled path. Only set it for adapters that have
     /// the configuration and a fixed subgroup size (see `mpsrt_kernels::plan_coop_matmul`).
     pub coop: Option<CoopConfig>,
+    /// TTIR kernels whose `tl.dot` runs on cooperative matrices stage its operands straight from
+    /// global memory into padded workgroup slabs, in words, and block each subgroup's tiles in
+    /// two dimensions (`ttir::dot_stage`); off: the register-staged path of session 11.
+    pub stage_dot: bool,
 }
 
 impl Default for CompileOptions {
@@ -109,6 +113,7 @@ impl Default for CompileOptions {
             max_workgroup_storage: 16384,
             f16: false,
             coop: None,
+            stage_dot: true,
         }
     }
 }
@@ -200,6 +205,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/atomic.rs"),
         include_str!("ttir/coop_acc.rs"),
         include_str!("ttir/remat.rs"),
+        include_str!("ttir/dot_stage.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

@@ -176,9 +176,28 @@ pub(crate) fn emit_load(
         em.barrier();
         return Tensor::scalar(name, ty);
     }
-    let out = em.decl_block(ty, &shape);
-    let (lhs, pi, oi) = (out.at("i"), p.at("i"), other_at("i"));
+    let (pi, oi) = (p.at("i"), other_at("i"));
     let mi = mask.as_ref().map(|m| m.at("i"));
+    emit_block_load(em, &shape, arg, elem, &pi, mi.as_deref(), &oi, full)
+}
+
+/// The block case of [`emit_load`] from WGSL expressions of the per-element pointer `pi`, mask
+/// `mi` and `other` value `oi` (they may read `i`, the private-array index, or `e`, the element
+/// index): the TTIR frontend passes pointers and masks it can recompute from `e` (`remat`), so
+/// their per-invocation arrays are never read and the driver drops them (fewer registers).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_block_load(
+    em: &mut Emitter,
+    shape: &[usize],
+    arg: usize,
+    elem: DType,
+    pi: &str,
+    mi: Option<&str>,
+    oi: &str,
+    full: Option<&str>,
+) -> Tensor {
+    let out = em.decl_block(Ty::D(elem), shape);
+    let lhs = out.at("i");
     if let (Some(f), Some(_)) = (full, &mi) {
         em.open(format!("if ({f})"));
         em.for_each(out.numel(), |em| em.line(format!("{lhs} = ld{arg}({pi});")));
@@ -214,8 +233,26 @@ pub(crate) fn emit_store(
     mask: Option<&Tensor>,
     full: Option<&str>,
 ) {
-    let (pi, vi) = (p.at("i"), cast_expr(&v.at("i"), vd, elem));
+    let pi = p.at("i");
     let mi = mask.as_ref().map(|m| m.at("i"));
+    emit_store_exprs(em, p, &pi, arg, elem, v, vd, mi.as_deref(), full);
+}
+
+/// [`emit_store`] with WGSL expressions for the per-element pointer `pi` and mask `mi` (see
+/// [`emit_block_load`]); `p` gives the shape.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_store_exprs(
+    em: &mut Emitter,
+    p: &Tensor,
+    pi: &str,
+    arg: usize,
+    elem: DType,
+    v: &Tensor,
+    vd: DType,
+    mi: Option<&str>,
+    full: Option<&str>,
+) {
+    let vi = cast_expr(&v.at("i"), vd, elem);
     let body = |em: &mut crate::emit::Emitter| match &mi {
         None => em.line(format!("st{arg}({pi}, {vi});")),
         Some(m) => {

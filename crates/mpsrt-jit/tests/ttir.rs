@@ -61,7 +61,18 @@ fn workgroup_widens_to_keep_blocks_in_registers() {
     let text = fixture("02_fused_softmax");
     let k = mpsrt_jit::compile_ttir_widening(&text, None, &opts, 1024).unwrap();
     validate(&k).unwrap();
-    assert_eq!(k.workgroup_size, 1024 / mpsrt_jit::WIDEN_TO as u32);
+    assert_eq!(k.workgroup_size, mpsrt_jit::MIN_WIDE as u32);
+    // 4096 columns at num_warps = 8: 256 invocations of 16 (unrolled), not 1024 of 4.
+    let wide = text.replace("1024", "4096");
+    let eight = CompileOptions { max_workgroup_size: 256, ..CompileOptions::default() };
+    let k = mpsrt_jit::compile_ttir_widening(&wide, None, &eight, 1024).unwrap();
+    validate(&k).unwrap();
+    assert_eq!(k.workgroup_size, 256);
+    assert!(k.wgsl.contains("let i = 15u;") && !k.wgsl.contains("for (var i = 0u"), "{}", k.wgsl);
+    // Loads and stores recompute their pointer from the element index (no pointer array read).
+    assert!(k.wgsl.contains("= ld1(t2 + (i32(e) + 0i));"), "{}", k.wgsl);
+    let old = mpsrt_jit::compile_ttir_widening_to(&wide, None, &eight, 1024, 4).unwrap();
+    assert_eq!(old.workgroup_size, 1024);
     assert_eq!(
         mpsrt_jit::compile_ttir_widening(&text, None, &opts, 128).unwrap().workgroup_size,
         128
@@ -216,7 +227,12 @@ fn dot_on_cooperative_matrices_and_the_forced_fallback() {
     // 32-lane subgroups: tl.dot runs coopMultiplyAdd; without a configuration (lavapipe, or
     // MPSRT_COOP_MATMUL=0) the same TTIR takes the register-tiled path.
     let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
-    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let opts = CompileOptions {
+        max_workgroup_size: 128,
+        coop: Some(coop),
+        stage_dot: false,
+        ..Default::default()
+    };
     let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
     common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
     assert!(k.wgsl.starts_with("enable f16;\nenable wgpu_cooperative_matrix;"), "{}", k.wgsl);
@@ -272,7 +288,12 @@ fn broadcasts_of_index_arithmetic_are_recomputed_not_exchanged() {
     // BLOCK_SIZE_K`): recomputed per element, the loop body needs no workgroup exchange, so
     // with cooperative accumulators it has exactly the two barriers around the staged A and B.
     let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
-    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let opts = CompileOptions {
+        max_workgroup_size: 128,
+        coop: Some(coop),
+        stage_dot: false,
+        ..Default::default()
+    };
     let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
     common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
     let body = &k.wgsl[k.wgsl.find("for (var iv").unwrap()..k.wgsl.find("coopStoreT(").unwrap()];
@@ -289,7 +310,12 @@ fn widening_keeps_the_dot_on_cooperative_matrices() {
     // 8 tiles of 16x16 (the register path); the workgroup narrows to 256 so each subgroup owns
     // one tile and tl.dot stays on the matrix units.
     let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
-    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let opts = CompileOptions {
+        max_workgroup_size: 128,
+        coop: Some(coop),
+        stage_dot: false,
+        ..Default::default()
+    };
     let k = mpsrt_jit::compile_ttir_widening(&fixture("03_matmul"), None, &opts, 1024).unwrap();
     common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(k.workgroup_size, 256);
@@ -301,7 +327,12 @@ fn tiles_of_one_column_share_their_b_fragment() {
     // 64x32 at 128 invocations: 4 subgroups, 8 tiles (2 per row): each subgroup's two tiles
     // (sg and sg + 4) sit in one column, so each K step loads B once for both.
     let coop = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
-    let opts = CompileOptions { max_workgroup_size: 128, coop: Some(coop), ..Default::default() };
+    let opts = CompileOptions {
+        max_workgroup_size: 128,
+        coop: Some(coop),
+        stage_dot: false,
+        ..Default::default()
+    };
     let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
     common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(k.wgsl.matches("<f16, B>>").count(), 1, "{}", k.wgsl);

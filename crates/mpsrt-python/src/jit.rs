@@ -167,6 +167,7 @@ fn launch_jit(
         max_workgroup_storage: props.max_compute_workgroup_storage_size,
         f16: false,
         coop: None,
+        stage_dot: false,
     };
     let sig = signature(&args);
     let memo = format!("{name:?}\0{:?}\0{opts:?}\0{source}", sig.args);
@@ -341,21 +342,30 @@ fn subgroups_wanted() -> bool {
 }
 
 /// Elements per invocation the Triton backend widens workgroups to: `MPSRT_TRITON_WIDEN_TO`
-/// (1..=8, for A/B timing), else `mpsrt_jit::WIDEN_TO`.
+/// (1..=16, for A/B timing), else `mpsrt_jit::WIDEN_TO`.
 fn widen_to() -> usize {
     std::env::var("MPSRT_TRITON_WIDEN_TO")
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|v| (1..=8).contains(v))
+        .filter(|v| (1..=16).contains(v))
         .unwrap_or(mpsrt_jit::WIDEN_TO)
 }
 
-/// The TTIR compiler's identity for Triton's cache key; it names the subgroup opt-out and the
-/// widening target, so a kernel compiled under one is not served from the cache under another.
+/// Whether Triton's `tl.dot` on cooperative matrices stages its operands straight into padded
+/// workgroup slabs (`mpsrt_jit::CompileOptions::stage_dot`): `MPSRT_TRITON_DOT_STAGE=0` keeps
+/// session 11's register-staged path (for A/B timing).
+fn dot_stage_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_DOT_STAGE").map_or(true, |v| v.trim() != "0")
+}
+
+/// The TTIR compiler's identity for Triton's cache key; it names the subgroup and dot-staging
+/// opt-outs and the widening target, so a kernel compiled under one is not served from the
+/// cache under another.
 #[pyfunction]
 fn triton_compiler_version() -> String {
     let sg = if subgroups_wanted() { "" } else { "-nosg" };
-    format!("{}{sg}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    let ds = if dot_stage_wanted() { "" } else { "-nods" };
+    format!("{}{sg}{ds}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -386,6 +396,7 @@ fn triton_compile<'py>(
                 max_workgroup_storage: u32::MAX,
                 f16: false,
                 coop,
+                stage_dot: dot_stage_wanted(),
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
             mpsrt_jit::compile_ttir_widening_to(&ttir, None, &opts, device_max, widen_to())

@@ -37,6 +37,12 @@ pub(super) struct CoopAcc {
     /// Read-out passes after the loop (see [`TtirLowerer::coop_acc_end`]): `cc` holds
     /// `m * n / passes` floats.
     pub passes: usize,
+    /// Staged operands and a two-dimensional tile grid (`dot_stage`), or `None`.
+    pub grid: Option<super::dot_stage::Grid>,
+    /// The `tt.load`s (SSA names) feeding operands A and B that may stage into the slabs.
+    pub loads: [Option<String>; 2],
+    /// Operands A / B of the current iteration already written to their slabs by their load.
+    pub staged: [bool; 2],
 }
 
 impl CoopAcc {
@@ -125,7 +131,7 @@ impl TtirLowerer {
                 if !fits || !((m / s) * (n / s)).is_multiple_of(nsg) {
                     return None;
                 }
-                Some(CoopAcc {
+                let mut acc = CoopAcc {
                     name: String::new(),
                     m,
                     n,
@@ -134,7 +140,12 @@ impl TtirLowerer {
                     cb: String::new(),
                     cc: String::new(),
                     passes: 1,
-                })
+                    grid: None,
+                    loads: [None, None],
+                    staged: [false, false],
+                };
+                self.plan_staging(&mut acc, dot, &body.ops);
+                Some(acc)
             })
             .collect()
     }
@@ -142,6 +153,9 @@ impl TtirLowerer {
     /// Declares the tiles of `acc` and loads them from the loop's initial value; returns the
     /// marker tensor the carried value is bound to.
     pub(super) fn coop_acc_begin(&mut self, mut acc: CoopAcc, init: &V) -> Tensor {
+        if acc.grid.is_some() {
+            return self.staged_begin(acc, init);
+        }
         let id = self.em.fresh("");
         acc.name = format!("cacc{id}");
         (acc.ca, acc.cb, acc.cc) = (format!("caa{id}"), format!("cab{id}"), format!("cac{id}"));
@@ -213,6 +227,9 @@ impl TtirLowerer {
     /// `acc += a @ b` on the carried tiles, or `None` when `acc` is not a carried accumulator.
     pub(super) fn coop_acc_dot(&mut self, a: &Tensor, b: &Tensor, acc: &Tensor) -> Option<V> {
         let c = self.coop_accs.get(&acc.expr)?.clone();
+        if c.grid.is_some() {
+            return self.staged_dot(a, b, acc);
+        }
         let s = self.em.coop?.size as usize;
         let (ca, cb, n, k) = (c.ca.clone(), c.cb.clone(), c.n, c.k);
         let (av, bv) = (a.at("i"), b.at("i"));
@@ -267,6 +284,9 @@ impl TtirLowerer {
     /// After the loop: the tiles written out and read back as an ordinary f32 block.
     pub(super) fn coop_acc_end(&mut self, marker: &Tensor) -> Tensor {
         let c = self.coop_accs[&marker.expr].clone();
+        if c.grid.is_some() {
+            return self.staged_end(&c);
+        }
         let (per, _) = c.tiles_per_subgroup(&self.em);
         let (cc, n) = (c.cc.clone(), c.n);
         if c.passes > 1 {
@@ -310,7 +330,7 @@ impl TtirLowerer {
 }
 
 /// How many ops in `ops` (nested regions included) name the SSA value `v` among their operands.
-fn count_uses(ops: &[Op], v: &str) -> usize {
+pub(super) fn count_uses(ops: &[Op], v: &str) -> usize {
     ops.iter()
         .map(|o| {
             operands(&o.body).iter().filter(|x| *x == v).count()

@@ -60,6 +60,10 @@ pub(crate) struct TtirLowerer {
     pub(super) coop_accs: HashMap<String, super::coop_acc::CoopAcc>,
     /// Blocks recomputable from their element index, by WGSL name (`remat`).
     pub(super) remat: HashMap<String, String>,
+    /// `CompileOptions::stage_dot`.
+    pub(super) stage_dot: bool,
+    /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
+    pub(super) staged_loads: HashMap<String, (String, usize)>,
 }
 
 impl TtirLowerer {
@@ -79,6 +83,8 @@ impl TtirLowerer {
             nesting: 0,
             coop_accs: HashMap::new(),
             remat: HashMap::new(),
+            stage_dot: opts.stage_dot,
+            staged_loads: HashMap::new(),
         }
     }
 
@@ -466,6 +472,29 @@ impl TtirLowerer {
             None => None,
         };
         let full = ops.get(1).and_then(|m| self.bounds.full(m)).map(str::to_string);
+        if let Some(v) = self.stage_dot_operand(op, &p, arg, elem, mask.as_ref(), other.as_ref()) {
+            return Ok(v);
+        }
+        if p.is_block() && other.as_ref().is_none_or(|o| !o.is_block()) {
+            // Pointers and masks recomputed from the element index where they can be (`remat`).
+            let pi = self.at_e(&p);
+            let mi = mask.as_ref().map(|m| self.at_e(m));
+            let zero = crate::value::literal(0.0, elem);
+            let oi = other.as_ref().map_or(zero, |o| o.expr.clone());
+            let shape = p.shape.clone();
+            let (em, full) = (&mut self.em, full.as_deref());
+            let out = crate::memory::emit_block_load(
+                em,
+                &shape,
+                arg,
+                elem,
+                &pi,
+                mi.as_deref(),
+                &oi,
+                full,
+            );
+            return Ok(V::T(out));
+        }
         Ok(V::T(crate::memory::emit_load(
             &mut self.em,
             &p,
@@ -475,6 +504,14 @@ impl TtirLowerer {
             other.as_ref(),
             full.as_deref(),
         )))
+    }
+
+    /// Element `e` of `t` as WGSL: its `remat` template when it has one, else `t[i]`.
+    pub(super) fn at_e(&self, t: &Tensor) -> String {
+        match self.remat.get(&t.expr) {
+            Some(tpl) if t.is_block() => tpl.replace("{E}", "e"),
+            _ => t.at("i"),
+        }
     }
 
     fn store(&mut self, ops: &[String]) -> Result<()> {
@@ -494,6 +531,24 @@ impl TtirLowerer {
             None => None,
         };
         let full = ops.get(2).and_then(|m| self.bounds.full(m)).map(str::to_string);
+        if p.is_block() {
+            let pi = self.at_e(&p);
+            let mi =
+                mask.as_ref().map(|m| if m.is_block() { self.at_e(m) } else { m.expr.clone() });
+            let (em, full) = (&mut self.em, full.as_deref());
+            crate::memory::emit_store_exprs(
+                em,
+                &p,
+                &pi,
+                arg,
+                elem,
+                v.view(),
+                vd,
+                mi.as_deref(),
+                full,
+            );
+            return Ok(());
+        }
         let m = mask.as_ref();
         crate::memory::emit_store(&mut self.em, &p, arg, elem, v.view(), vd, m, full.as_deref());
         Ok(())
@@ -516,7 +571,7 @@ impl TtirLowerer {
     }
 
     /// The reduction's combiner: a region holding one add/max/min of its two arguments.
-    fn combiner(&self, op: &Op) -> Result<RedOp> {
+    pub(super) fn combiner(&self, op: &Op) -> Result<RedOp> {
         let r =
             op.regions.first().ok_or_else(|| self.err("tt.reduce without a combiner region"))?;
         let body: Vec<&Op> = r.ops.iter().filter(|o| !o.name.ends_with(".return")).collect();
@@ -539,70 +594,6 @@ impl TtirLowerer {
             "reduction combiner [{}] is not supported (sum, max and min are)",
             names.join(", ")
         )))
-    }
-
-    /// `tt.scan` (`tl.cumsum`, `tl.cummax`, ...): an inclusive Hillis-Steele scan along `axis`
-    /// in workgroup memory, ping-ponging between the two scratch arrays (log2(len) passes).
-    fn scan(&mut self, op: &Op, ops: &[String]) -> Result<V> {
-        if ops.len() != 1 {
-            return Err(
-                self.err(format!("scans of {} tensors at once are not supported", ops.len()))
-            );
-        }
-        if op.body.contains("reverse = true") {
-            return Err(self.err("reverse scans are not supported"));
-        }
-        let axis = parse::int_attr(&op.body, "axis").unwrap_or(0) as usize;
-        let red = self.combiner(op)?;
-        let v = self.get(&ops[0])?;
-        let t = self.tensor(&v);
-        self.check_rank(&t.shape)?;
-        let (len, stride) = match (t.shape.as_slice(), axis) {
-            ([n], 0) => (*n, 1),
-            ([m, n], 0) => (*m, *n),
-            ([_, n], 1) => (*n, 1),
-            _ => return Err(self.err(format!("axis {axis} of shape {:?}", t.shape))),
-        };
-        let (ty, numel) = (t.ty, t.numel());
-        let d = ty.dtype().unwrap_or(DType::I32);
-        self.em.use_scratch(0, numel);
-        self.em.use_scratch(1, numel);
-        let b = bits(&t.at("i"), ty);
-        self.em.for_each(numel, |em| em.line(format!("wg0[e] = {b};")));
-        self.em.barrier();
-        let mut src = 0;
-        let mut step = 1;
-        while step < len {
-            let dst = 1 - src;
-            let (cur, prev) = (
-                unbits(&format!("wg{src}[e]"), ty),
-                unbits(&format!("wg{src}[e - {}u]", step * stride), ty),
-            );
-            let comb = crate::value::normalize(
-                &match red {
-                    RedOp::Sum => format!("{prev} + {cur}"),
-                    RedOp::Max => format!("max({prev}, {cur})"),
-                    RedOp::Min => format!("min({prev}, {cur})"),
-                },
-                d,
-            );
-            let (keep, set) = (bits(&cur, ty), bits(&comb, ty));
-            self.em.for_each(numel, |em| {
-                em.open(format!("if ((e / {stride}u) % {len}u >= {step}u)"));
-                em.line(format!("wg{dst}[e] = {set};"));
-                em.else_();
-                em.line(format!("wg{dst}[e] = {keep};"));
-                em.close();
-            });
-            self.em.barrier();
-            src = dst;
-            step *= 2;
-        }
-        let out = self.em.decl_block(ty, &t.shape);
-        let (lhs, rhs) = (out.at("i"), unbits(&format!("wg{src}[e]"), ty));
-        self.em.for_each(numel, |em| em.line(format!("{lhs} = {rhs};")));
-        self.em.barrier();
-        Ok(V::T(out))
     }
 
     fn dot(&mut self, ops: &[String], tys: &str) -> Result<V> {
@@ -707,21 +698,39 @@ impl TtirLowerer {
         // Matmul accumulators may stay in cooperative matrices for the whole loop (`coop_acc`);
         // the other carried values are `var`s.
         let coop = self.coop_candidates(op, &names, &inits);
+        // Pointer blocks advanced by a uniform step: a template plus a scalar offset (`dot_stage`).
+        let mut carried = self.carried_pointers(op, &names, &inits);
+        for (c, k) in carried.iter_mut().zip(&coop) {
+            if k.is_some() {
+                *c = None;
+            }
+        }
+        let special: Vec<bool> =
+            coop.iter().zip(&carried).map(|(a, b)| a.is_some() || b.is_some()).collect();
         let mut vars = Vec::new();
-        for (cand, init) in coop.iter().zip(&inits) {
-            vars.push(match cand {
-                Some(c) => self.coop_acc_begin(c.clone(), init),
-                None => self.declare(&[init.ty()], &[init.shape().to_vec()]).remove(0),
+        for ((cand, init), step) in coop.iter().zip(&inits).zip(&carried) {
+            vars.push(match (cand, step) {
+                (Some(c), _) => self.coop_acc_begin(c.clone(), init),
+                (None, Some(_)) => {
+                    let off = self.em.fresh("off");
+                    self.em.line(format!("var {off}: i32 = 0i;"));
+                    Tensor::scalar(off, Ty::D(DType::I32))
+                }
+                (None, None) => self.declare(&[init.ty()], &[init.shape().to_vec()]).remove(0),
             });
         }
-        let (plain_vars, plain_inits) = (plain(&vars, &coop), plain(&inits, &coop));
+        let (plain_vars, plain_inits) = (plain(&vars, &special), plain(&inits, &special));
         self.assign(&plain_vars, &plain_inits)?;
         let lv = self.em.fresh("iv");
         let (lb, ub, st) = (lb.view().expr.clone(), ub.view().expr.clone(), st.view().expr.clone());
         self.em.open(format!("for (var {lv}: i32 = {lb}; {lv} < {ub}; {lv} += {st})"));
         self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv, Ty::D(DType::I32))));
-        for (n, v) in names.iter().zip(&vars) {
-            self.vals.insert(n.clone(), V::T(v.clone()));
+        for ((n, v), (step, init)) in names.iter().zip(&vars).zip(carried.iter().zip(&inits)) {
+            let v = match step {
+                Some(_) => self.carried_block(init.view(), &v.expr),
+                None => v.clone(),
+            };
+            self.vals.insert(n.clone(), V::T(v));
         }
         let body = op.regions.first().ok_or_else(|| self.err("scf.for without a body"))?;
         self.nesting += 1;
@@ -731,11 +740,23 @@ impl TtirLowerer {
         if yielded.len() != vars.len() {
             return Err(self.err(format!("yields {} values for {}", yielded.len(), vars.len())));
         }
-        self.assign(&plain_vars, &plain(&yielded, &coop))?;
+        self.assign(&plain_vars, &plain(&yielded, &special))?;
+        for (var, step) in vars.iter().zip(&carried) {
+            if let Some(x) = step {
+                let x = self.get(x)?.view().expr.clone();
+                self.em.line(format!("{0} = {0} + {x};", var.expr));
+            }
+        }
         self.em.close();
         let mut out = Vec::new();
-        for (var, cand) in vars.into_iter().zip(&coop) {
-            out.push(V::T(if cand.is_some() { self.coop_acc_end(&var) } else { var }));
+        for ((var, cand), (step, init)) in
+            vars.into_iter().zip(&coop).zip(carried.iter().zip(&inits))
+        {
+            out.push(V::T(match (cand, step) {
+                (Some(_), _) => self.coop_acc_end(&var),
+                (None, Some(_)) => self.carried_block(init.view(), &var.expr),
+                (None, None) => var,
+            }));
         }
         Ok(out)
     }
@@ -783,9 +804,10 @@ impl TtirLowerer {
     }
 }
 
-/// The entries of `xs` whose carried value is not a cooperative-matrix accumulator.
-fn plain<T: Clone>(xs: &[T], coop: &[Option<super::coop_acc::CoopAcc>]) -> Vec<T> {
-    xs.iter().zip(coop).filter(|(_, c)| c.is_none()).map(|(x, _)| x.clone()).collect()
+/// The entries of `xs` whose carried value is a plain `var` (not a cooperative-matrix
+/// accumulator or a carried pointer offset).
+fn plain<T: Clone>(xs: &[T], special: &[bool]) -> Vec<T> {
+    xs.iter().zip(special).filter(|(_, s)| !**s).map(|(x, _)| x.clone()).collect()
 }
 
 /// Whether WGSL expression `e` reads the variable `var` (a whole identifier).

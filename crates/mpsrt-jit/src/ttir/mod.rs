@@ -13,6 +13,7 @@
 mod atomic;
 mod bounds;
 mod coop_acc;
+mod dot_stage;
 mod elementwise;
 mod lower;
 pub(crate) mod parse;
@@ -25,8 +26,15 @@ use mpsrt_core::{DType, Error, Result};
 
 /// Elements per invocation the workgroup widens to. `mpsrt.jit`'s tutorial vector add ran at the
 /// built-in's bandwidth on the H100 with 256 invocations x 4 elements per 1024-element block; the
-/// same kernel through Triton (num_warps = 4: 128 x 8) read 57% (BENCHMARKS.md, 2026-11-25).
-pub const WIDEN_TO: usize = 4;
+/// same kernel through Triton (num_warps = 4: 128 x 8) read 57% (BENCHMARKS.md, 2026-11-25), so
+/// widening also aims for at least [`MIN_WIDE`] invocations (at 4 elements each or more). Beyond
+/// that, shares of up to 16 stay unrolled in registers: tutorial 02 at 4096 columns (num_warps 8)
+/// runs 256 x 16 rather than 1024 x 4, whose 32-subgroup barriers and 2 workgroups per SM held it
+/// at 63% of the built-in softmax (256 x 16 as well) on an H200 (session 11).
+pub const WIDEN_TO: usize = 16;
+
+/// Invocations widening aims for at least, where the largest block has 4 elements for each.
+pub const MIN_WIDE: usize = 256;
 
 /// Compiles the TTIR text of one kernel (`kernel_name`, default: the public `tt.func`) to WGSL.
 pub fn compile_ttir(
@@ -97,8 +105,13 @@ pub fn compile_ttir_widening_to(
     let mut max_wg = opts.max_workgroup_size as usize;
     let mut low = lower::TtirLowerer::new(max_wg, opts);
     low.run(func, &sig)?;
-    let wide = low.em.max_numel.div_ceil(per_invocation).next_power_of_two();
-    if wide > max_wg && (device_max as usize) > max_wg {
+    let numel = low.em.max_numel;
+    let wide =
+        numel.div_ceil(per_invocation).max(MIN_WIDE.min(numel.div_ceil(4))).next_power_of_two();
+    // Kernels whose `tl.dot` runs on cooperative matrices keep Triton's num_warps: the staged
+    // dot (`dot_stage`) deals its tiles over exactly those subgroups.
+    let staged_dot = opts.stage_dot && opts.coop.is_some() && ttir.contains("tt.dot");
+    if !staged_dot && wide > max_wg && (device_max as usize) > max_wg {
         max_wg = wide.min(device_max as usize);
         low = lower::TtirLowerer::new(max_wg, opts);
         low.run(func, &sig)?;

@@ -5,13 +5,13 @@
 //! elements it owns starting from its first one, then a tree over the invocations that own
 //! any (whole-block reductions), or each output element folds its row/column sequentially from
 //! workgroup memory (2-D axis reductions). Sum/max/min of one operand keep the identity-based
-//! path of `Emitter::reduce`.
+//! path of `Emitter::reduce`. `tt.scan` (prefix sums and the like) lives here too.
 
 use super::lower::{TtirLowerer, V};
-use super::parse::{operands, Op};
-use crate::emit::{bits, unbits};
+use super::parse::{self, operands, Op};
+use crate::emit::{bits, unbits, RedOp};
 use crate::value::{Tensor, Ty};
-use mpsrt_core::Result;
+use mpsrt_core::{DType, Result};
 
 impl TtirLowerer {
     /// Lowers the combiner region of `op` to a WGSL function of `2 * tys.len()` scalars
@@ -210,6 +210,69 @@ impl TtirLowerer {
         }
         self.em.barrier();
         out
+    }
+    /// `tt.scan` (`tl.cumsum`, `tl.cummax`, ...): an inclusive Hillis-Steele scan along `axis`
+    /// in workgroup memory, ping-ponging between the two scratch arrays (log2(len) passes).
+    pub(super) fn scan(&mut self, op: &Op, ops: &[String]) -> Result<V> {
+        if ops.len() != 1 {
+            return Err(
+                self.err(format!("scans of {} tensors at once are not supported", ops.len()))
+            );
+        }
+        if op.body.contains("reverse = true") {
+            return Err(self.err("reverse scans are not supported"));
+        }
+        let axis = parse::int_attr(&op.body, "axis").unwrap_or(0) as usize;
+        let red = self.combiner(op)?;
+        let v = self.get(&ops[0])?;
+        let t = self.tensor(&v);
+        self.check_rank(&t.shape)?;
+        let (len, stride) = match (t.shape.as_slice(), axis) {
+            ([n], 0) => (*n, 1),
+            ([m, n], 0) => (*m, *n),
+            ([_, n], 1) => (*n, 1),
+            _ => return Err(self.err(format!("axis {axis} of shape {:?}", t.shape))),
+        };
+        let (ty, numel) = (t.ty, t.numel());
+        let d = ty.dtype().unwrap_or(DType::I32);
+        self.em.use_scratch(0, numel);
+        self.em.use_scratch(1, numel);
+        let b = bits(&t.at("i"), ty);
+        self.em.for_each(numel, |em| em.line(format!("wg0[e] = {b};")));
+        self.em.barrier();
+        let mut src = 0;
+        let mut step = 1;
+        while step < len {
+            let dst = 1 - src;
+            let (cur, prev) = (
+                unbits(&format!("wg{src}[e]"), ty),
+                unbits(&format!("wg{src}[e - {}u]", step * stride), ty),
+            );
+            let comb = crate::value::normalize(
+                &match red {
+                    RedOp::Sum => format!("{prev} + {cur}"),
+                    RedOp::Max => format!("max({prev}, {cur})"),
+                    RedOp::Min => format!("min({prev}, {cur})"),
+                },
+                d,
+            );
+            let (keep, set) = (bits(&cur, ty), bits(&comb, ty));
+            self.em.for_each(numel, |em| {
+                em.open(format!("if ((e / {stride}u) % {len}u >= {step}u)"));
+                em.line(format!("wg{dst}[e] = {set};"));
+                em.else_();
+                em.line(format!("wg{dst}[e] = {keep};"));
+                em.close();
+            });
+            self.em.barrier();
+            src = dst;
+            step *= 2;
+        }
+        let out = self.em.decl_block(ty, &t.shape);
+        let (lhs, rhs) = (out.at("i"), unbits(&format!("wg{src}[e]"), ty));
+        self.em.for_each(numel, |em| em.line(format!("{lhs} = {rhs};")));
+        self.em.barrier();
+        Ok(V::T(out))
     }
 }
 

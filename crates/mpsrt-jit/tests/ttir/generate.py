@@ -76,6 +76,10 @@ for act in ("", "leaky_relu"):
     write("03_matmul" + ("_leaky_relu" if act else ""), lambda: mm.warmup(
         a, b, c, 128, 128, 64, 64, 1, 128, 1, 128, 1, BLOCK_SIZE_M=64, BLOCK_SIZE_N=32,
         BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION=act, num_warps=4, grid=(1, )))
+a, b, c = dev((256, 256), "float16"), dev((256, 256), "float16"), dev((256, 256), "float16")
+write("03_matmul_128x128", lambda: mm.warmup(
+    a, b, c, 256, 256, 256, 256, 1, 256, 1, 256, 1, BLOCK_SIZE_M=128, BLOCK_SIZE_N=128,
+    BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="", num_warps=8, grid=(1, )))
 ln = dev((8, 300))
 w = dev(300)
 write("05_layer_norm_fwd", lambda: T._layer_norm_fwd_fused.warmup(

@@ -1,0 +1,400 @@
+//! Staged `tl.dot` on cooperative matrices (`CompileOptions::stage_dot`), the shape of mpsrt's
+//! own generation-3 f16 GEMM (`mpsrt-kernels/src/matmul_coop_family.rs`) inside Triton's K loop.
+//!
+//! `coop_acc` keeps the loop-carried accumulator in cooperative matrices, but its operands
+//! reached workgroup memory one f16 element at a time: each invocation loaded its elements of
+//! the `tt.load` block (a packed word read, unpacked, masked) into registers, then stored them
+//! as 2-byte halves; every subgroup owned one column of tiles (one B fragment, many A
+//! fragments per K step); and the workgroup widened to 1024 invocations (2 tiles each). At
+//! 4096³ that ran at 41% of the built-in GEMM on an H200 (session 11). Here:
+//!
+//! * **Operands go straight from global memory into padded f16 slabs.** A `tt.load`
+//!   whose only use is operand A or B of the carried dot, with a pointer (and mask) that
+//!   `remat` can recompute from the element index, is not loaded into registers: each
+//!   invocation takes whole words (two consecutive halves) of the slab, checks at run time that
+//!   the two pointers are consecutive and the first even (then one `u32` load; else two masked
+//!   half loads) and stores one word. Rows are padded by [`PAD`] halves so the matrix loads of
+//!   one fragment hit different banks. Any other operand is packed into the slab from
+//!   registers through `wg0` (one extra barrier).
+//! * **Pointer blocks advanced by a uniform step** (`a_ptrs += BLOCK_SIZE_K * stride_ak`) are
+//!   carried as their initial template plus one scalar offset (`carried_pointers`), so the loads
+//!   above can recompute them, and no pointer array is carried across the loop.
+//! * **Tiles are blocked in two dimensions**: the `nsg` subgroups form a `wm x wn` grid and
+//!   each owns `tm x tn` tiles (tile rows `i * wm + sy`, columns `j * wn + sx`), chosen to
+//!   minimise the fragment loads per K step (`tm + tn` for `tm * tn` products). After the loop
+//!   the accumulators go through workgroup memory in `tm` passes of `wm` whole tile rows.
+//! * The workgroup keeps Triton's `num_warps * 32` invocations (no widening, see `ttir::mod`).
+
+use super::coop_acc::CoopAcc;
+use super::lower::{TtirLowerer, V};
+use super::parse::{operands, Op};
+use crate::value::{Tensor, Ty};
+use mpsrt_core::DType;
+
+/// Halves of padding after every slab row.
+pub(super) const PAD: usize = 8;
+
+/// How a staged accumulator's tiles are dealt over the subgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Grid {
+    pub wm: usize,
+    pub wn: usize,
+    pub tm: usize,
+    pub tn: usize,
+}
+
+impl Grid {
+    /// The `wm x wn` split of `nsg` subgroups over `m/s x n/s` tiles with the fewest fragment
+    /// loads per product (ties: fewer subgroup rows, a smaller read-out array).
+    pub fn choose(m: usize, n: usize, s: usize, nsg: usize) -> Option<Grid> {
+        let (rows, cols) = (m / s, n / s);
+        (1..=nsg)
+            .filter(|wm| nsg.is_multiple_of(*wm))
+            .filter_map(|wm| {
+                let wn = nsg / wm;
+                (rows.is_multiple_of(wm) && cols.is_multiple_of(wn)).then_some(Grid {
+                    wm,
+                    wn,
+                    tm: rows / wm,
+                    tn: cols / wn,
+                })
+            })
+            .min_by_key(|g| (g.tm + g.tn, g.wm))
+    }
+}
+
+impl TtirLowerer {
+    /// Whether the carried accumulator `acc` (found by `coop_candidates` for `dot`) is staged:
+    /// sets its grid and the `tt.load`s (top-level in `body`, used once) feeding its operands.
+    pub(super) fn plan_staging(&self, acc: &mut CoopAcc, dot: &Op, body: &[Op]) {
+        let Some(cfg) = self.em.coop else { return };
+        if !self.stage_dot || !self.em.wg.is_multiple_of(cfg.subgroup as usize) {
+            return;
+        }
+        let (s, nsg) = (cfg.size as usize, self.em.wg / cfg.subgroup as usize);
+        let Some(grid) = Grid::choose(acc.m, acc.n, s, nsg) else { return };
+        acc.grid = Some(grid);
+        let ins = operands(&dot.body);
+        for (which, name) in ins.iter().take(2).enumerate() {
+            let is_load =
+                body.iter().any(|o| o.name == "tt.load" && o.results.first() == Some(name));
+            if is_load && super::coop_acc::count_uses(body, name) == 1 {
+                acc.loads[which] = Some(name.clone());
+            }
+        }
+    }
+
+    /// Declares a staged accumulator's tiles and slabs (`coop_acc_begin` for a staged one).
+    pub(super) fn staged_begin(&mut self, mut acc: CoopAcc, init: &V) -> Tensor {
+        let g = acc.grid.expect("staged accumulator");
+        let s = self.em.coop.map_or(16, |c| c.size as usize);
+        let id = self.em.fresh("");
+        acc.name = format!("cacc{id}");
+        (acc.ca, acc.cb, acc.cc) = (format!("caa{id}"), format!("cab{id}"), format!("cac{id}"));
+        let (m, n, k) = (acc.m, acc.n, acc.k);
+        self.em.uses_coop = true;
+        // Read-out passes: `wm` tile rows of the block each.
+        acc.passes = g.tm;
+        let chunk = m * n / g.tm;
+        let (ha, hb) = (m * (k + PAD), k * (n + PAD));
+        self.em.functions.push(format!(
+            "var<workgroup> {}: array<f16, {ha}>;\nvar<workgroup> {}: array<f16, {hb}>;\nvar<workgroup> {}: array<f32, {chunk}>;\n",
+            acc.ca, acc.cb, acc.cc
+        ));
+        self.em.extra_workgroup_bytes += (ha + hb) * 2 + chunk * 4;
+        for t in 0..g.tm * g.tn {
+            self.em.line(format!("var {}_{t} = coop_mat{s}x{s}<f32, C>();", acc.name));
+        }
+        let zero = matches!(init, V::Splat(t, _) if t.expr == "0.0f");
+        if !zero {
+            // Pass `i` writes tile rows `i * wm ..` of the initial value and loads them.
+            let src = match init {
+                V::Splat(t, _) => t.expr.clone(),
+                V::T(t) if !t.is_block() => t.expr.clone(),
+                V::T(t) => t.at("i"),
+            };
+            let cc = acc.cc.clone();
+            for i in 0..g.tm {
+                let (lo, hi) = (i * chunk, (i + 1) * chunk);
+                self.em.for_each(m * n, |em| {
+                    em.open(format!("if (e >= {lo}u && e < {hi}u)"));
+                    em.line(format!("{cc}[e - {lo}u] = {src};"));
+                    em.close();
+                });
+                self.em.barrier();
+                for j in 0..g.tn {
+                    let at = self.tile_in_chunk(&acc, j);
+                    self.em.line(format!(
+                        "{}_{} = coopLoadT<coop_mat{s}x{s}<f32, C>>(&{cc}[{at}], {n}u);",
+                        acc.name,
+                        i * g.tn + j
+                    ));
+                }
+                self.em.barrier();
+            }
+        }
+        for (which, load) in acc.loads.clone().iter().enumerate() {
+            if let Some(l) = load {
+                self.staged_loads.insert(l.clone(), (acc.name.clone(), which));
+            }
+        }
+        let marker = Tensor { expr: acc.name.clone(), ty: Ty::D(DType::F32), shape: vec![m, n] };
+        self.coop_accs.insert(acc.name.clone(), acc);
+        marker
+    }
+
+    /// Offset in the read-out chunk of this subgroup's tile `j` of a pass (local tile row `sy`).
+    fn tile_in_chunk(&self, acc: &CoopAcc, j: usize) -> String {
+        let g = acc.grid.expect("staged accumulator");
+        let s = self.em.coop.map_or(16, |c| c.size as usize);
+        format!("(sg / {wn}u) * {}u + ({j}u * {wn}u + sg % {wn}u) * {s}u", s * acc.n, wn = g.wn)
+    }
+
+    /// A `tt.load` feeding a staged dot: written straight into the operand's slab (see the
+    /// module docs). Returns a marker the dot recognises, or `None` to load into registers.
+    pub(super) fn stage_dot_operand(
+        &mut self,
+        op: &Op,
+        p: &Tensor,
+        arg: usize,
+        elem: DType,
+        mask: Option<&Tensor>,
+        other: Option<&Tensor>,
+    ) -> Option<V> {
+        let res = op.results.first()?;
+        let (acc_name, which) = self.staged_loads.get(res)?.clone();
+        let acc = self.coop_accs.get(&acc_name)?.clone();
+        let ptpl = self.remat.get(&p.expr)?.clone();
+        if elem != DType::F16 || !p.is_block() || self.args[arg].stored {
+            return None;
+        }
+        let mtpl = match mask {
+            None => None,
+            Some(m) if !m.is_block() => Some(m.expr.clone()),
+            Some(m) => Some(self.remat.get(&m.expr)?.clone()),
+        };
+        let oth = match other {
+            None => "0.0f".to_string(),
+            Some(o) if !o.is_block() => o.expr.clone(),
+            Some(_) => return None,
+        };
+        let (rows, cols, slab) = if which == 0 {
+            (acc.m, acc.k, acc.ca.clone())
+        } else {
+            (acc.k, acc.n, acc.cb.clone())
+        };
+        if p.shape != [rows, cols] || !cols.is_multiple_of(2) {
+            return None;
+        }
+        let full = operands(&op.body).get(1).and_then(|m| self.bounds.full(m)).map(str::to_string);
+        let (words, wg, ld) = (rows * cols / 2, self.em.wg, cols + PAD);
+        let at = |e: &str| ptpl.replace("{E}", e);
+        let ok = |e: &str| {
+            let m = mtpl.as_ref().map_or("true".to_string(), |t| t.replace("{E}", e));
+            match &full {
+                Some(f) => format!("({f} || {m})"),
+                None => m,
+            }
+        };
+        let (p0, p1, m0, m1) = (at("e"), at("(e + 1u)"), ok("e"), ok("(e + 1u)"));
+        for j in 0..words.div_ceil(wg) {
+            self.em.open("");
+            self.em.line(format!("let w = lid + {}u;", j * wg));
+            let guarded = !words.is_multiple_of(wg);
+            if guarded {
+                self.em.open(format!("if (w < {words}u)"));
+            }
+            self.em.line("let e = w * 2u;");
+            self.em.line(format!("let p0: i32 = {p0};"));
+            self.em.line(format!("let p1: i32 = {p1};"));
+            self.em.line(format!("let m0 = {m0};"));
+            self.em.line(format!("let m1 = {m1};"));
+            self.em.line(format!("let g = p0 + P.off{arg};"));
+            self.em.line("var h: vec2<f16>;");
+            // Consecutive, word-aligned and both in bounds: one word; else two half loads.
+            self.em.open("if (m0 && m1 && p1 == p0 + 1i && (g & 1i) == 0i)");
+            self.em.line(format!("h = vec2<f16>(unpack2x16float(buf{arg}[u32(g) >> 1u]));"));
+            self.em.else_();
+            self.em.line(format!("var lo: f32 = {oth};"));
+            self.em.line(format!("var hi: f32 = {oth};"));
+            self.em.line(format!("if (m0) {{ lo = ld{arg}(p0); }}"));
+            self.em.line(format!("if (m1) {{ hi = ld{arg}(p1); }}"));
+            self.em.line("h = vec2<f16>(f16(lo), f16(hi));");
+            self.em.close();
+            self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
+            self.em.line(format!("{slab}[at] = h.x;"));
+            self.em.line(format!("{slab}[at + 1u] = h.y;"));
+            if guarded {
+                self.em.close();
+            }
+            self.em.close();
+        }
+        self.coop_accs.get_mut(&acc_name)?.staged[which] = true;
+        Some(V::T(Tensor {
+            expr: format!("staged_{slab}"),
+            ty: Ty::D(elem),
+            shape: p.shape.clone(),
+        }))
+    }
+
+    /// Writes a register-held operand into its padded slab, one half per element.
+    fn pack_into_slab(&mut self, t: &Tensor, slab: &str, cols: usize) {
+        let (v, ld) = (t.at("i"), cols + PAD);
+        self.em.for_each(t.numel(), |em| {
+            em.line(format!("{slab}[(e / {cols}u) * {ld}u + e % {cols}u] = f16({v});"));
+        });
+    }
+
+    /// `acc += a @ b` for a staged accumulator.
+    pub(super) fn staged_dot(&mut self, a: &Tensor, b: &Tensor, acc: &Tensor) -> Option<V> {
+        let c = self.coop_accs.get(&acc.expr)?.clone();
+        let g = c.grid?;
+        let s = self.em.coop?.size as usize;
+        let (m, n, k) = (c.m, c.n, c.k);
+        let fallback = [!c.staged[0], !c.staged[1]];
+        if fallback[0] {
+            self.pack_into_slab(a, &c.ca, k);
+        }
+        if fallback[1] {
+            self.pack_into_slab(b, &c.cb, n);
+        }
+        // Loads of the next iteration find the slab marked unstaged again.
+        if let Some(cur) = self.coop_accs.get_mut(&acc.expr) {
+            cur.staged = [false, false];
+        }
+        self.em.barrier();
+        let _ = m;
+        let (lda, ldb) = (k + PAD, n + PAD);
+        self.em.open("");
+        self.em.line(format!("let sy = sg / {}u; let sx = sg % {}u;", g.wn, g.wn));
+        for kk in (0..k).step_by(s) {
+            for i in 0..g.tm {
+                self.em.line(format!(
+                    "let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&{}[(({i}u * {}u + sy) * {s}u) * {lda}u + {kk}u], {lda}u);",
+                    c.ca,
+                    g.wm,
+                ));
+            }
+            for j in 0..g.tn {
+                self.em.line(format!(
+                    "let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&{}[{kk}u * {ldb}u + ({j}u * {}u + sx) * {s}u], {ldb}u);",
+                    c.cb,
+                    g.wn,
+                ));
+            }
+            for i in 0..g.tm {
+                for j in 0..g.tn {
+                    self.em.line(format!(
+                        "{0}_{1} = coopMultiplyAdd(a{i}_{kk}, b{j}_{kk}, {0}_{1});",
+                        c.name,
+                        i * g.tn + j
+                    ));
+                }
+            }
+        }
+        self.em.close();
+        // The next iteration overwrites the slabs.
+        self.em.barrier();
+        Some(V::T(acc.clone()))
+    }
+
+    /// After the loop: the tiles read back as an ordinary f32 block, `wm` tile rows per pass.
+    pub(super) fn staged_end(&mut self, c: &CoopAcc) -> Tensor {
+        let g = c.grid.expect("staged accumulator");
+        let (cc, n, wg) = (c.cc.clone(), c.n, self.em.wg);
+        let out = self.em.decl_block(Ty::D(DType::F32), &[c.m, n]);
+        let chunk = c.m * n / g.tm;
+        let lhs = out.at("i");
+        for i in 0..g.tm {
+            self.em.open("");
+            for j in 0..g.tn {
+                let at = self.tile_in_chunk(c, j);
+                self.em.line(format!(
+                    "coopStoreT({}_{}, &{cc}[{at}], {n}u);",
+                    c.name,
+                    i * g.tn + j
+                ));
+            }
+            self.em.close();
+            self.em.barrier();
+            let lo = i * chunk;
+            if chunk.is_multiple_of(wg) && chunk / wg <= crate::emit::UNROLL {
+                for r in lo / wg..(lo + chunk) / wg {
+                    self.em.open("");
+                    self.em.line(format!("let i = {r}u;"));
+                    self.em.line(format!("let e = {}u + lid;", r * wg));
+                    self.em.line(format!("{lhs} = {cc}[e - {lo}u];"));
+                    self.em.close();
+                }
+            } else {
+                let hi = lo + chunk;
+                self.em.for_each(c.m * n, |em| {
+                    em.open(format!("if (e >= {lo}u && e < {hi}u)"));
+                    em.line(format!("{lhs} = {cc}[e - {lo}u];"));
+                    em.close();
+                });
+            }
+            self.em.barrier();
+        }
+        out
+    }
+
+    /// Loop-carried pointer blocks advanced by a uniform step each iteration (`p = p + c`):
+    /// for `scf.for` `op` with carried `names` / `inits`, the positions whose initial value has
+    /// a `remat` template and whose yielded value is `tt.addptr(name, x)` with `x` a splat or
+    /// constant, with `x`'s SSA name.
+    pub(super) fn carried_pointers(
+        &self,
+        op: &Op,
+        names: &[String],
+        inits: &[V],
+    ) -> Vec<Option<String>> {
+        let none = vec![None; names.len()];
+        let Some(body) = op.regions.first() else { return none };
+        let Some(yield_op) = body.ops.last().filter(|o| o.name == "scf.yield") else { return none };
+        let yielded = operands(&yield_op.body);
+        names
+            .iter()
+            .zip(inits)
+            .enumerate()
+            .map(|(pos, (name, init))| {
+                let V::T(t) = init else { return None };
+                if !t.is_block() || !self.remat.contains_key(&t.expr) {
+                    return None;
+                }
+                if !matches!(t.ty, Ty::Ptr { .. } | Ty::D(DType::I32)) {
+                    return None;
+                }
+                let y = yielded.get(pos)?;
+                let step_op = body.ops.iter().find(|o| o.results.first() == Some(y))?;
+                let ins = operands(&step_op.body);
+                let step_is_addptr = step_op.name == "tt.addptr" || step_op.name == "arith.addi";
+                if !step_is_addptr || ins.first() != Some(name) || ins.len() != 2 {
+                    return None;
+                }
+                let x = &ins[1];
+                let uniform_here = self.get(x).is_ok_and(|v| v.is_uniform());
+                let splat_in_body = body.ops.iter().any(|o| {
+                    o.results.first() == Some(x)
+                        && (o.name == "tt.splat" || o.name == "arith.constant")
+                });
+                if uniform_here || splat_in_body {
+                    Some(x.clone())
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// A carried pointer block as a fresh array of its template plus the scalar offset `off`
+    /// (dead, and dropped by the driver, where only template readers use it).
+    pub(super) fn carried_block(&mut self, init: &Tensor, off: &str) -> Tensor {
+        let tpl = self.remat.get(&init.expr).cloned().unwrap_or_default();
+        let t = format!("({tpl} + {off})");
+        let expr = t.replace("{E}", "e");
+        let out = self.em.map(init.ty, &init.shape, &[], |_| expr.clone());
+        self.remat_note(&out, t);
+        out
+    }
+}

@@ -1,0 +1,98 @@
+//! Tutorial 03's `tl.dot` staged like mpsrt's generation-3 GEMM (`ttir::dot_stage`): operands go
+//! from global memory straight into padded f16 slabs, the loop carries pointer offsets instead
+//! of pointer arrays, and the subgroups hold a two-dimensional grid of accumulator tiles. No
+//! adapter here has cooperative matrices, so the WGSL is checked with naga (validation, SPIR-V
+//! and MSL); the GPU run (bench/triton_backend.py, python/tests/test_triton_backend.py on the
+//! H100/H200) checks the numbers.
+
+mod common;
+
+use mpsrt_jit::{compile_ttir, compile_ttir_widening, CompileOptions, CompiledKernel, CoopConfig};
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/ttir/{name}.ttir", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn staged(name: &str, threads: u32) -> CompiledKernel {
+    let opts = CompileOptions {
+        max_workgroup_size: threads,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    // Widening allowed up to 1024 (as the backend does): a staged dot keeps num_warps * 32.
+    let k = compile_ttir_widening(&fixture(name), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{name}: {e}"));
+    k
+}
+
+/// The K loop's body (from the loop header to the first store of an accumulator tile).
+fn loop_body(k: &CompiledKernel) -> &str {
+    &k.wgsl[k.wgsl.find("for (var iv").unwrap()..k.wgsl.find("coopStoreT(").unwrap()]
+}
+
+#[test]
+fn operands_go_straight_into_padded_word_slabs() {
+    let k = staged("03_matmul_128x128", 256);
+    assert_eq!(k.workgroup_size, 256, "num_warps = 8 is kept");
+    // A: 128 rows of 32 + 8 halves, B: 32 rows of 128 + 8 (f16: NVIDIA's compiler rejects
+    // cooperative loads through u32 pointers); C read out in 4 passes of 2 tile rows (32 x 128).
+    assert!(k.wgsl.contains(": array<f16, 5120>;") && k.wgsl.contains(": array<f16, 4352>;"));
+    assert!(k.wgsl.contains(": array<f32, 4096>;"), "{}", k.wgsl);
+    assert_eq!(k.workgroup_bytes, (5120 + 4352) * 2 + 4096 * 4);
+    let body = loop_body(&k);
+    // One word per pair of halves when the pointers are consecutive and even, from buffers 0/1.
+    assert_eq!(
+        body.matches("h = vec2<f16>(unpack2x16float(buf0[u32(g) >> 1u]));").count(),
+        8,
+        "{body}"
+    );
+    assert_eq!(
+        body.matches("h = vec2<f16>(unpack2x16float(buf1[u32(g) >> 1u]));").count(),
+        8,
+        "{body}"
+    );
+    // No register copy of the operands.
+    assert!(!body.contains("] = f16(t"), "{body}");
+    // Pointers advance as a scalar offset.
+    assert!(body.contains("off") && !body.contains("v42"), "{body}");
+    // 8 subgroups as 2 x 4, each 4 x 2 tiles: per 16-deep step 4 A + 2 B fragments, 8 products.
+    assert_eq!(body.matches("<f16, A>>").count(), 8, "{body}");
+    assert_eq!(body.matches("<f16, B>>").count(), 4, "{body}");
+    assert_eq!(body.matches("coopMultiplyAdd(").count(), 16, "{body}");
+    // Fragment loads use the padded strides.
+    assert!(body.contains(" 40u);") && body.contains(" 136u);"), "{body}");
+    // Two barriers per K step: after staging, after the products.
+    assert_eq!(body.matches("workgroupBarrier()").count(), 2, "{body}");
+    assert_eq!(k.wgsl.matches("coopStoreT(").count(), 8);
+}
+
+#[test]
+fn small_blocks_and_the_session_11_path() {
+    // 64x32 at num_warps = 4: 4 subgroups as 2 x 2 (2 x 1 tiles each).
+    let k = staged("03_matmul", 128);
+    assert_eq!(k.workgroup_size, 128);
+    let body = loop_body(&k);
+    assert!(body.contains("(buf0[u32(g)") && body.contains("(buf1[u32(g)"), "{body}");
+    assert_eq!(body.matches("coopMultiplyAdd(").count(), 4, "{body}");
+    // The leaky-relu variant has the same loop.
+    let lr = staged("03_matmul_leaky_relu", 128);
+    assert!(loop_body(&lr).contains("(buf1[u32(g)"));
+    // stage_dot off: session 11's register-staged f16 path.
+    let opts = CompileOptions {
+        max_workgroup_size: 128,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        stage_dot: false,
+        ..Default::default()
+    };
+    let old = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
+    common::validate_coop(&old).unwrap();
+    assert!(loop_body(&old).contains("= f16(") && !old.wgsl.contains("[u32(g) >> 1u]"));
+    // Without cooperative matrices nothing is staged (lavapipe's register path).
+    let plain = CompileOptions { max_workgroup_size: 128, ..Default::default() };
+    let k = compile_ttir(&fixture("03_matmul"), None, &plain).unwrap();
+    common::validate(&k).unwrap();
+    assert!(!k.wgsl.contains("coop") && !k.wgsl.contains("[u32(g) >> 1u]"));
+}
