@@ -6,8 +6,10 @@
 Model `simple` (INT32 [1,16] x2, JSON) is built in and every response is checked
 (sum/difference). Any other model is driven from its metadata (`GET /v2/models/MODEL`): one
 random FP32 input per model input (dynamic dims as 1), sent and returned as binary tensor data
-(Triton's binary extension); every response must be 200 and byte-identical to the first one
-(same input, so batching must not mix requests up).
+(Triton's binary extension); every response must be 200 and equal to the first one (same input,
+so batching must not mix requests up): byte-identical, or, where a dynamic batch of another size
+ran other kernels, within 1e-3 of the first response's largest magnitude (counted apart as
+"bit_differences"; beyond that tolerance it is an error).
 Prints one JSON line: throughput (req/s) and p50/p99 latency (ms).
 """
 import http.client
@@ -19,7 +21,7 @@ import threading
 import time
 
 host, model, conc, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-lat, errors = [], []
+lat, errors, bit_diffs = [], [], []
 lock = threading.Lock()
 
 
@@ -70,6 +72,17 @@ def binary_request():
     return header + b"".join(blobs), len(header)
 
 
+def close(data, ref, hl, ref_hl):
+    """Same JSON header and binary FP32 outputs within 1e-3 of the reference's largest |value|."""
+    a, b = data[hl:], ref[ref_hl:]
+    if len(a) != len(b) or len(a) % 4 or data[:hl] != ref[:ref_hl]:
+        return False
+    x = struct.unpack(f"<{len(a) // 4}f", a)
+    y = struct.unpack(f"<{len(b) // 4}f", b)
+    tol = 1e-3 * max((abs(v) for v in y), default=0.0) + 1e-6
+    return all(abs(u - v) <= tol for u, v in zip(x, y))
+
+
 def binary_client(cid, body, header_len, reference):
     h, p = host.split(":")
     conn = http.client.HTTPConnection(h, int(p))
@@ -82,9 +95,14 @@ def binary_client(cid, body, header_len, reference):
         resp = conn.getresponse()
         data = resp.read()
         mine.append((time.perf_counter() - t0) * 1e3)
-        if resp.status != 200 or data != reference:
+        if resp.status != 200:
             with lock:
                 errors.append((resp.status, data[:200]))
+        elif data != reference:
+            hl = int(resp.getheader("Inference-Header-Content-Length") or 0)
+            with lock:
+                (bit_diffs if close(data, reference, hl, ref_header_len) else errors).append(
+                    (resp.status, data[:200]))
     with lock:
         lat.extend(mine)
 
@@ -100,6 +118,7 @@ else:
                 "Inference-Header-Content-Length": str(header_len)})
     r0 = c0.getresponse()
     reference = r0.read()
+    ref_header_len = int(r0.getheader("Inference-Header-Content-Length") or 0)
     if r0.status != 200:
         sys.exit(f"serve_load: warm-up request failed: {r0.status} {reference[:300]!r}")
 
@@ -116,5 +135,6 @@ for t in threads:
 wall = time.perf_counter() - t0
 lat.sort()
 print(json.dumps({"model": model, "concurrency": conc, "requests": len(lat), "errors": len(errors),
+                  "bit_differences": len(bit_diffs),
                   "throughput_rps": len(lat) / wall, "p50_ms": lat[len(lat) // 2],
                   "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}))
