@@ -253,6 +253,9 @@ pub(crate) fn emit_store_exprs(
     full: Option<&str>,
 ) {
     let vi = cast_expr(&v.at("i"), vd, elem);
+    if elem == DType::F16 && paired_f16_store(em, p, pi, arg, &vi, mi, full) {
+        return;
+    }
     let body = |em: &mut crate::emit::Emitter| match &mi {
         None => em.line(format!("st{arg}({pi}, {vi});")),
         Some(m) => {
@@ -277,4 +280,59 @@ pub(crate) fn emit_store_exprs(
         body(em);
         em.close();
     }
+}
+
+/// A block store of f16 elements (packed two per word) where neighbouring elements `e` (even)
+/// and `e + 1` usually land in one word: those are owned by invocations `lid` and `lid ^ 1` at
+/// the same private index, so the pair swaps value, pointer and mask with
+/// `subgroupShuffleXor(.., 1)` and the even one writes the whole word with one plain
+/// `atomicStore` when the two pointers are consecutive, the first even, and both unmasked,
+/// instead of an `atomicAnd` + `atomicOr` per element. Anything else (and pairs the shuffle did
+/// not connect: the invocation id travels with the values and is checked, so nothing assumes
+/// how invocations map onto subgroup lanes) takes the per-element path. Needs subgroups, and a
+/// block that is a whole number of workgroups (the shuffles stay in uniform control flow);
+/// returns `false` to leave the store to the caller.
+fn paired_f16_store(
+    em: &mut Emitter,
+    p: &Tensor,
+    pi: &str,
+    arg: usize,
+    vi: &str,
+    mi: Option<&str>,
+    full: Option<&str>,
+) -> bool {
+    let numel = p.numel();
+    if !em.subgroups || !p.is_block() || em.wg < 2 || !numel.is_multiple_of(em.wg) {
+        return false;
+    }
+    let mask = match (mi, full) {
+        (None, _) => "true".to_string(),
+        (Some(m), Some(f)) => format!("({f} || {m})"),
+        (Some(m), None) => m.to_string(),
+    };
+    em.for_each(numel, |em| {
+        em.line(format!("let sv: f32 = {vi};"));
+        em.line(format!("let sp: i32 = {pi};"));
+        em.line(format!("let sm: bool = {mask};"));
+        em.line("let nb = subgroupShuffleXor(vec4<u32>(bitcast<u32>(sv), bitcast<u32>(sp), select(0u, 1u, sm), lid), 1u);");
+        em.line("let odd = (lid & 1u) == 1u;");
+        em.line("let np = bitcast<i32>(nb.y);");
+        em.line("let nm = nb.z == 1u;");
+        em.line("let p_lo = select(sp, np, odd);");
+        em.line("let p_hi = select(np, sp, odd);");
+        em.line(format!("let g = p_lo + P.off{arg};"));
+        em.line("let whole = nb.w == (lid ^ 1u) && sm && nm && p_hi == p_lo + 1i && (g & 1i) == 0i;");
+        em.open("if (whole)");
+        em.open("if (!odd)");
+        em.line(format!(
+            "atomicStore(&buf{arg}[u32(g) >> 1u], pack2x16float(vec2<f32>(sv, bitcast<f32>(nb.x))));"
+        ));
+        em.close();
+        em.else_();
+        em.open("if (sm)");
+        em.line(format!("st{arg}(sp, sv);"));
+        em.close();
+        em.close();
+    });
+    true
 }

@@ -67,6 +67,9 @@ fn operands_go_straight_into_padded_word_slabs() {
     // Two barriers per K step: after staging, after the products.
     assert_eq!(body.matches("workgroupBarrier()").count(), 2, "{body}");
     assert_eq!(k.wgsl.matches("coopStoreT(").count(), 8);
+    // The f16 result is stored a word (two neighbouring elements) at a time where the pair
+    // lines up: swapped with subgroupShuffleXor, one plain atomicStore instead of two RMWs each.
+    assert!(k.wgsl.contains("subgroupShuffleXor(") && k.wgsl.contains("atomicStore(&buf2["));
 }
 
 #[test]
@@ -95,4 +98,8 @@ fn small_blocks_and_the_session_11_path() {
     let k = compile_ttir(&fixture("03_matmul"), None, &plain).unwrap();
     common::validate(&k).unwrap();
     assert!(!k.wgsl.contains("coop") && !k.wgsl.contains("[u32(g) >> 1u]"));
+    // The K loop carries the A/B pointer blocks as scalar offsets on every path; without
+    // subgroups the f16 stores stay per element.
+    assert_eq!(k.wgsl.matches("var off").count(), 2, "{}", k.wgsl);
+    assert!(!k.wgsl.contains("subgroupShuffleXor"));
 }
