@@ -19,6 +19,7 @@
 //! ```
 
 mod attention;
+mod concat_inplace;
 pub mod conformance;
 mod einsum;
 mod elementwise;

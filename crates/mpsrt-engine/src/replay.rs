@@ -19,6 +19,7 @@
 //! `MPSRT_REPLAY=0` turns it off (every run takes the step-by-step path). Value inputs (graph
 //! inputs whose values decide shapes) are part of the plan's key, so they are fed as given.
 
+use crate::concat_inplace::ConcatRun;
 use crate::ops::{lookup, Ctx};
 use crate::session::{PlanState, Session};
 use crate::value::{to_device, to_logical};
@@ -308,25 +309,35 @@ impl Session {
     ) -> Result<(Vec<Tensor>, Vec<LiveStep>)> {
         let ctx = Ctx { plan, place: self.place() };
         let mut held = Vec::with_capacity(live.len());
+        let mut groups = ConcatRun::default();
         for (s, step) in plan.steps.iter().enumerate() {
             let outs = if live.contains(&s) {
+                // A live step's outputs are what the replay copies its fresh results over:
+                // they are its own (no destination), and a part is copied into its group by
+                // a recorded command after it.
                 let at = dev.captured_len().unwrap_or(0);
-                let paused = dev.suspend_capture();
-                let outs = {
-                    let env_ref = &env;
-                    self.run_step(&ctx, step, &mut |v| {
-                        raw_input(plan, bound, v)
-                            .map_or_else(|| self.fetch(plan, env_ref, Some(st), v), Ok)
-                    })
+                let env_ref = &env;
+                let get = |v| {
+                    raw_input(plan, bound, v)
+                        .map_or_else(|| self.fetch(plan, env_ref, Some(st), v), Ok)
                 };
-                dev.resume_capture(paused);
-                let outs = outs?;
-                let outputs = outs.iter().map(|(_, t)| t.clone()).collect();
+                let mut outputs = Vec::new();
+                let mut exec = || {
+                    let paused = dev.suspend_capture();
+                    let outs = self.run_step(&ctx, step, &mut |v| get(v));
+                    dev.resume_capture(paused);
+                    let outs = outs?;
+                    outputs = outs.iter().map(|(_, t)| t.clone()).collect();
+                    Ok(outs)
+                };
+                let outs = self.run_step_at(st, &mut groups, s, &get, false, &mut exec)?;
                 held.push(LiveStep { step: s, at, outputs });
                 outs
             } else {
                 let env_ref = &env;
-                self.run_step(&ctx, step, &mut |v| self.fetch(plan, env_ref, Some(st), v))?
+                let get = |v| self.fetch(plan, env_ref, Some(st), v);
+                let mut exec = || self.run_step(&ctx, step, &mut |v| get(v));
+                self.run_step_at(st, &mut groups, s, &get, true, &mut exec)?
             };
             for (v, t) in outs {
                 env.insert(v, t);

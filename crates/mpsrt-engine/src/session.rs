@@ -2,6 +2,7 @@
 //! cache, runs each plan's init steps once (persistent values) and then its steps on every call,
 //! dropping every intermediate right after its last use so the caching allocator recycles it.
 
+use crate::concat_inplace::{ConcatPlan, ConcatRun};
 use crate::elementwise::run_fused;
 use crate::ops::{lookup, Ctx};
 use crate::replay::ReplayState;
@@ -71,6 +72,8 @@ pub(crate) struct PlanState {
     pub(crate) constants: Mutex<HashMap<ValueId, Tensor>>,
     /// The plan's recording (GPU sessions; `replay.rs`).
     pub(crate) replay: Mutex<ReplayState>,
+    /// Concats written in place by their producers (`concat_inplace.rs`), GPU places only.
+    pub(crate) concat: Option<ConcatPlan>,
 }
 
 /// Host-side wall time of one step in [`Session::profile`] (the device is synchronized after
@@ -102,6 +105,9 @@ pub struct Session {
     constants: Mutex<HashMap<ConstKey, Tensor>>,
     /// Replay recorded plans (`replay.rs`; `MPSRT_REPLAY=0` or [`Session::with_replay`] off).
     replay: bool,
+    /// Write concats in place on GPU places (`concat_inplace.rs`; `MPSRT_CONCAT_INPLACE=0` or
+    /// [`Session::with_concat_inplace`] off).
+    concat_inplace: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -166,7 +172,27 @@ impl Session {
             states: Mutex::new(Vec::new()),
             constants: Mutex::new(HashMap::new()),
             replay: crate::replay::enabled_by_env(),
+            concat_inplace: crate::concat_inplace::enabled_by_env(),
         })
+    }
+
+    /// Turns the concat written in place by its producers on or off for this session (on by
+    /// default unless `MPSRT_CONCAT_INPLACE=0`; GPU places only — CPU buffers are immutable,
+    /// so a CPU session runs every concat as an op). Plans already run keep their choice.
+    pub fn with_concat_inplace(mut self, on: bool) -> Session {
+        self.concat_inplace = on;
+        self
+    }
+
+    /// For the plan of these input shapes: its concat steps that run as views of a buffer
+    /// their producers wrote, and over the runs so far that ran its steps (not replays) the
+    /// parts its producers wrote in place and the parts copied into their slices. Zeros
+    /// before the plan's first run, on the CPU, or with the rewrite off.
+    pub fn concat_stats(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize, usize)> {
+        let plan = self.compiled.plan(shapes)?;
+        let states = self.states.lock().map_err(|_| poisoned())?;
+        let st = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan));
+        Ok(st.and_then(|s| s.concat.as_ref()).map_or((0, 0, 0), |c| c.stats()))
     }
 
     /// Turns plan replay on or off for this session (on by default on GPU places unless
@@ -342,7 +368,10 @@ impl Session {
             .filter(|(v, _)| plan.storage.get(v.0) == Some(&Storage::Persistent))
             .collect();
         let frees = liveness(plan, self.options.memory_planning);
+        let concat =
+            if self.place.is_gpu() && self.concat_inplace { ConcatPlan::new(plan) } else { None };
         let st = Arc::new(PlanState {
+            concat,
             plan: plan.clone(),
             persistent,
             frees,
@@ -437,6 +466,24 @@ impl Session {
                 }
                 Ok(outs.into_iter().zip(results).collect())
             }
+        }
+    }
+
+    /// Step `s` of a run (`exec` runs it as an op), through the plan's concat groups where it
+    /// has them: groups made before it, its parts placed (`direct`: the producer may write
+    /// into its slice), an absorbed concat replaced by its view.
+    pub(crate) fn run_step_at(
+        &self,
+        st: &PlanState,
+        groups: &mut ConcatRun,
+        s: usize,
+        get: &dyn Fn(ValueId) -> Result<Tensor>,
+        direct: bool,
+        exec: &mut dyn FnMut() -> Result<Vec<(ValueId, Tensor)>>,
+    ) -> Result<Vec<(ValueId, Tensor)>> {
+        match &st.concat {
+            Some(cp) => cp.run_step(s, groups, self.place, get, direct, exec),
+            None => exec(),
         }
     }
 
@@ -539,6 +586,7 @@ impl Session {
         if prof.is_some() {
             self.synchronize()?;
         }
+        let mut groups = ConcatRun::default();
         for (s, step) in plan.steps.iter().enumerate() {
             let timed = prof.as_ref().is_some_and(|(_, r)| *r <= 1);
             if let Some(t) = timer.as_mut().filter(|_| timed) {
@@ -547,7 +595,9 @@ impl Session {
             let mut t0 = std::time::Instant::now();
             let outs = {
                 let env_ref = &env;
-                self.run_step(&ctx, step, &mut |v| self.fetch(&plan, env_ref, Some(&st), v))?
+                let get = |v| self.fetch(&plan, env_ref, Some(&st), v);
+                let mut exec = || self.run_step(&ctx, step, &mut |v| get(v));
+                self.run_step_at(&st, &mut groups, s, &get, true, &mut exec)?
             };
             let mut host_ms = t0.elapsed().as_secs_f64() * 1e3;
             if let Some(t) = timer.as_mut().filter(|_| timed) {

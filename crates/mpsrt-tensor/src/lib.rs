@@ -33,6 +33,7 @@ pub use conv::{
 pub use cpu::on_cpu_workers;
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::{fused_elementwise, with_destination};
+pub use gpu::conv_gemm::with_conv_destination;
 pub use gpu::matmul::{matmul_kernel_name, plan_f16_gemm, plan_gemm, GemmPlan};
 pub use matmul::{gemm, gemm_act, linear, matmul};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
@@ -43,7 +44,9 @@ pub use pool::{
 };
 pub use reduce::{argmax, argmin, logsumexp, max, mean, min, norm, prod, std, sum, var};
 pub use scalar::Scalar;
-pub use shape::{concat, gather, index_select, pad, split, split_into, stack, tile, PadMode};
+pub use shape::{
+    concat, gather, index_select, pad, split, split_into, stack, tile, write_into, PadMode,
+};
 pub use softmax::{log_softmax, softmax};
 pub use tensor::Tensor;
 pub use unary::*;

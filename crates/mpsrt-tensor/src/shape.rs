@@ -103,6 +103,33 @@ pub fn concat(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
     assemble(op, place, &shape, dtype, None, &parts)
 }
 
+/// Copy `src` into the memory of `dst`, a view (any strides and offset) of a GPU tensor of the
+/// same shape and a 32-bit dtype (`src` is cast to it). Unlike every other op this writes into
+/// existing storage, which other tensors may share: it is for planners that own a buffer and
+/// place parts of it (the engine's concat written in place, issue 22). The caller guarantees
+/// that no live value still needs the memory `dst` covers and that `src` does not overlap it.
+pub fn write_into(dst: &Tensor, src: &Tensor) -> Result<()> {
+    let op = "write_into";
+    let Place::Gpu(_) = dst.place() else {
+        return Err(Error::unsupported(op, "a destination on the CPU (its buffers are immutable)"));
+    };
+    if src.shape() != dst.shape() {
+        return Err(Error::shape(
+            op,
+            format!("source shape {:?} differs from destination {:?}", src.shape(), dst.shape()),
+        ));
+    }
+    if gpu_word(dst.dtype()) != dst.dtype() {
+        return Err(Error::dtype(
+            op,
+            format!("a destination of {} (32-bit dtypes only)", dst.dtype()),
+        ));
+    }
+    let src = src.astype(dst.dtype())?.to(dst.place())?;
+    gpu::shape::assemble(op, dst.clone(), &[(dst.layout().clone(), &src)])?;
+    Ok(())
+}
+
 /// Join equal-shaped tensors along a new `axis` (in `-(ndim+1)..=ndim`).
 pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
     let op = "stack";

@@ -18,8 +18,63 @@ use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
 use mpsrt_kernels::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec, MatmulAct};
 use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+thread_local! {
+    /// The destination set by [`with_conv_destination`], until a conv takes it.
+    static DEST: RefCell<Option<Tensor>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `out` as the destination of the first implicit-GEMM conv in `f` whose result
+/// has `out`'s shape `[N, OC, OH, OW]`: that conv stores straight into `out`'s memory. `out`
+/// is a channel slice of a larger NCHW f32 GPU tensor (strides `[S, OH·OW, OW, 1]`, `S ≥
+/// OC·OH·OW`, any offset): DenseNet's concat written in place by its producers (issue 22).
+/// Routes that cannot (winograd, the lowered GEMM, a residual epilogue, operands past one
+/// binding) ignore it, so the caller checks whether the result is `out` (same storage and
+/// offset) and copies otherwise. The caller guarantees nothing `f` reads overlaps `out`.
+/// `out` is forgotten when `f` returns.
+pub fn with_conv_destination<R>(out: &Tensor, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            DEST.with(|d| d.borrow_mut().take());
+        }
+    }
+    let _clear = Clear;
+    DEST.with(|d| *d.borrow_mut() = Some(out.clone()));
+    f()
+}
+
+/// The pending destination, taken if it is a channel slice `[n, oc, p]` of an f32 tensor on
+/// `dev` whose offset and image stride are multiples of 4 floats when `vec4` (the split-K
+/// reduce pass stores vectors). Returns it with its image stride in floats.
+fn take_destination(dev: &GpuDevice, shape: &[usize; 4], vec4: bool) -> Option<(Tensor, usize)> {
+    DEST.with(|d| {
+        let mut d = d.borrow_mut();
+        let t = d.as_ref()?;
+        let p = shape[2] * shape[3];
+        let st = t.strides();
+        let img = if shape[0] == 1 { shape[1] * p } else { st[0] as usize };
+        let fits = t.dtype() == DType::F32
+            && t.shape() == shape
+            && matches!(t.storage(), Storage::Gpu(b) if b.device().index() == dev.index()
+                && b.size() <= dev.properties().max_storage_buffer_binding_size)
+            && st.len() == 4
+            && st[1] == p as isize
+            && st[2] == shape[3] as isize
+            && st[3] == 1
+            && st[0] >= (shape[1] * p) as isize
+            && (!vec4 || (img.is_multiple_of(4) && t.layout().offset.is_multiple_of(4)))
+            && u32::try_from(t.layout().offset + shape[0] * img).is_ok();
+        if fits {
+            d.take().map(|t| (t, img))
+        } else {
+            None
+        }
+    })
+}
 
 /// `MPSRT_CONV_GEMM`: `Some(true)` (`1`/`on`) forces the kernel for every conv it can run,
 /// `Some(false)` (`0`/`off`) never takes it, unset leaves it to the planner.
@@ -87,6 +142,21 @@ pub(crate) fn conv(
     let split = kslice != 0 && res_off.is_multiple_of(4) && total.is_multiple_of(4);
     let u = |v: usize| v as u32;
     let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    let shape = [g.n, g.oc, g.oh, g.ow];
+    // A destination slice (`with_conv_destination`): the whole-K kernel stores into it with
+    // its image stride; a split's reduce pass does (as vec4s, so only with 4-aligned strides).
+    let dest = if res.is_some() {
+        None
+    } else if split {
+        take_destination(dev, &shape, true).filter(|_| (g.oc * p).is_multiple_of(4))
+    } else {
+        take_destination(dev, &shape, false)
+    };
+    let vec_out = p.is_multiple_of(4)
+        && res_off.is_multiple_of(4)
+        && dest
+            .as_ref()
+            .is_none_or(|(t, img)| t.layout().offset.is_multiple_of(4) && img.is_multiple_of(4));
     let spec = ConvGemmSpec {
         c: u(g.c),
         h: u(g.h),
@@ -105,17 +175,25 @@ pub(crate) fn conv(
         bm,
         bn,
         w_vec: k.is_multiple_of(4) && w.layout().offset.is_multiple_of(4),
-        vec_out: p.is_multiple_of(4) && res_off.is_multiple_of(4),
+        vec_out,
         has_bias: b.is_some() && !split,
         has_res: res.is_some() && !split,
         act: if split { MatmulAct::None } else { kind },
         kslice: if split { kslice } else { 0 },
+        out_img: match &dest {
+            Some((_, img)) if !split => u(*img),
+            _ => 0,
+        },
     };
     // Rendered and compiled once per geometry and tile shape.
     static PIPELINES: SpecCache<ConvGemmSpec> = OnceLock::new();
     let pipeline = cached(&PIPELINES, dev, op, spec, ConvGemmSpec::render)?;
-    let out = alloc_out(dev, op, total * spec.slices() as usize, 4)?;
-    let meta = conv_gemm_meta(
+    let direct = dest.as_ref().filter(|_| !split);
+    let out = match direct {
+        Some(_) => None,
+        None => Some(alloc_out(dev, op, total * spec.slices() as usize, 4)?),
+    };
+    let mut meta = conv_gemm_meta(
         u(cols),
         [
             u(x.layout().offset),
@@ -126,6 +204,9 @@ pub(crate) fn conv(
         p0,
         p1,
     );
+    if let Some((t, _)) = direct {
+        meta[5] = u(t.layout().offset);
+    }
     let mut bindings = vec![Binding::from(&**buffer(op, x)?), Binding::from(&**buffer(op, w)?)];
     if spec.has_bias {
         if let Some(b) = b {
@@ -137,9 +218,15 @@ pub(crate) fn conv(
             bindings.push(Binding::from(&**buffer(op, r)?));
         }
     }
-    bindings.push(Binding::from(&out));
+    match (&out, direct) {
+        (Some(o), _) => bindings.push(Binding::from(o)),
+        (None, Some((t, _))) => bindings.push(Binding::from(&**buffer(op, t)?)),
+        (None, None) => unreachable!("a conv output is allocated unless it has a destination"),
+    }
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
-    let shape = [g.n, g.oc, g.oh, g.ow];
+    let Some(out) = out else {
+        return Ok(direct.map(|(t, _)| t.clone()).expect("destination"));
+    };
     let out = if split {
         let bias = match b {
             Some(b) => Some((&**buffer(op, b)?, b.layout().offset)),
@@ -149,7 +236,15 @@ pub(crate) fn conv(
             Some(r) => Some((&**buffer(op, r)?, r.layout().offset)),
             None => None,
         };
-        splitk_reduce(op, dev, &out, spec.slices(), [total, p, g.oc], bias, res, (kind, p0, p1))?
+        let dst = dest.as_ref().map(|(t, img)| Ok((&**buffer(op, t)?, t.layout().offset, *img)));
+        let dst = dst.transpose()?;
+        let ctx = [total, p, g.oc];
+        let r = splitk_reduce(op, dev, &out, spec.slices(), ctx, bias, res, (kind, p0, p1), dst)?;
+        match (r, &dest) {
+            (None, Some((t, _))) => return Ok(t.clone()),
+            (Some(r), _) => r,
+            (None, None) => unreachable!("the reduce pass allocates unless it has a destination"),
+        }
     } else {
         out
     };
@@ -159,7 +254,9 @@ pub(crate) fn conv(
 /// A bound operand and its offset in floats.
 type Operand<'a> = Option<(&'a GpuBuffer, usize)>;
 
-/// `act(Σ_z part[z] + bias + res)` over `slices` NCHW partials of `total` floats each.
+/// `act(Σ_z part[z] + bias + res)` over `slices` NCHW partials of `total` floats each, into a
+/// fresh buffer, or into `dst` (buffer, offset, image stride in floats: a channel slice of a
+/// larger output; then `None` is returned).
 #[allow(clippy::too_many_arguments)]
 fn splitk_reduce(
     op: &str,
@@ -170,22 +267,27 @@ fn splitk_reduce(
     bias: Operand<'_>,
     res: Operand<'_>,
     (kind, p0, p1): (MatmulAct, f32, f32),
-) -> Result<GpuBuffer> {
-    type Cache = parking_lot::Mutex<HashMap<(usize, bool, bool, MatmulAct), Arc<Pipeline>>>;
+    dst: Option<(&GpuBuffer, usize, usize)>,
+) -> Result<Option<GpuBuffer>> {
+    type Key = (usize, bool, bool, MatmulAct, bool);
+    type Cache = parking_lot::Mutex<HashMap<Key, Arc<Pipeline>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = (dev.index(), bias.is_some(), res.is_some(), kind);
+    let key = (dev.index(), bias.is_some(), res.is_some(), kind, dst.is_some());
     let cache = CACHE.get_or_init(Default::default);
     let cached = cache.lock().get(&key).cloned();
     let pipeline = match cached {
         Some(p) => p,
         None => {
-            let src = conv_splitk_reduce_kernel(key.1, key.2, kind);
+            let src = conv_splitk_reduce_kernel(key.1, key.2, kind, key.4);
             let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
             cache.lock().insert(key, p.clone());
             p
         }
     };
-    let out = alloc_out(dev, op, total, 4)?;
+    let out = match dst {
+        Some(_) => None,
+        None => Some(alloc_out(dev, op, total, 4)?),
+    };
     let quads = total / 4;
     let wg =
         grid((quads as u64).div_ceil(256), dev.properties().max_compute_workgroups_per_dimension);
@@ -201,6 +303,9 @@ fn splitk_reduce(
         slices,
     ]);
     words[15] = p1.to_bits();
+    if let Some((_, off, img)) = dst {
+        words[8..11].copy_from_slice(&[(off / 4) as u32, (p * oc / 4) as u32, (img / 4) as u32]);
+    }
     let mut bindings = vec![Binding::from(part)];
     if let Some((b, _)) = bias {
         bindings.push(Binding::from(b));
@@ -208,7 +313,11 @@ fn splitk_reduce(
     if let Some((r, _)) = res {
         bindings.push(Binding::from(r));
     }
-    bindings.push(Binding::from(&out));
+    match (&out, dst) {
+        (Some(o), _) => bindings.push(Binding::from(o)),
+        (None, Some((b, _, _))) => bindings.push(Binding::from(b)),
+        (None, None) => unreachable!("allocated above"),
+    }
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&words), wg)?;
     Ok(out)
 }
