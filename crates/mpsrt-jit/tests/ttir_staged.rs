@@ -56,6 +56,11 @@ fn operands_go_straight_into_padded_word_slabs() {
     );
     // No register copy of the operands.
     assert!(!body.contains("] = f16(t"), "{body}");
+    // Full blocks copy branch-free: each pair's base and the contiguity of them all are
+    // computed once before the loop (the carried pointer's template without its offset).
+    let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
+    assert_eq!(pre.matches("_ok = (").count(), 2, "{pre}");
+    assert_eq!(body.matches("_ok && ((off").count(), 2, "{body}");
     // Pointers advance as a scalar offset.
     assert!(body.contains("off") && !body.contains("v42"), "{body}");
     // 8 subgroups as 2 x 4, each 4 x 2 tiles: per 16-deep step 4 A + 2 B fragments, 8 products.

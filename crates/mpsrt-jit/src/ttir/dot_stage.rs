@@ -197,6 +197,32 @@ impl TtirLowerer {
             }
         };
         let (p0, p1, m0, m1) = (at("e"), at("(e + 1u)"), ok("e"), ok("(e + 1u)"));
+        // A carried pointer (`template + off`) with the mask known all-true: the pairs' bases and
+        // their contiguity are loop invariant, computed once before the loop, and full blocks
+        // take a branch-free copy.
+        let fast = match (mtpl.is_some(), &full) {
+            (true, None) => None,
+            _ => self.hoist_bases(&p.expr, words, wg),
+        };
+        if let Some((off, bases, contiguous)) = &fast {
+            let cond = match &full {
+                Some(f) => format!("{f} && {contiguous}"),
+                None => contiguous.clone(),
+            };
+            self.em.open(format!("if ({cond} && (({off} + P.off{arg}) & 1i) == 0i)"));
+            for (j, b) in bases.iter().enumerate() {
+                self.em.open("");
+                self.em.line(format!("let e = (lid + {}u) * 2u;", j * wg));
+                self.em.line(format!(
+                    "let h = vec2<f16>(unpack2x16float(buf{arg}[u32({b} + {off} + P.off{arg}) >> 1u]));"
+                ));
+                self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
+                self.em.line(format!("{slab}[at] = h.x;"));
+                self.em.line(format!("{slab}[at + 1u] = h.y;"));
+                self.em.close();
+            }
+            self.em.else_();
+        }
         for j in 0..words.div_ceil(wg) {
             self.em.open("");
             self.em.line(format!("let w = lid + {}u;", j * wg));
@@ -229,12 +255,53 @@ impl TtirLowerer {
             }
             self.em.close();
         }
+        if fast.is_some() {
+            self.em.close();
+        }
         self.coop_accs.get_mut(&acc_name)?.staged[which] = true;
         Some(V::T(Tensor {
             expr: format!("staged_{slab}"),
             ty: Ty::D(elem),
             shape: p.shape.clone(),
         }))
+    }
+
+    /// For a carried pointer block `ptr` (`carried_block`) read as `words` pairs, `wg` apart per
+    /// invocation: `let`s before the innermost loop holding each pair's base pointer (the
+    /// template without the carried offset) and one bool saying every pair is consecutive and
+    /// starts even. Returns the offset variable, the bases and the bool.
+    fn hoist_bases(
+        &mut self,
+        ptr: &str,
+        words: usize,
+        wg: usize,
+    ) -> Option<(String, Vec<String>, String)> {
+        let (tpl, off) = self.carried_tpl.get(ptr)?.clone();
+        let mark = *self.loop_marks.last()?;
+        if !words.is_multiple_of(wg) {
+            return None;
+        }
+        let id = self.em.fresh("hb");
+        let mut lines = Vec::new();
+        let mut conds = Vec::new();
+        let mut bases = Vec::new();
+        for j in 0..words / wg {
+            let e = format!("((lid + {}u) * 2u)", j * wg);
+            let b = format!("{id}_{j}");
+            lines.push(format!("let {b}: i32 = {};", tpl.replace("{E}", &e)));
+            let next = tpl.replace("{E}", &format!("({e} + 1u)"));
+            conds.push(format!("({next} == {b} + 1i) && (({b} & 1i) == 0i)"));
+            bases.push(b);
+        }
+        let c = format!("{id}_ok");
+        lines.push(format!("let {c} = {};", conds.join(" && ")));
+        for (k, l) in lines.iter().enumerate() {
+            self.em.insert((mark.0 + k, mark.1), l);
+        }
+        if let Some(m) = self.loop_marks.last_mut() {
+            m.0 += lines.len();
+        }
+        Some((off, bases, c))
     }
 
     /// Writes a register-held operand into its padded slab, one half per element.
@@ -395,6 +462,7 @@ impl TtirLowerer {
         let expr = t.replace("{E}", "e");
         let out = self.em.map(init.ty, &init.shape, &[], |_| expr.clone());
         self.remat_note(&out, t);
+        self.carried_tpl.insert(out.expr.clone(), (tpl, off.to_string()));
         out
     }
 }

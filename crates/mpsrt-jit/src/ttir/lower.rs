@@ -64,6 +64,10 @@ pub(crate) struct TtirLowerer {
     pub(super) stage_dot: bool,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
+    /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
+    pub(super) carried_tpl: HashMap<String, (String, String)>,
+    /// Where each enclosing `scf.for` starts (loop-invariant `let`s are inserted there).
+    pub(super) loop_marks: Vec<(usize, usize)>,
 }
 
 impl TtirLowerer {
@@ -85,6 +89,8 @@ impl TtirLowerer {
             remat: HashMap::new(),
             stage_dot: opts.stage_dot,
             staged_loads: HashMap::new(),
+            carried_tpl: HashMap::new(),
+            loop_marks: Vec::new(),
         }
     }
 
@@ -723,6 +729,7 @@ impl TtirLowerer {
         self.assign(&plain_vars, &plain_inits)?;
         let lv = self.em.fresh("iv");
         let (lb, ub, st) = (lb.view().expr.clone(), ub.view().expr.clone(), st.view().expr.clone());
+        self.loop_marks.push(self.em.mark());
         self.em.open(format!("for (var {lv}: i32 = {lb}; {lv} < {ub}; {lv} += {st})"));
         self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv, Ty::D(DType::I32))));
         for ((n, v), (step, init)) in names.iter().zip(&vars).zip(carried.iter().zip(&inits)) {
@@ -748,6 +755,7 @@ impl TtirLowerer {
             }
         }
         self.em.close();
+        self.loop_marks.pop();
         let mut out = Vec::new();
         for ((var, cand), (step, init)) in
             vars.into_iter().zip(&coop).zip(carried.iter().zip(&inits))
