@@ -2,7 +2,8 @@
 //! `cargo run -p mpsrt-jit --example dump_wgsl -- FILE.py KERNEL [f32|f16|i32|int|float|N]...`
 //! (one spec per parameter: a pointer's element type, a runtime scalar, or a constexpr int).
 //!
-//! Triton TTIR: `dump_wgsl FILE.ttir [threads=N] [device_max=N] [widen=N] [subgroups] [coop=S]`
+//! Triton TTIR: `dump_wgsl FILE.ttir [threads=N] [device_max=N] [widen=N] [subgroups] [coop=S]
+//! [vec2] [nostage]`
 //! compiles like the Triton backend does on an adapter with those properties (`threads` is
 //! `num_warps * 32`; `coop=16` is a 16x16 f16 cooperative-matrix configuration on 32-lane
 //! subgroups), e.g. the H100/H200: `threads=256 device_max=1024 subgroups coop=16`.
@@ -64,6 +65,8 @@ fn ttir(src: &str, flags: &[String]) {
             "device_max" => device_max = n,
             "widen" => widen = n as usize,
             "subgroups" => opts.subgroups = true,
+            "vec2" => opts.slab_vec2 = true,
+            "nostage" => opts.stage_dot = false,
             "coop" => opts.coop = Some(mpsrt_jit::CoopConfig { size: n, subgroup: 32 }),
             _ => {
                 eprintln!("unknown flag {f:?}");

@@ -103,6 +103,10 @@ pub struct CompileOptions {
     /// global memory into padded workgroup slabs, in words, and block each subgroup's tiles in
     /// two dimensions (`ttir::dot_stage`); off: the register-staged path of session 11.
     pub stage_dot: bool,
+    /// The staged dot's slabs hold `vec2<f16>` pairs (one 4-byte store per staged pair) rather
+    /// than `f16` (two 2-byte stores); for A/B on drivers whose cooperative loads accept
+    /// vector-typed pointers.
+    pub slab_vec2: bool,
 }
 
 impl Default for CompileOptions {
@@ -114,6 +118,7 @@ impl Default for CompileOptions {
             f16: false,
             coop: None,
             stage_dot: true,
+            slab_vec2: false,
         }
     }
 }

@@ -78,6 +78,29 @@ fn operands_go_straight_into_padded_word_slabs() {
 }
 
 #[test]
+fn vec2_slabs_store_a_pair_at_once() {
+    // MPSRT_TRITON_VEC2_SLAB=1: the slabs hold vec2<f16> (half the elements), fragment loads
+    // index and stride in pairs, a staged pair is one store.
+    let opts = CompileOptions {
+        max_workgroup_size: 256,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        slab_vec2: true,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        k.wgsl.contains(": array<vec2<f16>, 2560>;")
+            && k.wgsl.contains(": array<vec2<f16>, 2176>;")
+    );
+    let body = loop_body(&k);
+    assert!(body.contains("[at >> 1u] = h;") && !body.contains("h.x"), "{body}");
+    assert!(body.contains(" >> 1u], 20u);") && body.contains(" >> 1u], 68u);"), "{body}");
+}
+
+#[test]
 fn small_blocks_and_the_session_11_path() {
     // 64x32 at num_warps = 4: 4 subgroups as 2 x 2 (2 x 1 tiles each).
     let k = staged("03_matmul", 128);

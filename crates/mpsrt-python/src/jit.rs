@@ -168,6 +168,7 @@ fn launch_jit(
         f16: false,
         coop: None,
         stage_dot: false,
+        slab_vec2: false,
     };
     let sig = signature(&args);
     let memo = format!("{name:?}\0{:?}\0{opts:?}\0{source}", sig.args);
@@ -358,6 +359,12 @@ fn dot_stage_wanted() -> bool {
     std::env::var("MPSRT_TRITON_DOT_STAGE").map_or(true, |v| v.trim() != "0")
 }
 
+/// `MPSRT_TRITON_VEC2_SLAB=1`: the staged dot's slabs hold `vec2<f16>` pairs
+/// (`mpsrt_jit::CompileOptions::slab_vec2`, for A/B timing).
+fn vec2_slab_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_VEC2_SLAB").is_ok_and(|v| v.trim() == "1")
+}
+
 /// The TTIR compiler's identity for Triton's cache key; it names the subgroup and dot-staging
 /// opt-outs and the widening target, so a kernel compiled under one is not served from the
 /// cache under another.
@@ -365,7 +372,8 @@ fn dot_stage_wanted() -> bool {
 fn triton_compiler_version() -> String {
     let sg = if subgroups_wanted() { "" } else { "-nosg" };
     let ds = if dot_stage_wanted() { "" } else { "-nods" };
-    format!("{}{sg}{ds}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    let v2 = if vec2_slab_wanted() { "-v2" } else { "" };
+    format!("{}{sg}{ds}{v2}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -397,6 +405,7 @@ fn triton_compile<'py>(
                 f16: false,
                 coop,
                 stage_dot: dot_stage_wanted(),
+                slab_vec2: vec2_slab_wanted(),
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
             mpsrt_jit::compile_ttir_widening_to(&ttir, None, &opts, device_max, widen_to())

@@ -97,9 +97,14 @@ impl TtirLowerer {
         acc.passes = g.tm;
         let chunk = m * n / g.tm;
         let (ha, hb) = (m * (k + PAD), k * (n + PAD));
+        let (et, w) = if self.slab_vec2 { ("vec2<f16>", 2) } else { ("f16", 1) };
         self.em.functions.push(format!(
-            "var<workgroup> {}: array<f16, {ha}>;\nvar<workgroup> {}: array<f16, {hb}>;\nvar<workgroup> {}: array<f32, {chunk}>;\n",
-            acc.ca, acc.cb, acc.cc
+            "var<workgroup> {}: array<{et}, {}>;\nvar<workgroup> {}: array<{et}, {}>;\nvar<workgroup> {}: array<f32, {chunk}>;\n",
+            acc.ca,
+            ha / w,
+            acc.cb,
+            hb / w,
+            acc.cc
         ));
         self.em.extra_workgroup_bytes += (ha + hb) * 2 + chunk * 4;
         for t in 0..g.tm * g.tn {
@@ -217,8 +222,7 @@ impl TtirLowerer {
                     "let h = vec2<f16>(unpack2x16float(buf{arg}[u32({b} + {off} + P.off{arg}) >> 1u]));"
                 ));
                 self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-                self.em.line(format!("{slab}[at] = h.x;"));
-                self.em.line(format!("{slab}[at + 1u] = h.y;"));
+                self.store_pair(&slab);
                 self.em.close();
             }
             self.em.else_();
@@ -248,8 +252,7 @@ impl TtirLowerer {
             self.em.line("h = vec2<f16>(f16(lo), f16(hi));");
             self.em.close();
             self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-            self.em.line(format!("{slab}[at] = h.x;"));
-            self.em.line(format!("{slab}[at + 1u] = h.y;"));
+            self.store_pair(&slab);
             if guarded {
                 self.em.close();
             }
@@ -304,11 +307,26 @@ impl TtirLowerer {
         Some((off, bases, c))
     }
 
+    /// Stores the pair `h` (a `vec2<f16>`) at half index `at` (even) of `slab`.
+    fn store_pair(&mut self, slab: &str) {
+        if self.slab_vec2 {
+            self.em.line(format!("{slab}[at >> 1u] = h;"));
+        } else {
+            self.em.line(format!("{slab}[at] = h.x;"));
+            self.em.line(format!("{slab}[at + 1u] = h.y;"));
+        }
+    }
+
     /// Writes a register-held operand into its padded slab, one half per element.
     fn pack_into_slab(&mut self, t: &Tensor, slab: &str, cols: usize) {
-        let (v, ld) = (t.at("i"), cols + PAD);
+        let (v, ld, vec2) = (t.at("i"), cols + PAD, self.slab_vec2);
         self.em.for_each(t.numel(), |em| {
-            em.line(format!("{slab}[(e / {cols}u) * {ld}u + e % {cols}u] = f16({v});"));
+            let at = format!("(e / {cols}u) * {ld}u + e % {cols}u");
+            em.line(if vec2 {
+                format!("{slab}[({at}) >> 1u][e & 1u] = f16({v});")
+            } else {
+                format!("{slab}[{at}] = f16({v});")
+            });
         });
     }
 
@@ -332,21 +350,25 @@ impl TtirLowerer {
         self.em.barrier();
         let _ = m;
         let (lda, ldb) = (k + PAD, n + PAD);
+        // Indices and strides in slab elements (pairs of halves with `slab_vec2`; all even).
+        let (sh, w) = if self.slab_vec2 { (") >> 1u", 2) } else { (")", 1) };
         self.em.open("");
         self.em.line(format!("let sy = sg / {}u; let sx = sg % {}u;", g.wn, g.wn));
         for kk in (0..k).step_by(s) {
             for i in 0..g.tm {
                 self.em.line(format!(
-                    "let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&{}[(({i}u * {}u + sy) * {s}u) * {lda}u + {kk}u], {lda}u);",
+                    "let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&{}[((({i}u * {}u + sy) * {s}u) * {lda}u + {kk}u{sh}], {}u);",
                     c.ca,
                     g.wm,
+                    lda / w
                 ));
             }
             for j in 0..g.tn {
                 self.em.line(format!(
-                    "let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&{}[{kk}u * {ldb}u + ({j}u * {}u + sx) * {s}u], {ldb}u);",
+                    "let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&{}[({kk}u * {ldb}u + ({j}u * {}u + sx) * {s}u{sh}], {}u);",
                     c.cb,
                     g.wn,
+                    ldb / w
                 ));
             }
             for i in 0..g.tm {

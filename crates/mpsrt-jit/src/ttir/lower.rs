@@ -62,6 +62,8 @@ pub(crate) struct TtirLowerer {
     pub(super) remat: HashMap<String, String>,
     /// `CompileOptions::stage_dot`.
     pub(super) stage_dot: bool,
+    /// `CompileOptions::slab_vec2`.
+    pub(super) slab_vec2: bool,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
     /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
@@ -88,6 +90,7 @@ impl TtirLowerer {
             coop_accs: HashMap::new(),
             remat: HashMap::new(),
             stage_dot: opts.stage_dot,
+            slab_vec2: opts.slab_vec2,
             staged_loads: HashMap::new(),
             carried_tpl: HashMap::new(),
             loop_marks: Vec::new(),
