@@ -415,6 +415,13 @@ impl TtirLowerer {
                     self.em.line(format!("{lhs} = {cc}[e - {lo}u];"));
                     self.em.close();
                 }
+            } else if chunk.is_multiple_of(wg) {
+                // The pass's elements are this invocation's `i` in [lo / wg, (lo + chunk) / wg).
+                let (a, b) = (lo / wg, (lo + chunk) / wg);
+                self.em.open(format!("for (var i = {a}u; i < {b}u; i++)"));
+                self.em.line(format!("let e = i * {wg}u + lid;"));
+                self.em.line(format!("{lhs} = {cc}[e - {lo}u];"));
+                self.em.close();
             } else {
                 let hi = lo + chunk;
                 self.em.for_each(c.m * n, |em| {
