@@ -1,7 +1,7 @@
-//! A model's concats written in place (issue 22) against concat steps, on the GPU: runs the
-//! model with the rewrite off and on (three runs each, the third replayed) on the same
-//! inputs, prints the plan's concat statistics and whether the outputs are bit-identical, and
-//! exits 1 if they are not.
+//! A model's concats written in place and squeeze-excitation gates folded into their convs
+//! (issue 22) against the plain plan, on the GPU: runs the model with both rewrites off and
+//! on (three runs each, the third replayed) on the same inputs, prints the plan's statistics
+//! and whether the outputs are bit-identical, and exits 1 if they are not.
 //!
 //! `cargo run --release -p mpsrt-engine --example concat_check -- MODEL.onnx [BATCH]`
 //! (inputs: the model's shapes with dynamic dims as BATCH (default 1), random floats).
@@ -17,7 +17,9 @@ fn main() -> mpsrt_core::Result<()> {
     let place = Place::Gpu(0);
     let mut results = Vec::new();
     for on in [false, true] {
-        let s = Session::load(path, place, SessionOptions::default())?.with_concat_inplace(on);
+        let s = Session::load(path, place, SessionOptions::default())?
+            .with_concat_inplace(on)
+            .with_gate_fold(on);
         let mut feeds = HashMap::new();
         let mut shapes = Vec::new();
         for (k, info) in s.inputs().iter().enumerate() {
@@ -41,9 +43,11 @@ fn main() -> mpsrt_core::Result<()> {
             outs = s.run(&feeds)?;
         }
         let (absorbed, placed, copied) = s.concat_stats(&shapes)?;
+        let (folded, fallbacks) = s.gate_folds(&shapes)?;
         println!(
-            "inplace={on}: {} concats as views, {} parts written in place, {} copied (2 runs \
-             counted), 3 runs {:.1} ms, replay {}",
+            "rewrites={on}: {} concats as views, {} parts written in place, {} copied (2 runs \
+             counted); {folded} gate Muls folded ({fallbacks} fallbacks); 3 runs {:.1} ms, \
+             replay {}",
             absorbed,
             placed,
             copied,

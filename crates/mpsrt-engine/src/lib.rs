@@ -23,6 +23,7 @@ mod concat_inplace;
 pub mod conformance;
 mod einsum;
 mod elementwise;
+mod gate_fold;
 pub mod generate;
 mod index;
 mod loss;

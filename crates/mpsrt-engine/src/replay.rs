@@ -310,7 +310,7 @@ impl Session {
         let ctx = Ctx { plan, place: self.place() };
         let mut held = Vec::with_capacity(live.len());
         let mut groups = ConcatRun::default();
-        for (s, step) in plan.steps.iter().enumerate() {
+        for s in 0..plan.steps.len() {
             let outs = if live.contains(&s) {
                 // A live step's outputs are what the replay copies its fresh results over:
                 // they are its own (no destination), and a part is copied into its group by
@@ -321,23 +321,17 @@ impl Session {
                     raw_input(plan, bound, v)
                         .map_or_else(|| self.fetch(plan, env_ref, Some(st), v), Ok)
                 };
-                let mut outputs = Vec::new();
-                let mut exec = || {
-                    let paused = dev.suspend_capture();
-                    let outs = self.run_step(&ctx, step, &mut |v| get(v));
-                    dev.resume_capture(paused);
-                    let outs = outs?;
-                    outputs = outs.iter().map(|(_, t)| t.clone()).collect();
-                    Ok(outs)
-                };
-                let outs = self.run_step_at(st, &mut groups, s, &get, false, &mut exec)?;
+                // No destination: the outputs are the op's own (a part is placed by a
+                // recorded copy after it).
+                let outs =
+                    self.run_step_at(&ctx, st, s, &get, Some(&mut groups), false, Some(dev))?;
+                let outputs = outs.iter().map(|(_, t)| t.clone()).collect();
                 held.push(LiveStep { step: s, at, outputs });
                 outs
             } else {
                 let env_ref = &env;
                 let get = |v| self.fetch(plan, env_ref, Some(st), v);
-                let mut exec = || self.run_step(&ctx, step, &mut |v| get(v));
-                self.run_step_at(st, &mut groups, s, &get, true, &mut exec)?
+                self.run_step_at(&ctx, st, s, &get, Some(&mut groups), true, None)?
             };
             for (v, t) in outs {
                 env.insert(v, t);

@@ -4,6 +4,7 @@
 
 use crate::concat_inplace::{ConcatPlan, ConcatRun};
 use crate::elementwise::run_fused;
+use crate::gate_fold::GateFold;
 use crate::ops::{lookup, Ctx};
 use crate::replay::ReplayState;
 use crate::value::{host_to_tensor, to_device, to_logical};
@@ -74,6 +75,8 @@ pub(crate) struct PlanState {
     pub(crate) replay: Mutex<ReplayState>,
     /// Concats written in place by their producers (`concat_inplace.rs`), GPU places only.
     pub(crate) concat: Option<ConcatPlan>,
+    /// Gate `Mul`s folded into the convs that read them (`gate_fold.rs`), GPU places only.
+    pub(crate) gates: Option<GateFold>,
 }
 
 /// Host-side wall time of one step in [`Session::profile`] (the device is synchronized after
@@ -108,6 +111,9 @@ pub struct Session {
     /// Write concats in place on GPU places (`concat_inplace.rs`; `MPSRT_CONCAT_INPLACE=0` or
     /// [`Session::with_concat_inplace`] off).
     concat_inplace: bool,
+    /// Fold squeeze-excitation's gate `Mul` into the conv reading it on GPU places
+    /// (`gate_fold.rs`; `MPSRT_GATE_FOLD=0` or [`Session::with_gate_fold`] off).
+    gate_fold: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -173,7 +179,26 @@ impl Session {
             constants: Mutex::new(HashMap::new()),
             replay: crate::replay::enabled_by_env(),
             concat_inplace: crate::concat_inplace::enabled_by_env(),
+            gate_fold: crate::gate_fold::enabled_by_env(),
         })
+    }
+
+    /// Turns the fold of squeeze-excitation's gate `Mul` into the conv that reads its product
+    /// on or off for this session (on by default unless `MPSRT_GATE_FOLD=0`; GPU places only).
+    /// Plans already run keep their choice.
+    pub fn with_gate_fold(mut self, on: bool) -> Session {
+        self.gate_fold = on;
+        self
+    }
+
+    /// For the plan of these input shapes: gate `Mul` steps folded into their convs, and the
+    /// runs so far in which a folded conv computed the product after all (no conv kernel took
+    /// the gate). Zeros before the plan's first run, on the CPU, or with the fold off.
+    pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize)> {
+        let plan = self.compiled.plan(shapes)?;
+        let states = self.states.lock().map_err(|_| poisoned())?;
+        let st = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan));
+        Ok(st.and_then(|s| s.gates.as_ref()).map_or((0, 0), |g| g.stats()))
     }
 
     /// Turns the concat written in place by its producers on or off for this session (on by
@@ -367,11 +392,16 @@ impl Session {
             .into_iter()
             .filter(|(v, _)| plan.storage.get(v.0) == Some(&Storage::Persistent))
             .collect();
-        let frees = liveness(plan, self.options.memory_planning);
+        let mut frees = liveness(plan, self.options.memory_planning);
         let concat =
             if self.place.is_gpu() && self.concat_inplace { ConcatPlan::new(plan) } else { None };
+        let gates = if self.place.is_gpu() && self.gate_fold { GateFold::new(plan) } else { None };
+        if let Some(g) = &gates {
+            g.adjust_frees(&mut frees);
+        }
         let st = Arc::new(PlanState {
             concat,
+            gates,
             plan: plan.clone(),
             persistent,
             frees,
@@ -469,22 +499,74 @@ impl Session {
         }
     }
 
-    /// Step `s` of a run (`exec` runs it as an op), through the plan's concat groups where it
-    /// has them: groups made before it, its parts placed (`direct`: the producer may write
-    /// into its slice), an absorbed concat replaced by its view.
+    /// Step `s` of a run. A folded gate `Mul` does nothing and the conv after it reads `x`
+    /// with the gate as an input scale (`gate_fold.rs`); with `groups`, the plan's concat
+    /// groups apply (`concat_inplace.rs`): groups made before the step, its parts placed
+    /// (`direct`: the producer may write into its slice), an absorbed concat replaced by its
+    /// view. `live`: the op runs with the device's capture suspended (a recording's live step).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_step_at(
         &self,
+        ctx: &Ctx<'_>,
         st: &PlanState,
-        groups: &mut ConcatRun,
         s: usize,
         get: &dyn Fn(ValueId) -> Result<Tensor>,
+        groups: Option<&mut ConcatRun>,
         direct: bool,
-        exec: &mut dyn FnMut() -> Result<Vec<(ValueId, Tensor)>>,
+        live: Option<&mpsrt_runtime::GpuDevice>,
     ) -> Result<Vec<(ValueId, Tensor)>> {
-        match &st.concat {
-            Some(cp) => cp.run_step(s, groups, self.place, get, direct, exec),
-            None => exec(),
+        let step = &ctx.plan.steps[s];
+        let gates = st.gates.as_ref();
+        if gates.is_some_and(|f| f.skips(s)) {
+            return Ok(Vec::new());
         }
+        let folded = gates.and_then(|f| f.at(s));
+        let get2 = |v: ValueId| match folded {
+            Some((m, x, _)) if v == m => get(x),
+            _ => get(v),
+        };
+        let mut exec = || {
+            let paused = live.map(|d| (d, d.suspend_capture()));
+            let outs = self.run_folded(ctx, st, step, folded, &get2, get);
+            if let Some((d, p)) = paused {
+                d.resume_capture(p);
+            }
+            outs
+        };
+        match (&st.concat, groups) {
+            (Some(cp), Some(g)) => cp.run_step(s, g, self.place, &get2, direct, &mut exec),
+            _ => exec(),
+        }
+    }
+
+    /// `step`, and where it is a conv reading a folded gate product `(m, x, gate)`, with the
+    /// gate as its input scale (the product computed first if no conv kernel took it).
+    fn run_folded(
+        &self,
+        ctx: &Ctx<'_>,
+        st: &PlanState,
+        step: &Step,
+        folded: Option<(ValueId, ValueId, ValueId)>,
+        get2: &dyn Fn(ValueId) -> Result<Tensor>,
+        get: &dyn Fn(ValueId) -> Result<Tensor>,
+    ) -> Result<Vec<(ValueId, Tensor)>> {
+        let Some((m, x, gate)) = folded else {
+            return self.run_step(ctx, step, &mut |v| get2(v));
+        };
+        let g = get(gate)?;
+        let (outs, pending) = mpsrt_tensor::with_conv_input_scale(&g, || {
+            let r = self.run_step(ctx, step, &mut |v| get2(v));
+            (r, mpsrt_tensor::input_scale_pending())
+        });
+        if !pending {
+            return outs;
+        }
+        drop(outs);
+        if let Some(f) = &st.gates {
+            f.fell_back();
+        }
+        let prod = mpsrt_tensor::multiply(&get(x)?, &g)?;
+        self.run_step(ctx, step, &mut |v| if v == m { Ok(prod.clone()) } else { get(v) })
     }
 
     /// A node's input tensors: on the session's device, except the inputs its op reads on the
@@ -596,8 +678,7 @@ impl Session {
             let outs = {
                 let env_ref = &env;
                 let get = |v| self.fetch(&plan, env_ref, Some(&st), v);
-                let mut exec = || self.run_step(&ctx, step, &mut |v| get(v));
-                self.run_step_at(&st, &mut groups, s, &get, true, &mut exec)?
+                self.run_step_at(&ctx, &st, s, &get, Some(&mut groups), true, None)?
             };
             let mut host_ms = t0.elapsed().as_secs_f64() * 1e3;
             if let Some(t) = timer.as_mut().filter(|_| timed) {
@@ -612,9 +693,8 @@ impl Session {
                     t0 = std::time::Instant::now();
                     for _ in 0..*repeat {
                         let env_ref = &env;
-                        drop(self.run_step(&ctx, step, &mut |v| {
-                            self.fetch(&plan, env_ref, Some(&st), v)
-                        })?);
+                        let get = |v| self.fetch(&plan, env_ref, Some(&st), v);
+                        drop(self.run_step_at(&ctx, &st, s, &get, None, false, None)?);
                     }
                     host_ms = t0.elapsed().as_secs_f64() * 1e3 / *repeat as f64;
                     if let Some(t) = timer.as_mut() {

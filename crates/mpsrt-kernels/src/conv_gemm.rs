@@ -17,7 +17,8 @@
 //! The batch size stays a runtime value (meta word 0 holds N·P).
 //!
 //! Meta words: 0 columns (N·P), 1 x offset, 2 w offset, 3 activation p0, 4 bias offset,
-//! 6 residual offset (offsets in floats), 15 activation p1 — p0 and p1 where the matmul keeps
+//! 5 output offset (a strided output, `out_img`), 6 residual offset, 7 gate offset
+//! (`in_scale`) (offsets in floats), 15 activation p1 — p0 and p1 where the matmul keeps
 //! them, so both kernels share [`MatmulAct`]'s WGSL.
 
 use crate::matmul::MatmulAct;
@@ -66,6 +67,10 @@ pub struct ConvGemmSpec {
     /// starts `out_img` floats after image `n - 1`, and the slice at the float offset in
     /// meta word 5. Whole K only (a split's partials are dense; its reduce pass places them).
     pub out_img: u32,
+    /// The input is read scaled per image and channel: `x[n, c, ·] · gate[n·C + c]` (a
+    /// squeeze-excitation gate's `Mul` folded into the conv that reads its product, issue 22),
+    /// the gate bound after the residual, its float offset in meta word 7.
+    pub in_scale: bool,
 }
 
 impl ConvGemmSpec {
@@ -159,6 +164,9 @@ impl ConvGemmSpec {
         if self.has_res {
             bufs.push(("res", oty, "read"));
         }
+        if self.in_scale {
+            bufs.push(("gate", "f32", "read"));
+        }
         bufs.push(("out", oty, "read_write"));
         for (i, (name, ty, access)) in bufs.iter().enumerate() {
             let _ =
@@ -177,10 +185,16 @@ impl ConvGemmSpec {
         // The thread's B columns, decomposed once: input row/column of the window's corner
         // (far out of range for columns past the end, so every bounds test fails) and its base.
         let _ = writeln!(s, "  let kr = tid / 32u; let cb = n0 + (tid % 32u) * {cpt}u;");
+        // The gate's row of each column's image (`in_scale`).
+        let gate = if self.in_scale { " gb{j} = mw(7u) + img * C;" } else { "" };
         for j in 0..cpt {
+            if self.in_scale {
+                let _ = writeln!(s, "  var gb{j} = 0u;");
+            }
             let _ = writeln!(
                 s,
-                "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * C * HW) + ih{j} * i32(W) + iw{j}; }} }}"
+                "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * C * HW) + ih{j} * i32(W) + iw{j};{} }} }}",
+                gate.replace("{j}", &j.to_string())
             );
         }
         for j in 0..cpt {
@@ -261,18 +275,27 @@ impl ConvGemmSpec {
         for j in 0..cpt {
             let _ = writeln!(s, "      pb{j} = 0.0;");
         }
+        let scale = |j: usize, c: &str| {
+            if self.in_scale {
+                format!(" * gate[gb{j} + {c}]")
+            } else {
+                String::new()
+            }
+        };
         if pointwise {
             // Every window is inside the input: only the column's own bound remains.
             s.push_str("      if (k < K) { let ko = i32(k * HW);\n");
             for j in 0..cpt {
-                let _ = writeln!(s, "        if (ih{j} >= 0) {{ pb{j} = x[u32(xb{j} + ko)]; }}");
+                let g = scale(j, "k");
+                let _ = writeln!(s, "        if (ih{j} >= 0) {{ pb{j} = x[u32(xb{j} + ko)]{g}; }}");
             }
         } else {
             s.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let dy = i32((r / KW) * DH); let dx = i32((r % KW) * DW); let ko = i32(ic * HW) + dy * i32(W) + dx;\n");
             for j in 0..cpt {
+                let g = scale(j, "ic");
                 let _ = writeln!(
                     s,
-                    "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ pb{j} = x[u32(xb{j} + ko)]; }}"
+                    "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ pb{j} = x[u32(xb{j} + ko)]{g}; }}"
                 );
             }
         }
@@ -492,6 +515,7 @@ mod tests {
             act: MatmulAct::None,
             kslice: 0,
             out_img: 0,
+            in_scale: false,
         };
         for bm in [64, 128] {
             for bn in [64, 128] {
@@ -555,6 +579,15 @@ mod tests {
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
         }
         assert!(ConvGemmSpec { out_img: 12 * 63, kslice: 16, ..base }.render().is_err());
+        // A gated input (squeeze-excitation's Mul folded in), 1×1 and 3×3, whole K and split.
+        for (kh, ph, kslice, narrow) in [(1, 0, 0, false), (3, 1, 0, true), (1, 0, 16, false)] {
+            let (bm, bn) = if narrow { (32, 128) } else { (64, 64) };
+            let spec =
+                ConvGemmSpec { kh, kw: kh, ph, pw: ph, kslice, bm, bn, in_scale: true, ..base };
+            let src = spec.render().unwrap();
+            assert!(src.contains("* gate[gb0 + "), "{src}");
+            crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        }
         assert!(ConvGemmSpec { out_img: 4 * 63, ..base }.render().is_err());
         // MobileNet/EfficientNet activations (issue 22) in every epilogue that renders `act`:
         // the implicit GEMM's scalar and vector stores, both split-K reductions.

@@ -388,6 +388,36 @@ fn conv_f32(
     epi: Epi<'_>,
 ) -> Result<Tensor> {
     let total = g.n * g.oc * g.oh * g.ow;
+    // A gate pending for this conv's input (`with_conv_input_scale`): the implicit GEMM reads
+    // x·gate in its gather; any other route (or operands past one binding) gets the product
+    // materialized first — the same f32 products either way.
+    let mut gate = super::conv_gemm::take_input_scale(x);
+    let gated;
+    let x = match &gate {
+        Some(gt) => {
+            let lim = dev.properties().max_storage_buffer_binding_size;
+            let fits = buffer(op, x)?.size() <= lim
+                && buffer(op, w)?.size() <= lim
+                && (total as u64) * 4 <= lim
+                && epi.0.is_none_or(|r| buffer(op, r).is_ok_and(|b| b.size() <= lim));
+            let gemm = !transposed
+                && g.groups == 1
+                && total > 0
+                && !implicit_gemm_forced()
+                && matches!(
+                    plan_conv(g, &super::conv_gemm::plan_limits(dev), ConvAlgo::from_env()),
+                    ConvPlan::Gemm { .. }
+                );
+            if fits && gemm {
+                x
+            } else {
+                gated = crate::multiply(x, gt)?;
+                gate = None;
+                &gated
+            }
+        }
+        None => x,
+    };
     if total > 0 {
         let limit = dev.properties().max_storage_buffer_binding_size;
         let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: &ConvGeom, epi: Epi<'_>| {
@@ -398,6 +428,12 @@ fn conv_f32(
         }
     }
     let (dev, x, w, b) = (dev.clone(), x.clone(), w.clone(), b.cloned());
+    // The gate was kept for the implicit GEMM only: any other route (not reached when the
+    // planner is deterministic) reads the product.
+    let ungated = |x: &Tensor| match &gate {
+        Some(gt) => crate::multiply(x, gt),
+        None => Ok(x.clone()),
+    };
     let shape = [g.n, g.oc, g.oh, g.ow];
     // Depthwise convs (one input channel per group) keep the direct kernel: a GEMM per group
     // of one K row would be all overhead.
@@ -409,17 +445,19 @@ fn conv_f32(
         log_plan(g, plan);
         match plan {
             ConvPlan::Gemm { bm, bn, kslice } => {
-                return super::conv_gemm::conv(op, &dev, &x, &w, b, g, epi, (bm, bn, kslice));
+                let tile = (bm, bn, kslice);
+                return super::conv_gemm::conv(op, &dev, &x, &w, b, g, epi, tile, gate.as_ref());
             }
             ConvPlan::Winograd { m } => {
-                return super::winograd::conv(op, &dev, &x, &w, b, g, epi, m);
+                return super::winograd::conv(op, &dev, &ungated(&x)?, &w, b, g, epi, m);
             }
             ConvPlan::Lowered => {}
         }
-        if let Some(y) = lowered(op, &dev, &x, &w, b, g, epi)? {
+        if let Some(y) = lowered(op, &dev, &ungated(&x)?, &w, b, g, epi)? {
             return Ok(y);
         }
     }
+    let x = ungated(&x)?;
     let out = alloc_out(&dev, op, total, 4)?;
     // Whether the direct kernel applied the activation while storing.
     let mut folded_act = false;

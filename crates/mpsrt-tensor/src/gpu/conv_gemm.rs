@@ -25,6 +25,49 @@ use std::sync::{Arc, OnceLock};
 thread_local! {
     /// The destination set by [`with_conv_destination`], until a conv takes it.
     static DEST: RefCell<Option<Tensor>> = const { RefCell::new(None) };
+    /// The input gate set by [`with_conv_input_scale`], until a conv takes it.
+    static GATE: RefCell<Option<Tensor>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `gate` (`[N, C, 1, 1]`, on a GPU) as a per-image, per-channel scale of the
+/// input of the first GPU conv in `f` whose input is `[N, C, H, W]`: the conv computes
+/// `conv(x · gate)` — squeeze-excitation's `Mul` folded into the conv that reads its product
+/// (issue 22: one dispatch and one full-size tensor fewer per block). The implicit-GEMM
+/// kernel multiplies while gathering its input; every other route multiplies first (the same
+/// f32 products). The caller checks [`input_scale_pending`] after `f`: a gate still pending
+/// was not applied (no conv of that input ran), and `f`'s result must not be used.
+pub fn with_conv_input_scale<R>(gate: &Tensor, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            GATE.with(|d| d.borrow_mut().take());
+        }
+    }
+    let _clear = Clear;
+    GATE.with(|d| *d.borrow_mut() = Some(gate.clone()));
+    f()
+}
+
+/// Whether a gate set by [`with_conv_input_scale`] has not been taken by a conv yet.
+pub fn input_scale_pending() -> bool {
+    GATE.with(|d| d.borrow().is_some())
+}
+
+/// The pending gate, taken (as a contiguous f32 tensor) if it is `[N, C, 1, 1]` for an input
+/// `x` of `[N, C, H, W]` on the same place.
+pub(crate) fn take_input_scale(x: &Tensor) -> Option<Tensor> {
+    GATE.with(|d| {
+        let mut d = d.borrow_mut();
+        let t = d.as_ref()?;
+        let fits = x.ndim() == 4
+            && t.shape() == [x.shape()[0], x.shape()[1], 1, 1]
+            && t.place() == x.place();
+        if fits {
+            d.take()
+        } else {
+            None
+        }
+    })
 }
 
 /// Run `f` with `out` as the destination of the first implicit-GEMM conv in `f` whose result
@@ -131,7 +174,9 @@ pub(crate) fn conv(
     g: &ConvGeom,
     (res, act): (Option<&Tensor>, Option<Activation>),
     (bm, bn, kslice): (u32, u32, u32),
+    gate: Option<&Tensor>,
 ) -> Result<Tensor> {
+    let gate = gate.map(|t| as_f32(t)?.contiguous()).transpose()?;
     let p = g.oh * g.ow;
     let cols = g.n * p;
     let k = g.c * g.kh * g.kw;
@@ -184,6 +229,7 @@ pub(crate) fn conv(
             Some((_, img)) if !split => u(*img),
             _ => 0,
         },
+        in_scale: gate.is_some(),
     };
     // Rendered and compiled once per geometry and tile shape.
     static PIPELINES: SpecCache<ConvGemmSpec> = OnceLock::new();
@@ -207,6 +253,9 @@ pub(crate) fn conv(
     if let Some((t, _)) = direct {
         meta[5] = u(t.layout().offset);
     }
+    if let Some(gt) = &gate {
+        meta[7] = u(gt.layout().offset);
+    }
     let mut bindings = vec![Binding::from(&**buffer(op, x)?), Binding::from(&**buffer(op, w)?)];
     if spec.has_bias {
         if let Some(b) = b {
@@ -217,6 +266,9 @@ pub(crate) fn conv(
         if let Some(r) = &res {
             bindings.push(Binding::from(&**buffer(op, r)?));
         }
+    }
+    if let Some(gt) = &gate {
+        bindings.push(Binding::from(&**buffer(op, gt)?));
     }
     match (&out, direct) {
         (Some(o), _) => bindings.push(Binding::from(o)),

@@ -1,0 +1,124 @@
+//! Squeeze-excitation's gate `Mul` folded into the conv that reads its product (issue 22,
+//! EfficientNet-B0's 16 blocks): EfficientNet-like blocks (1×1 expand + SiLU, depthwise 3×3 +
+//! SiLU, SE with SiLU and Sigmoid, the gated product read by a 1×1 projection with a residual,
+//! by a 3×3 conv, with the gate as either operand of the `Mul`) and a product with a second
+//! reader (not folded), run on the GPU (lavapipe in CI) with the fold on and off, step by step
+//! and replayed, at batch 1 and 2: bit-identical, and within float tolerance of the CPU.
+
+use mpsrt_core::{DType, Place};
+use mpsrt_engine::{Session, SessionOptions};
+use mpsrt_graph::{BinaryOp, ConvAttrs, Dim, Graph, HostTensor, Op, UnaryOp, ValueId};
+use mpsrt_tensor::Tensor;
+
+const GPU: Place = Place::Gpu(0);
+
+fn gpu() -> bool {
+    let ok = mpsrt_runtime::gpu_available();
+    assert!(ok || std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
+    ok
+}
+
+struct B {
+    g: Graph,
+    n: usize,
+}
+
+impl B {
+    fn val(&mut self) -> ValueId {
+        self.n += 1;
+        self.g.add_value(format!("v{}", self.n), DType::F32, None).unwrap()
+    }
+    fn init(&mut self, shape: Vec<usize>, k: f32) -> ValueId {
+        self.n += 1;
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| ((i as f32 + 1.0) * k).sin() * 0.6).collect();
+        self.g.add_initializer(format!("c{}", self.n), HostTensor::from_f32(shape, &v)).unwrap()
+    }
+    fn node(&mut self, op: Op, ins: Vec<ValueId>) -> ValueId {
+        let o = self.val();
+        self.g.add_node(format!("n{}", self.n), op, ins, vec![o]);
+        o
+    }
+    fn conv(&mut self, x: ValueId, cin: usize, cout: usize, k: usize, group: usize) -> ValueId {
+        let w = self.init(vec![cout, cin / group, k, k], 0.37 + self.n as f32 * 0.01);
+        let b = self.init(vec![cout], 0.9);
+        let p = k / 2;
+        let attrs = ConvAttrs { group, pads: vec![p, p, p, p], ..Default::default() };
+        self.node(Op::Conv(attrs), vec![x, w, b])
+    }
+    fn silu(&mut self, x: ValueId) -> ValueId {
+        let s = self.node(Op::Unary(UnaryOp::Sigmoid), vec![x]);
+        self.node(Op::Binary(BinaryOp::Mul), vec![x, s])
+    }
+    /// Expand, depthwise, SE gate; returns (depthwise output, gate).
+    fn se(&mut self, x: ValueId, cin: usize, c: usize) -> (ValueId, ValueId) {
+        let e = self.conv(x, cin, c, 1, 1);
+        let e = self.silu(e);
+        let d = self.conv(e, c, c, 3, c);
+        let d = self.silu(d);
+        let p = self.node(Op::GlobalAveragePool, vec![d]);
+        let q = self.conv(p, c, c / 4, 1, 1);
+        let q = self.silu(q);
+        let r = self.conv(q, c / 4, c, 1, 1);
+        (d, self.node(Op::Unary(UnaryOp::Sigmoid), vec![r]))
+    }
+}
+
+/// Three blocks: gated product → 1×1 projection + residual (folded); gate first in the `Mul`
+/// → 3×3 conv (folded); a product also read by an output (not folded) → 1×1.
+fn graph() -> Graph {
+    let mut b = B { g: Graph::new(), n: 0 };
+    let dims = vec![Dim::Sym("n".into()), Dim::Known(8), Dim::Known(9), Dim::Known(9)];
+    let x = b.g.add_input("x", DType::F32, dims).unwrap();
+    let (d, gate) = b.se(x, 8, 16);
+    let m = b.node(Op::Binary(BinaryOp::Mul), vec![d, gate]);
+    let p = b.conv(m, 16, 8, 1, 1);
+    let y1 = b.node(Op::Binary(BinaryOp::Add), vec![p, x]);
+    let (d, gate) = b.se(y1, 8, 24);
+    let m = b.node(Op::Binary(BinaryOp::Mul), vec![gate, d]);
+    let y2 = b.conv(m, 24, 8, 3, 1);
+    let (d, gate) = b.se(y2, 8, 16);
+    let m3 = b.node(Op::Binary(BinaryOp::Mul), vec![d, gate]);
+    let y3 = b.conv(m3, 16, 4, 1, 1);
+    b.g.outputs = vec![y3, m3];
+    b.g
+}
+
+fn run(place: Place, fold: bool, n: usize, runs: usize) -> (Vec<Vec<f32>>, (usize, usize)) {
+    let sess = Session::from_graph(graph(), place, SessionOptions::default())
+        .unwrap()
+        .with_gate_fold(fold);
+    let xv: Vec<f32> = (0..n * 8 * 81).map(|i| (i as f32 * 0.29).sin() * 1.5).collect();
+    let t = Tensor::from_slice(&xv, &[n, 8, 9, 9], place).unwrap();
+    let feeds = [("x".to_string(), t)].into_iter().collect();
+    let mut outs = Vec::new();
+    for _ in 0..runs {
+        outs = sess.run(&feeds).unwrap();
+    }
+    let stats = sess.gate_folds(&[vec![n, 8, 9, 9]]).unwrap();
+    (outs.iter().map(|(_, t)| t.to_vec::<f32>().unwrap()).collect(), stats)
+}
+
+#[test]
+fn folded_gates_are_bit_identical_to_mul_steps() {
+    if !gpu() {
+        return;
+    }
+    for n in [1, 2] {
+        let (off, stats) = run(GPU, false, n, 1);
+        assert_eq!(stats, (0, 0));
+        for runs in [1, 3] {
+            let (on, stats) = run(GPU, true, n, runs);
+            // Two of the three products are folded; every run's conv took its gate.
+            assert_eq!(stats, (2, 0), "n {n}");
+            assert_eq!(on, off, "n {n} runs {runs}: folded gates differ from Mul steps");
+        }
+        let (cpu, _) = run(Place::Cpu, true, n, 1);
+        for (x, y) in off.iter().zip(&cpu) {
+            assert_eq!(x.len(), y.len());
+            for (p, q) in x.iter().zip(y) {
+                assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "n {n}: {p} vs {q}");
+            }
+        }
+    }
+}
