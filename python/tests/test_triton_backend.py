@@ -304,6 +304,38 @@ def test_tutorial_03_matmul_autotune(mnk, activation):
     assert best is not None and best.kwargs["BLOCK_SIZE_M"] in (32, 64), best
 
 
+@pytest.mark.parametrize("vec2", ["0", "1"])
+def test_tutorial_03_staged_dot_emulated(monkeypatch, vec2):
+    """The staged cooperative tl.dot (operands straight into padded f16 slabs, pointers carried as
+    offsets, branch-free full blocks) with f32 register products in place of the matrix units
+    (MPSRT_TRITON_EMULATE_COOP=1), so adapters without them (lavapipe) check the staging: full
+    and edge blocks, an odd K (unaligned rows: the per-pair path), vec2<f16> slabs. Where the
+    adapter has matrix units the variable is ignored and this checks the real staged path."""
+    monkeypatch.setenv("MPSRT_TRITON_EMULATE_COOP", "1")
+    monkeypatch.setenv("MPSRT_TRITON_VEC2_SLAB", vec2)
+    kern = triton.jit(matmul_kernel.fn.fn)  # a fresh JIT cache: compiled under these settings
+    for (M, N, K), (bm, bn, nw) in [((64, 64, 64), (32, 32, 4)), ((70, 45, 33), (32, 32, 4)),
+                                    ((130, 96, 64), (64, 32, 4))]:
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        ta, tb = dev(a), dev(b)
+        c = mpsrt.empty([M, N], dtype="float16", place="mps")
+        args = (ta, tb, c, M, N, K, ta.stride(0), ta.stride(1), tb.stride(0), tb.stride(1),
+                c.stride(0), c.stride(1))
+        meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=32, GROUP_SIZE_M=8,
+                    ACTIVATION="", num_warps=nw)
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn), )
+        wgsl = kern.warmup(*args, grid=grid, **meta).asm["wgsl"].decode()
+        if "enable f16" not in wgsl:
+            pytest.skip("the adapter has neither matrix units nor shader-f16: no staged dot")
+        # Emulated products, or (adapters with matrix units) the real staged path.
+        assert "(buf0[u32(g) >> 1u]" in wgsl
+        kern[grid](*args, **meta)
+        ref = a.astype(np.float32) @ b.astype(np.float32)
+        np.testing.assert_allclose(c.numpy().astype(np.float32), ref, rtol=2e-2, atol=3e-2,
+                                   err_msg=f"{(M, N, K)} blocks {(bm, bn)} vec2={vec2}")
+
+
 # --------------------------------------------------------------------------------------------
 # Tutorial 05: layer norm forward (kernel verbatim)
 @triton.jit

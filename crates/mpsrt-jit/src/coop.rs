@@ -29,7 +29,7 @@ impl Emitter {
         acc: Option<&Tensor>,
         out_ty: Ty,
     ) -> Option<Tensor> {
-        let cfg = self.coop?;
+        let cfg = self.coop.filter(|_| !self.emulate_coop)?;
         let (s, sg) = (cfg.size as usize, cfg.subgroup as usize);
         let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
         let f16 = |t: &Tensor| t.ty == Ty::D(DType::F16);

@@ -35,8 +35,13 @@ pub(crate) struct Emitter {
     /// A `tl.dot` ran on cooperative matrices: the module enables f16 and
     /// `wgpu_cooperative_matrix`, and the entry point takes `subgroup_id`.
     pub uses_coop: bool,
+    /// `f16` values are used without cooperative matrices: the module enables `f16` alone.
+    pub uses_f16: bool,
     /// Workgroup bytes outside the two scratch arrays (cooperative `tl.dot` staging).
     pub extra_workgroup_bytes: usize,
+    /// `CompileOptions::emulate_coop`: `coop` only configures the staged dot, which multiplies
+    /// in registers.
+    pub emulate_coop: bool,
     /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
     pub subgroups: bool,
     /// A reduction used subgroup operations: the entry point takes the subgroup builtins
@@ -56,7 +61,9 @@ impl Emitter {
             functions: Vec::new(),
             coop: None,
             uses_coop: false,
+            uses_f16: false,
             extra_workgroup_bytes: 0,
+            emulate_coop: false,
             subgroups: false,
             uses_subgroups: false,
         }

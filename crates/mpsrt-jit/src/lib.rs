@@ -107,6 +107,11 @@ pub struct CompileOptions {
     /// than `f16` (two 2-byte stores); for A/B on drivers whose cooperative loads accept
     /// vector-typed pointers.
     pub slab_vec2: bool,
+    /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
+    /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
+    /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
+    /// enough) run the staging code; `MPSRT_TRITON_EMULATE_COOP=1` in the Python extension.
+    pub emulate_coop: bool,
 }
 
 impl Default for CompileOptions {
@@ -119,6 +124,7 @@ impl Default for CompileOptions {
             coop: None,
             stage_dot: true,
             slab_vec2: false,
+            emulate_coop: false,
         }
     }
 }

@@ -101,6 +101,26 @@ fn vec2_slabs_store_a_pair_at_once() {
 }
 
 #[test]
+fn emulated_products_keep_the_staging() {
+    // emulate_coop (lavapipe's tests): the same slabs and staged loads, f32 register products,
+    // no cooperative matrices and no subgroup builtins in the module.
+    for vec2 in [false, true] {
+        let opts = CompileOptions {
+            max_workgroup_size: 128,
+            coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+            emulate_coop: true,
+            slab_vec2: vec2,
+            ..Default::default()
+        };
+        let k = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
+        common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+        assert!(k.wgsl.starts_with("enable f16;\n//"), "{}", k.wgsl);
+        assert!(!k.wgsl.contains("coop_mat") && !k.wgsl.contains("subgroup_id"), "{}", k.wgsl);
+        assert!(k.wgsl.contains("(buf0[u32(g) >> 1u]") && k.wgsl.contains("s = fma("));
+    }
+}
+
+#[test]
 fn small_blocks_and_the_session_11_path() {
     // 64x32 at num_warps = 4: 4 subgroups as 2 x 2 (2 x 1 tiles each).
     let k = staged("03_matmul", 128);

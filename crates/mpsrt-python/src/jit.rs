@@ -169,6 +169,7 @@ fn launch_jit(
         coop: None,
         stage_dot: false,
         slab_vec2: false,
+        emulate_coop: false,
     };
     let sig = signature(&args);
     let memo = format!("{name:?}\0{:?}\0{opts:?}\0{source}", sig.args);
@@ -365,6 +366,13 @@ fn vec2_slab_wanted() -> bool {
     std::env::var("MPSRT_TRITON_VEC2_SLAB").is_ok_and(|v| v.trim() == "1")
 }
 
+/// `MPSRT_TRITON_EMULATE_COOP=1` (testing): on adapters without matrix units but with
+/// `shader-f16`, Triton's staged `tl.dot` runs its staging code with f32 register products
+/// (`mpsrt_jit::CompileOptions::emulate_coop`), so lavapipe checks the staging.
+fn emulate_coop_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_EMULATE_COOP").is_ok_and(|v| v.trim() == "1")
+}
+
 /// The TTIR compiler's identity for Triton's cache key; it names the subgroup and dot-staging
 /// opt-outs and the widening target, so a kernel compiled under one is not served from the
 /// cache under another.
@@ -373,7 +381,8 @@ fn triton_compiler_version() -> String {
     let sg = if subgroups_wanted() { "" } else { "-nosg" };
     let ds = if dot_stage_wanted() { "" } else { "-nods" };
     let v2 = if vec2_slab_wanted() { "-v2" } else { "" };
-    format!("{}{sg}{ds}{v2}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    let emu = if emulate_coop_wanted() { "-emu" } else { "" };
+    format!("{}{sg}{ds}{v2}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -392,11 +401,20 @@ fn triton_compile<'py>(
     let k = py
         .detach(move || {
             let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).ok();
-            let (limit, subgroups, coop) = dev.as_ref().map_or((256, false, None), |d| {
-                let p = d.properties();
-                let sg = p.subgroups && subgroups_wanted();
-                (p.max_compute_invocations_per_workgroup.max(1), sg, triton_coop(p))
-            });
+            let (limit, subgroups, coop, emulate) =
+                dev.as_ref().map_or((256, false, None, false), |d| {
+                    let p = d.properties();
+                    let sg = p.subgroups && subgroups_wanted();
+                    let limit = p.max_compute_invocations_per_workgroup.max(1);
+                    match triton_coop(p) {
+                        None if emulate_coop_wanted() && p.shader_f16 => {
+                            // Tiles are dealt as on 32-lane subgroups (the emulation uses none).
+                            let c = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
+                            (limit, sg, Some(c), true)
+                        }
+                        c => (limit, sg, c, false),
+                    }
+                });
             let floor = |x: u32| 1u32 << (31 - x.max(1).leading_zeros());
             let opts = CompileOptions {
                 subgroups,
@@ -406,6 +424,7 @@ fn triton_compile<'py>(
                 coop,
                 stage_dot: dot_stage_wanted(),
                 slab_vec2: vec2_slab_wanted(),
+                emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
             mpsrt_jit::compile_ttir_widening_to(&ttir, None, &opts, device_max, widen_to())

@@ -77,6 +77,9 @@ impl TtirLowerer {
     ) -> Vec<Option<CoopAcc>> {
         let none = vec![None; names.len()];
         let Some(cfg) = self.em.coop else { return none };
+        if self.em.emulate_coop && !self.stage_dot {
+            return none;
+        }
         let Some(body) = op.regions.first() else { return none };
         let Some(yield_op) = body.ops.last().filter(|o| o.name == "scf.yield") else { return none };
         let yielded = operands(&yield_op.body);
@@ -145,6 +148,9 @@ impl TtirLowerer {
                     staged: [false, false],
                 };
                 self.plan_staging(&mut acc, dot, &body.ops);
+                if self.em.emulate_coop && acc.grid.is_none() {
+                    return None;
+                }
                 Some(acc)
             })
             .collect()

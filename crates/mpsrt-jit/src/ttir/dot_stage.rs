@@ -92,7 +92,11 @@ impl TtirLowerer {
         acc.name = format!("cacc{id}");
         (acc.ca, acc.cb, acc.cc) = (format!("caa{id}"), format!("cab{id}"), format!("cac{id}"));
         let (m, n, k) = (acc.m, acc.n, acc.k);
-        self.em.uses_coop = true;
+        if self.em.emulate_coop {
+            self.em.uses_f16 = true;
+        } else {
+            self.em.uses_coop = true;
+        }
         // Read-out passes: `wm` tile rows of the block each.
         acc.passes = g.tm;
         let chunk = m * n / g.tm;
@@ -107,11 +111,25 @@ impl TtirLowerer {
             acc.cc
         ));
         self.em.extra_workgroup_bytes += (ha + hb) * 2 + chunk * 4;
-        for t in 0..g.tm * g.tn {
-            self.em.line(format!("var {}_{t} = coop_mat{s}x{s}<f32, C>();", acc.name));
-        }
         let zero = matches!(init, V::Splat(t, _) if t.expr == "0.0f");
-        if !zero {
+        if self.em.emulate_coop {
+            // Register accumulators in the block distribution (`emulate_coop`).
+            let src = match init {
+                V::Splat(t, _) => t.expr.clone(),
+                V::T(t) if !t.is_block() => t.expr.clone(),
+                V::T(t) => t.at("i"),
+            };
+            self.em.max_numel = self.em.max_numel.max(m * n);
+            let r = self.em.regs(m * n);
+            self.em.line(format!("var {}_r: array<f32, {r}>;", acc.name));
+            let name = acc.name.clone();
+            self.em.for_each(m * n, |em| em.line(format!("{name}_r[i] = {src};")));
+        } else {
+            for t in 0..g.tm * g.tn {
+                self.em.line(format!("var {}_{t} = coop_mat{s}x{s}<f32, C>();", acc.name));
+            }
+        }
+        if !zero && !self.em.emulate_coop {
             // Pass `i` writes tile rows `i * wm ..` of the initial value and loads them.
             let src = match init {
                 V::Splat(t, _) => t.expr.clone(),
@@ -307,6 +325,28 @@ impl TtirLowerer {
         Some((off, bases, c))
     }
 
+    /// `emulate_coop`: every invocation adds the products of its own output elements, read
+    /// from the slabs in f32.
+    fn emulated_products(&mut self, c: &CoopAcc, lda: usize, ldb: usize) {
+        let (n, k, name) = (c.n, c.k, c.name.clone());
+        let half = |slab: &str, at: String| {
+            if self.slab_vec2 {
+                format!("f32({slab}[({at}) >> 1u][({at}) & 1u])")
+            } else {
+                format!("f32({slab}[{at}])")
+            }
+        };
+        let a = half(&c.ca, format!("(e / {n}u) * {lda}u + kk"));
+        let b = half(&c.cb, format!("kk * {ldb}u + e % {n}u"));
+        self.em.for_each(c.m * n, |em| {
+            em.line("var s = 0.0f;");
+            em.open(format!("for (var kk = 0u; kk < {k}u; kk++)"));
+            em.line(format!("s = fma({a}, {b}, s);"));
+            em.close();
+            em.line(format!("{name}_r[i] += s;"));
+        });
+    }
+
     /// Stores the pair `h` (a `vec2<f16>`) at half index `at` (even) of `slab`.
     fn store_pair(&mut self, slab: &str) {
         if self.slab_vec2 {
@@ -348,8 +388,13 @@ impl TtirLowerer {
             cur.staged = [false, false];
         }
         self.em.barrier();
-        let _ = m;
         let (lda, ldb) = (k + PAD, n + PAD);
+        if self.em.emulate_coop {
+            self.emulated_products(&c, lda, ldb);
+            self.em.barrier();
+            return Some(V::T(acc.clone()));
+        }
+        let _ = m;
         // Indices and strides in slab elements (pairs of halves with `slab_vec2`; all even).
         let (sh, w) = if self.slab_vec2 { (") >> 1u", 2) } else { (")", 1) };
         self.em.open("");
@@ -390,6 +435,10 @@ impl TtirLowerer {
     /// After the loop: the tiles read back as an ordinary f32 block, `wm` tile rows per pass.
     pub(super) fn staged_end(&mut self, c: &CoopAcc) -> Tensor {
         let g = c.grid.expect("staged accumulator");
+        if self.em.emulate_coop {
+            let expr = format!("{}_r", c.name);
+            return Tensor { expr, ty: Ty::D(DType::F32), shape: vec![c.m, c.n] };
+        }
         let (cc, n, wg) = (c.cc.clone(), c.n, self.em.wg);
         let out = self.em.decl_block(Ty::D(DType::F32), &[c.m, n]);
         let chunk = c.m * n / g.tm;

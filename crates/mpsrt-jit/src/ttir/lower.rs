@@ -76,6 +76,7 @@ impl TtirLowerer {
     pub fn new(wg: usize, opts: &crate::CompileOptions) -> TtirLowerer {
         let mut em = Emitter::new(wg);
         em.coop = opts.coop;
+        em.emulate_coop = opts.emulate_coop;
         em.subgroups = opts.subgroups;
         TtirLowerer {
             em,
