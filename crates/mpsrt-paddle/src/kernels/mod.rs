@@ -117,6 +117,9 @@ pub struct Call {
     pub dst: std::cell::Cell<Option<usize>>,
     /// Output 0's metadata and the tensor over its memory that the body may compute into.
     out0: std::cell::RefCell<Option<(capi::Meta, Tensor)>>,
+    /// Inputs already wrapped (by [`Call::destination`]'s overlap check), so the body's
+    /// [`Call::input`] does not query Paddle and the address map a second time.
+    ins_t: std::cell::RefCell<Vec<Option<Tensor>>>,
 }
 
 impl Call {
@@ -132,6 +135,7 @@ impl Call {
             pending: Default::default(),
             dst: Default::default(),
             out0: Default::default(),
+            ins_t: Default::default(),
         }
     }
 
@@ -150,14 +154,27 @@ impl Call {
             return Ok(None);
         }
         let bytes = n * m.dtype.size();
-        for &t in self.ins.iter().chain(self.lists.iter().flatten()) {
-            if let Some((p, len)) = capi::byte_range(self.name, t)? {
-                if p < addr + bytes && addr < p + len {
-                    return Ok(None);
-                }
+        let (buf, off) = crate::memory::resolve(self.name, addr, bytes)?;
+        // Overlap with an input: the inputs are wrapped once here (kept for `input`); one that
+        // cannot be wrapped (no memory, a host tensor) is checked by its address range.
+        let mut wrapped = Vec::with_capacity(self.ins.len());
+        for &t in &self.ins {
+            let w = if t.is_null() { None } else { capi::input(self.name, t).ok() };
+            let overlaps = match &w {
+                Some(w) => overlaps_window(w, &buf, off, bytes),
+                None => range_overlaps(self.name, t, addr, bytes)?,
+            };
+            if overlaps {
+                return Ok(None);
+            }
+            wrapped.push(w);
+        }
+        for &t in self.lists.iter().flatten() {
+            if range_overlaps(self.name, t, addr, bytes)? {
+                return Ok(None);
             }
         }
-        let (buf, off) = crate::memory::resolve(self.name, addr, bytes)?;
+        *self.ins_t.borrow_mut() = wrapped;
         let es = m.dtype.size();
         let layout = mpsrt_core::Layout::contiguous(&m.dims);
         let layout = mpsrt_core::Layout { offset: off / es, ..layout };
@@ -186,6 +203,9 @@ impl Call {
     pub fn input(&self, i: usize) -> Result<Tensor> {
         if self.ins[i].is_null() {
             return Err(Error::invalid(self.name, format!("input {i} is missing")));
+        }
+        if let Some(Some(t)) = self.ins_t.borrow().get(i) {
+            return Ok(t.clone());
         }
         capi::input(self.name, self.ins[i])
     }
@@ -460,6 +480,34 @@ impl Call {
         }
         Ok(c)
     }
+}
+
+/// Whether the bytes `w` (a tensor over a plugin buffer) can reach meet `[off, off + bytes)`
+/// of `buf`. Each Paddle allocation is its own buffer behind disjoint addresses, so tensors in
+/// different buffers never overlap.
+fn overlaps_window(
+    w: &Tensor,
+    buf: &std::sync::Arc<mpsrt_runtime::GpuBuffer>,
+    off: usize,
+    bytes: usize,
+) -> bool {
+    let mpsrt_runtime::Storage::Gpu(b) = w.storage() else { return false };
+    if !std::sync::Arc::ptr_eq(b, buf) || w.numel() == 0 {
+        return false;
+    }
+    let l = w.layout();
+    let es = w.dtype().size();
+    let reach: usize =
+        l.shape.iter().zip(&l.strides).map(|(&d, &s)| (d - 1) * s.max(0) as usize).sum::<usize>()
+            + 1;
+    let start = l.offset * es;
+    start < off + bytes && off < start + reach * es
+}
+
+/// Whether Paddle tensor `t`'s device bytes meet `[addr, addr + bytes)` (false for a null or
+/// memoryless tensor).
+fn range_overlaps(op: &str, t: *const c_void, addr: usize, bytes: usize) -> Result<bool> {
+    Ok(capi::byte_range(op, t)?.is_some_and(|(p, len)| p < addr + bytes && addr < p + len))
 }
 
 /// A C string owned by Paddle, copied (empty when null).
