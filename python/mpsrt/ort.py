@@ -137,14 +137,16 @@ def ortvalue_from_numpy(array, device: int = 0) -> Any:
 
 _STATS = ("host_to_device_bytes", "device_to_host_bytes", "device_to_device_bytes",
           "inputs_in_place", "inputs_copied", "outputs_on_device", "outputs_to_host",
-          "outputs_adopted")
+          "outputs_adopted", "inputs_mirrored")
 
 
 def transfer_stats() -> dict:
     """Process-wide counters of the provider's data movement (bytes through its data transfer;
     fused-node inputs read in place from device memory or copied; outputs written on the device
     or to host memory, and of those on the device, how many were the engine's own result buffer
-    handed to ORT without a copy). Differences between two calls show where a run's bytes went."""
+    handed to ORT without a copy; int64/float64 inputs in device memory taken from the host copy
+    the data transfer kept when uploading them, with no read back). Differences between two calls
+    show where a run's bytes went."""
     import ctypes
     f = ctypes.CDLL(get_library_path()).mpsrt_ort_stats
     f.restype = ctypes.c_size_t

@@ -193,8 +193,15 @@ impl Compiled {
                 memory::count(memory::IN_PLACE, 1);
                 return Tensor::from_storage(Storage::Gpu(buf), layout, dtype).map_err(bad);
             }
+            // A type the engine keeps on the host (int64 ids and masks): the host mirror the
+            // data transfer kept when ORT uploaded it, else a read back (a GPU round trip).
+            if let Some(bytes) = memory::mirror(&buf, off, len) {
+                memory::count(memory::IN_MIRRORED, 1);
+                return Tensor::from_bytes(&bytes, dtype, &shape, at).map_err(bad);
+            }
             let bytes = buf.device().read(&buf, off as u64, len as u64).map_err(bad)?;
             memory::count(memory::IN_COPIED, 1);
+            memory::count(memory::D2H, len);
             return Tensor::from_bytes(&bytes, dtype, &shape, at).map_err(bad);
         }
         let bytes = ort::tensor_bytes(v, elem, &dims)?;
@@ -287,7 +294,8 @@ impl Compiled {
 }
 
 /// Writes an engine result into ORT's output at device address `addr`: a GPU copy when the
-/// result is on the GPU, an upload when the engine kept it on the host (int64, CPU place).
+/// result is on the GPU, an upload (and a host mirror) when the engine kept it on the host
+/// (int64, CPU place).
 fn store(t: &Tensor, addr: usize) -> mpsrt_core::Result<()> {
     let t = t.contiguous()?;
     let es = t.dtype().size();
@@ -295,6 +303,13 @@ fn store(t: &Tensor, addr: usize) -> mpsrt_core::Result<()> {
     let (db, doff) = memory::resolve("Compute", addr, len)?;
     match t.storage() {
         Storage::Gpu(sb) => memory::copy_between(sb, t.layout().offset * es, &db, doff, len),
-        Storage::Cpu(_) => memory::write_at(&db, doff, &t.to_bytes()?),
+        Storage::Cpu(_) => {
+            // Kept on the host by the engine (int64): the next fused node reading it takes
+            // the mirror instead of reading the device.
+            let bytes: std::sync::Arc<[u8]> = t.to_bytes()?.into();
+            memory::write_at(&db, doff, &bytes)?;
+            memory::set_mirror(&db, doff, bytes);
+            Ok(())
+        }
     }
 }

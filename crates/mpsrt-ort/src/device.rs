@@ -7,6 +7,8 @@
 //! The memory info names a private vendor id ([`MEMORY_VENDOR_ID`]), not the adapter's PCI id:
 //! our addresses are mpsrt buffers, not CUDA pointers, and must never be mistaken for another
 //! EP's memory on the same card (the CUDA EP's is `GPU / 0x10DE / 0`).
+//! Host→device copies of int64/float64 values also keep a host mirror (`memory`), which
+//! `Compute` reads instead of the device (the engine holds those types on the host).
 //! `MPSRT_ORT_DEVICE_MEMORY=0` registers no memory info: inputs and outputs then live in host
 //! memory and every `Compute` uploads and downloads (the path before this module).
 
@@ -233,6 +235,14 @@ fn copy_tensors(pairs: &[(*const OrtValue, *mut OrtValue)]) -> ort::R<()> {
                 let data = unsafe { std::slice::from_raw_parts(sp as *const u8, len) };
                 memory::write_at(&buf, off, data).map_err(fail)?;
                 memory::count(memory::H2D, len);
+                // int64/float64 (ids, masks): `Compute` wants them on the host; keep a copy
+                // so it need not read them back (see `memory`'s host mirrors).
+                let (elem, _) = ort::value_tensor_type(s)?;
+                if crate::convert::feed_dtype(elem).is_some_and(|d| !d.gpu_supported())
+                    && len <= memory::MIRROR_MAX_BYTES
+                {
+                    memory::set_mirror(&buf, off, data.into());
+                }
             }
             (true, true) => {
                 let (sb, so) = memory::resolve("CopyTensors", sa, len).map_err(fail)?;

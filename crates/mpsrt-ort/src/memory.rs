@@ -9,6 +9,16 @@
 //! The GPU copies whole 4-byte words at 4-byte offsets; ranges that start or end inside a word
 //! (bool / uint8 / fp16 tensors of odd size) copy the aligned middle on the device and merge
 //! the ragged edge words through the host, so neighbouring tensors are never clobbered.
+//!
+//! Host mirrors: values of types the GPU does not hold (int64, float64: token ids, masks,
+//! positions) reach `Compute` in device memory when ORT copies a graph input there, but the
+//! engine wants them on the host (it narrows them itself). Reading them back would cost a GPU
+//! round trip per input per run, so every host→device write of such a value also keeps its
+//! bytes here ([`set_mirror`]), keyed by buffer and byte range; `Compute` takes them from
+//! [`mirror`]. Every device write through this module ([`write_at`], [`copy_between`]) drops
+//! the mirrors it overlaps (a whole-range device copy carries the source's mirror along) and
+//! [`free`] drops an allocation's mirrors, so a mirror always equals what the GPU holds (or
+//! will hold once the queued write lands: the queue runs in order).
 
 use mpsrt_core::{Error, Result};
 use mpsrt_runtime::GpuBuffer;
@@ -32,6 +42,62 @@ struct Space {
 }
 
 static SPACE: Mutex<Option<Space>> = Mutex::new(None);
+
+/// A host copy of `len` bytes at byte `off` of a buffer.
+struct Mirror {
+    off: usize,
+    bytes: Arc<[u8]>,
+}
+
+/// Host mirrors by buffer (its address as the key: a buffer has mirrors only while an
+/// allocation registers it, and [`free`] drops them before the buffer can go away).
+static MIRRORS: Mutex<BTreeMap<usize, Vec<Mirror>>> = Mutex::new(BTreeMap::new());
+
+/// Largest value kept as a host mirror; a larger one is read back when `Compute` needs it.
+pub const MIRROR_MAX_BYTES: usize = 64 << 20;
+
+fn mirrors() -> std::sync::MutexGuard<'static, BTreeMap<usize, Vec<Mirror>>> {
+    MIRRORS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn key(buf: &GpuBuffer) -> usize {
+    buf as *const GpuBuffer as usize
+}
+
+/// Drops the mirrors of `buf` that overlap `[off, off + len)`.
+fn invalidate(buf: &GpuBuffer, off: usize, len: usize) {
+    let mut m = mirrors();
+    if let Some(v) = m.get_mut(&key(buf)) {
+        v.retain(|x| x.off + x.bytes.len() <= off || off + len <= x.off);
+        if v.is_empty() {
+            m.remove(&key(buf));
+        }
+    }
+}
+
+/// Whether host mirrors are kept (`MPSRT_ORT_HOST_MIRROR=0` turns them off, to measure what
+/// they save: every device input the engine wants on the host is then read back).
+fn mirrors_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_ORT_HOST_MIRROR").map_or(true, |v| v != "0"))
+}
+
+/// Records `bytes` as the host copy of `buf[off..off + bytes.len()]` (already written, or
+/// queued, to the device by the caller). Values over [`MIRROR_MAX_BYTES`] are not kept.
+pub fn set_mirror(buf: &GpuBuffer, off: usize, bytes: Arc<[u8]>) {
+    invalidate(buf, off, bytes.len());
+    if bytes.is_empty() || bytes.len() > MIRROR_MAX_BYTES || !mirrors_enabled() {
+        return;
+    }
+    mirrors().entry(key(buf)).or_default().push(Mirror { off, bytes });
+}
+
+/// The host copy of exactly `buf[off..off + len]`, if one is kept.
+pub fn mirror(buf: &GpuBuffer, off: usize, len: usize) -> Option<Arc<[u8]>> {
+    let m = mirrors();
+    let v = m.get(&key(buf))?;
+    v.iter().find(|x| x.off == off && x.bytes.len() == len).map(|x| x.bytes.clone())
+}
 
 thread_local! {
     /// A buffer the next allocation of exactly its length on this thread adopts instead of
@@ -127,6 +193,8 @@ pub fn free(addr: usize) -> bool {
     match s.chunks.remove(&addr) {
         Some(c) => {
             s.free.entry(c.size.max(1).next_multiple_of(ADDR_ALIGN)).or_default().push(addr);
+            drop(g);
+            mirrors().remove(&key(&c.buf));
             true
         }
         None => false,
@@ -163,6 +231,7 @@ pub fn write_at(buf: &GpuBuffer, off: usize, data: &[u8]) -> Result<()> {
     if data.is_empty() {
         return Ok(());
     }
+    invalidate(buf, off, data.len());
     let dev = buf.device();
     let end = off + data.len();
     if off.is_multiple_of(4) && end.is_multiple_of(4) {
@@ -175,7 +244,8 @@ pub fn write_at(buf: &GpuBuffer, off: usize, data: &[u8]) -> Result<()> {
     dev.write(buf, start as u64, &words)
 }
 
-/// Device → device between two windows (any offsets; also inside one buffer).
+/// Device → device between two windows (any offsets; also inside one buffer). A host mirror
+/// of exactly the source range goes with the bytes.
 pub fn copy_between(
     sb: &GpuBuffer,
     so: usize,
@@ -186,6 +256,16 @@ pub fn copy_between(
     if len == 0 {
         return Ok(());
     }
+    let carried = mirror(sb, so, len);
+    invalidate(db, doff, len);
+    copy_device(sb, so, db, doff, len)?;
+    if let Some(m) = carried {
+        set_mirror(db, doff, m);
+    }
+    Ok(())
+}
+
+fn copy_device(sb: &GpuBuffer, so: usize, db: &GpuBuffer, doff: usize, len: usize) -> Result<()> {
     let dev = db.device();
     let same_device = sb.device().index() == dev.index();
     let aligned = (so | doff | len).is_multiple_of(4);
@@ -206,8 +286,9 @@ pub fn copy_between(
 /// Traffic counters, read by tests through [`crate::mpsrt_ort_stats`] to prove where bytes
 /// went: `[host→device bytes, device→host bytes, device→device bytes, inputs read in place,
 /// inputs copied, outputs written on the device, outputs written to host memory, outputs whose
-/// engine buffer ORT adopted (no copy)]`.
-pub static STATS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+/// engine buffer ORT adopted (no copy), inputs in device memory taken from their host mirror
+/// (no read back)]`. Reads `Compute` makes of device inputs count in device→host bytes.
+pub static STATS: [AtomicU64; 9] = [const { AtomicU64::new(0) }; 9];
 pub const H2D: usize = 0;
 pub const D2H: usize = 1;
 pub const D2D: usize = 2;
@@ -216,6 +297,7 @@ pub const IN_COPIED: usize = 4;
 pub const OUT_DEVICE: usize = 5;
 pub const OUT_HOST: usize = 6;
 pub const OUT_ADOPTED: usize = 7;
+pub const IN_MIRRORED: usize = 8;
 
 pub fn count(which: usize, n: usize) {
     STATS[which].fetch_add(n as u64, Ordering::Relaxed);
@@ -247,7 +329,23 @@ mod tests {
         let (bb, _) = resolve("t", b, 10).unwrap();
         copy_between(&buf, 4, &bb, 0, 6).unwrap();
         assert_eq!(bb.device().read(&bb, 0, 6).unwrap(), [7, 1, 2, 3, 7, 7]);
+        // Host mirrors: kept per exact range, carried by a whole-range device copy, dropped
+        // by an overlapping write and by freeing the allocation.
+        let m: Arc<[u8]> = vec![9u8; 8].into();
+        set_mirror(&buf, 16, m.clone());
+        assert_eq!(mirror(&buf, 16, 8).as_deref(), Some(&m[..]));
+        assert!(mirror(&buf, 16, 4).is_none() && mirror(&buf, 20, 4).is_none());
+        copy_between(&buf, 16, &bb, 0, 8).unwrap();
+        assert_eq!(mirror(&bb, 0, 8).as_deref(), Some(&m[..]));
+        write_at(&buf, 0, &[1u8; 4]).unwrap(); // no overlap: kept
+        assert!(mirror(&buf, 16, 8).is_some());
+        write_at(&buf, 22, &[1u8; 4]).unwrap(); // overlaps its tail: dropped
+        assert!(mirror(&buf, 16, 8).is_none());
+        set_mirror(&buf, 16, m.clone());
+        copy_between(&bb, 0, &buf, 12, 8).unwrap(); // a device copy over it: the source's
+        assert!(mirror(&buf, 16, 8).is_none() && mirror(&buf, 12, 8).is_some());
         assert!(free(a) && free(b) && !free(a));
+        assert!(mirror(&buf, 12, 8).is_none() && mirror(&bb, 0, 8).is_none());
         assert!(resolve("t", a, 4).is_err());
         // A freed range of the same size class is reused.
         let c = alloc(0, 900).unwrap();
