@@ -111,6 +111,13 @@ GRAD_CASES = {
     "conv2d_nhwc": (lambda x, w: F.conv2d(x, w, padding=1, data_format="NHWC"), [r(2, 5, 5, 3), r(4, 3, 3, 3)], (0, 1), ["conv2d_grad"]),
     "max_pool": (lambda x: F.max_pool2d(x, 2, 2), [r(2, 3, 6, 6)], (0,), ["pool2d", "pool2d_grad"]),
     "max_pool_pad_ceil": (lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), [r(1, 2, 8, 7)], (0,), ["pool2d_grad"]),
+    # return_mask: max_pool2d_with_index_grad (regular windows scatter by the mask's offset in
+    # its window; adaptive sizes that do not divide and global windows use a selection product).
+    "max_pool_index": (lambda x: F.max_pool2d(x, 2, 2, return_mask=True)[0], [r(2, 3, 6, 6)], (0,), ["max_pool2d_with_index_grad"]),
+    "max_pool_index_pad_ceil": (lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True, return_mask=True)[0], [r(1, 2, 13, 10)], (0,), ["max_pool2d_with_index_grad"]),
+    "adaptive_max_index": (lambda x: F.adaptive_max_pool2d(x, 3, return_mask=True)[0], [r(1, 2, 7, 8)], (0,), ["max_pool2d_with_index_grad"]),
+    "adaptive_max_index_div": (lambda x: F.adaptive_max_pool2d(x, 4, return_mask=True)[0], [r(2, 2, 8, 8)], (0,), ["max_pool2d_with_index_grad"]),
+    "global_max_index": (lambda x: F.adaptive_max_pool2d(x, 1, return_mask=True)[0], [r(2, 3, 5, 5)], (0,), ["max_pool2d_with_index_grad"]),
     "avg_pool": (lambda x: F.avg_pool2d(x, 3, 2, padding=1), [r(2, 2, 7, 7)], (0,), ["pool2d_grad"]),
     "avg_pool_inclusive": (lambda x: F.avg_pool2d(x, 2, 2, padding=1, exclusive=False), [r(1, 2, 6, 6)], (0,), ["pool2d_grad"]),
     "adaptive_avg": (lambda x: F.adaptive_avg_pool2d(x, 3), [r(2, 2, 7, 8)], (0,), ["pool2d_grad"]),
@@ -134,7 +141,7 @@ def test_conv_filter_grad_unfold(case, monkeypatch):
     check_grad(fn, arrays, grad_of, kernels)
 
 
-F16_CASES = ["add_broadcast", "multiply_broadcast", "matmul", "relu", "gelu", "softmax", "conv2d", "max_pool", "layer_norm", "batch_norm_train"]
+F16_CASES = ["add_broadcast", "multiply_broadcast", "matmul", "relu", "gelu", "softmax", "conv2d", "max_pool", "max_pool_index", "adaptive_max_index", "layer_norm", "batch_norm_train"]
 
 
 @pytest.mark.parametrize("case", F16_CASES)

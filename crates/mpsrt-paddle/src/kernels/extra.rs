@@ -1,11 +1,11 @@
 //! Structure, indexing and sampling kernels: `stack`, `split` / `split_with_num` (list
 //! outputs), `argmax`, `prod`, `embedding` (+ grad), `dropout` (+ grad), `conv2d_transpose` and
-//! `max_pool2d_with_index`, each composed from mpsrt-tensor ops like the other kernels.
+//! `max_pool2d_with_index` (+ grad), each composed from mpsrt-tensor ops like the other kernels.
 //! Signatures follow Paddle 3.3's `paddle/phi/kernels/*.h` exactly (the variadic entry point
 //! depends on it).
 
 use super::grad::place;
-use super::nn::{check4, from_nchw, nhwc, paddings, pair, to_nchw};
+use super::nn::{check4, from_nchw, nhwc, one_hot_filter, paddings, pair, to_nchw};
 use super::ops::{as_words, axes, store_host};
 use super::{kernel, vty, Call, KernelDef};
 use crate::capi;
@@ -304,6 +304,127 @@ fn max_pool2d_with_index(c: &Call) -> Result<()> {
     c.store(1, &mask)
 }
 
+/// `max_pool2d_with_index_grad(x, mask, dout, kernel_size, strides, paddings, global_pooling,
+/// adaptive, ceil_mode) -> dx`: each output's gradient is added to the input element its mask
+/// names (flat `h·W + w` in its plane). Regular windows turn the mask into a window-local
+/// offset and scatter through a depthwise one-hot `conv_transpose2d` (as `pool2d_grad`);
+/// windows covering most of the plane (global, adaptive with sizes that do not divide) use a
+/// per-plane selection product `dout · onehot(mask)`.
+fn max_pool2d_with_index_grad(c: &Call) -> Result<()> {
+    let xs = c.in_shape(0)?;
+    let (mask, dy) = (c.input(1)?, c.input(2)?);
+    check4(c.name, &dy, "output gradient")?;
+    if xs.len() != 4 || mask.shape() != dy.shape() {
+        return Err(Error::shape(
+            c.name,
+            format!("x {xs:?}, mask {:?} and dout {:?} (expected NCHW)", mask.shape(), dy.shape()),
+        ));
+    }
+    let (n, ch, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+    let (oh, ow) = (dy.shape()[2], dy.shape()[3]);
+    if n * ch * oh * ow == 0 || h * w == 0 {
+        return c.store(0, &mt::zeros(&xs, dy.dtype(), place())?);
+    }
+    if h * w >= 1 << 24 {
+        return Err(Error::unsupported(c.name, format!("a {h}x{w} plane (indices past 2^24)")));
+    }
+    let geo = if c.bool(3) {
+        Some(([h, w], [h, w], [0, 0]))
+    } else if c.bool(4) {
+        (h % oh == 0 && w % ow == 0).then_some(([h / oh, w / ow], [h / oh, w / ow], [0, 0]))
+    } else {
+        Some((
+            pair(&c.ints(0), "kernel_size", c.name)?,
+            pair(&c.ints(1), "strides", c.name)?,
+            pair(&c.ints(2), "paddings", c.name)?,
+        ))
+    };
+    let m = mask.astype(DType::F32)?;
+    let dx = match geo {
+        Some((k, s, p)) if h * w > 8 * k[0] * k[1] => pool_index_scatter(&m, &dy, [h, w], k, s, p)?,
+        _ => pool_index_select(&m, &dy, [n, ch, h, w])?,
+    };
+    c.store(0, &dx)
+}
+
+/// Regular windows: the mask's window-local offset `(row - top)·kw + (col - left)` picks one
+/// of `kh·kw` gradient planes per output, which a depthwise `conv_transpose2d` with one-hot
+/// filters adds onto the padded canvas, then cropped to the input.
+fn pool_index_scatter(
+    m: &Tensor,
+    dy: &Tensor,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sh, sw]: [usize; 2],
+    [pt, pl]: [usize; 2],
+) -> Result<Tensor> {
+    let (n, ch, oh, ow) = (dy.shape()[0], dy.shape()[1], dy.shape()[2], dy.shape()[3]);
+    let dt = dy.dtype();
+    // Row and column of each index (+0.5: far from the integer boundaries in f32).
+    let row = mt::floor(&mt::divide_scalar(&mt::add_scalar(m, 0.5)?, w as f64)?)?;
+    let col = mt::subtract(m, &mt::multiply_scalar(&row, w as f64)?)?;
+    let top = mt::arange(0.0, oh as f64, 1.0, DType::F32, place())?;
+    let top = mt::add_scalar(&mt::multiply_scalar(&top, sh as f64)?, -(pt as f64))?;
+    let left = mt::arange(0.0, ow as f64, 1.0, DType::F32, place())?;
+    let left = mt::add_scalar(&mt::multiply_scalar(&left, sw as f64)?, -(pl as f64))?;
+    let dr = mt::subtract(&row, &top.reshape(&[1, 1, oh as isize, 1])?)?;
+    let dc = mt::subtract(&col, &left.reshape(&[1, 1, 1, ow as isize])?)?;
+    let local = mt::add(&mt::multiply_scalar(&dr, kw as f64)?, &dc)?;
+    let k = kh * kw;
+    let mut parts = Vec::with_capacity(k);
+    for t in 0..k {
+        parts.push(mt::multiply(&mt::equal_scalar(&local, t as f64)?.astype(dt)?, dy)?);
+    }
+    let stacked = mt::stack(&parts.iter().collect::<Vec<_>>(), 2)?;
+    let src = stacked.reshape(&[n as isize, (ch * k) as isize, oh as isize, ow as isize])?;
+    let opts = mt::ConvTranspose2dOptions {
+        stride: [sh, sw],
+        padding: [0, 0],
+        output_padding: [0, 0],
+        dilation: [1, 1],
+        groups: ch,
+    };
+    let canvas = mt::conv_transpose2d(&src, &one_hot_filter(ch, kh, kw, dt)?, None, &opts)?;
+    let (ch_, cw_) = ((oh - 1) * sh + kh, (ow - 1) * sw + kw);
+    mt::pad(
+        &canvas,
+        &[
+            (0, 0),
+            (0, 0),
+            (-(pt as isize), (h + pt) as isize - ch_ as isize),
+            (-(pl as isize), (w + pl) as isize - cw_ as isize),
+        ],
+        mt::PadMode::Constant(0.0),
+    )
+}
+
+/// Any windows: per plane, `dx = dout · S` with `S[p, i] = (mask[p] == i)`, in chunks of planes
+/// that keep `S` near 16M elements.
+fn pool_index_select(m: &Tensor, dy: &Tensor, [n, ch, h, w]: [usize; 4]) -> Result<Tensor> {
+    let (planes, p, hw) = (n * ch, dy.shape()[2] * dy.shape()[3], h * w);
+    let dt = dy.dtype();
+    let m = m.reshape(&[planes as isize, p as isize, 1])?;
+    let dy = dy.reshape(&[planes as isize, 1, p as isize])?;
+    let iota =
+        mt::arange(0.0, hw as f64, 1.0, DType::F32, place())?.reshape(&[1, 1, hw as isize])?;
+    let step = ((16usize << 20) / (p * hw).max(1)).clamp(1, planes);
+    let mut chunks = Vec::with_capacity(planes.div_ceil(step));
+    let mut i = 0;
+    while i < planes {
+        let j = (i + step).min(planes);
+        let (lo, hi) = (Some(i as isize), Some(j as isize));
+        let sel = mt::equal(&m.slice(0, lo, hi, 1)?, &iota)?.astype(dt)?;
+        chunks.push(mt::matmul(&dy.slice(0, lo, hi, 1)?, &sel)?);
+        i = j;
+    }
+    let dx = if chunks.len() == 1 {
+        chunks.pop().expect("one chunk")
+    } else {
+        mt::concat(&chunks.iter().collect::<Vec<_>>(), 0)?
+    };
+    dx.reshape(&[n as isize, ch as isize, h as isize, w as isize])
+}
+
 /// The kernels of this file.
 pub fn all() -> Vec<KernelDef> {
     vec![
@@ -318,5 +439,6 @@ pub fn all() -> Vec<KernelDef> {
         kernel!("dropout_grad", dropout_grad, F, [mask: In, dout: In, p: Scalar, is_test: Bool, mode: Str, dx: Out]),
         kernel!("conv2d_transpose", conv2d_transpose, F, [x: In, w: In, strides: VecI32, pads: VecI32, out_pad: VecI32, out_size: IntArray, algo: Str, groups: I32, dil: VecI32, fmt: Str, out: Out]),
         kernel!("max_pool2d_with_index", max_pool2d_with_index, F, [x: In, ksize: VecI32, strides: VecI32, pads: VecI32, global: Bool, adaptive: Bool, ceil: Bool, out: Out, mask: Out]),
+        kernel!("max_pool2d_with_index_grad", max_pool2d_with_index_grad, F, [x: In, mask: In, dout: In, ksize: VecI32, strides: VecI32, pads: VecI32, global: Bool, adaptive: Bool, ceil: Bool, dx: Out]),
     ]
 }

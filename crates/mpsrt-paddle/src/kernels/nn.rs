@@ -278,7 +278,7 @@ fn wgrad_unfold(
 }
 
 /// Depthwise filters `[C·K, 1, KH, KW]` (K = KH·KW): channel `c·K + t` picks window offset `t`.
-fn one_hot_filter(ch: usize, kh: usize, kw: usize, dt: DType) -> Result<Tensor> {
+pub(super) fn one_hot_filter(ch: usize, kh: usize, kw: usize, dt: DType) -> Result<Tensor> {
     let k = kh * kw;
     let mut f = vec![0f32; ch * k * k];
     for cc in 0..ch {
