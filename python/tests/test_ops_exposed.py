@@ -37,6 +37,15 @@ NOT_OPS = {
     "with_destination": "runs a closure whose last elementwise launch writes into a given "
                         "tensor's memory (the Paddle plugin's output buffers), not an op",
     "sdpa_fusable": "a planner query (does the fused attention kernel take these head sizes)",
+    "with_conv_destination": "runs a closure whose conv stores into a channel slice of a given "
+                             "tensor (the engine's concat written in place), not an op",
+    "with_conv_input_scale": "runs a closure whose conv reads its input scaled by a gate (the "
+                             "engine's folded squeeze-excitation Mul), not an op",
+    "input_scale_pending": "a query for with_conv_input_scale (was the gate taken), not an op",
+    "write_into": "copies into existing storage other tensors share (the engine's concat "
+                  "groups); Python tensors are values, so not an op",
+    "se_gate": "squeeze-excitation's two 1x1 convs fused for the graph engine; equals "
+               "F.conv2d + activation twice",
     "scaled_dot_product_attention": "the fused attention kernel behind the engine's ONNX "
                                     "Attention (tested in Rust); no Python binding yet",
 }

@@ -1,7 +1,9 @@
 //! A model's concats written in place and squeeze-excitation gates folded into their convs
 //! (issue 22) against the plain plan, on the GPU: runs the model with both rewrites off and
 //! on (three runs each, the third replayed) on the same inputs, prints the plan's statistics
-//! and whether the outputs are bit-identical, and exits 1 if they are not.
+//! and whether the outputs are bit-identical — the SE gate fusion sums in another order, so
+//! EfficientNet's differ by rounding: the largest difference is printed, and the check fails
+//! (exit 1) past 1e-3 of the largest output magnitude.
 //!
 //! `cargo run --release -p mpsrt-engine --example concat_check -- MODEL.onnx [BATCH]`
 //! (inputs: the model's shapes with dynamic dims as BATCH (default 1), random floats).
@@ -43,10 +45,11 @@ fn main() -> mpsrt_core::Result<()> {
             outs = s.run(&feeds)?;
         }
         let (absorbed, placed, copied) = s.concat_stats(&shapes)?;
-        let (folded, fallbacks) = s.gate_folds(&shapes)?;
+        let (folded, se, fallbacks) = s.gate_folds(&shapes)?;
         println!(
             "rewrites={on}: {} concats as views, {} parts written in place, {} copied (2 runs \
-             counted); {folded} gate Muls folded ({fallbacks} fallbacks); 3 runs {:.1} ms, \
+             counted); {folded} gate Muls folded ({fallbacks} fallbacks), {se} SE gates fused; 3 runs \
+             {:.1} ms, \
              replay {}",
             absorbed,
             placed,
@@ -54,13 +57,22 @@ fn main() -> mpsrt_core::Result<()> {
             t0.elapsed().as_secs_f64() * 1e3,
             s.replay_status(&shapes)?
         );
-        let bytes: Vec<Vec<u8>> =
-            outs.iter().map(|(_, t)| t.to_bytes()).collect::<mpsrt_core::Result<_>>()?;
-        results.push(bytes);
+        let vals: Vec<Vec<f32>> = outs
+            .iter()
+            .map(|(_, t)| t.astype(DType::F32)?.to_vec::<f32>())
+            .collect::<mpsrt_core::Result<_>>()?;
+        results.push(vals);
     }
     let same = results[0] == results[1];
-    println!("outputs bit-identical: {same}");
-    if !same {
+    let (mut diff, mut mag) = (0f32, 0f32);
+    for (a, b) in results[0].iter().zip(&results[1]) {
+        for (x, y) in a.iter().zip(b) {
+            diff = diff.max((x - y).abs());
+            mag = mag.max(x.abs());
+        }
+    }
+    println!("outputs bit-identical: {same}; max abs difference {diff:e} (largest output {mag:e})");
+    if diff > 1e-3 * mag.max(1e-6) {
         std::process::exit(1);
     }
     Ok(())

@@ -10,6 +10,13 @@
 //! gathers its input; other routes multiply first — the same f32 products, so outputs are
 //! bit-identical to the unfolded plan). `x` and `gate` stay alive until the conv (the
 //! liveness plan moves their release from the `Mul` to the conv).
+//!
+//! The gate itself — two 1×1 convs with biases and activations on the pooled `[N, C, 1, 1]`
+//! vector, the first read only by the second — runs as one dispatch
+//! (`mpsrt_tensor::se_gate`: one workgroup per image) instead of 2–4: the first conv's step
+//! does nothing and the second computes both. Its sums run in another order than the GEMM's,
+//! so the gate matches the unfused plan to float rounding (`MPSRT_SE_FUSE=0` turns this part
+//! off; C ≤ 2048 and C4 ≤ 256, else the convs run as steps).
 
 use mpsrt_core::DType;
 use mpsrt_graph::{BinaryOp, Op, Plan, Step, ValueId};
@@ -19,6 +26,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// `MPSRT_GATE_FOLD=0` turns the fold off (to measure it; default on).
 pub(crate) fn enabled_by_env() -> bool {
     std::env::var("MPSRT_GATE_FOLD").map_or(true, |v| v.trim() != "0")
+}
+
+/// `MPSRT_SE_FUSE=0` keeps the gate's two convs as steps (default: one dispatch).
+fn se_fuse_by_env() -> bool {
+    std::env::var("MPSRT_SE_FUSE").map_or(true, |v| v.trim() != "0")
+}
+
+/// A squeeze-excitation gate's two 1×1 convs run as one dispatch at the second's step.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SePair {
+    /// The first conv's step (does nothing) and the pooled input it reads.
+    pub first: usize,
+    pub x: ValueId,
+    /// Weights, biases and activation nodes of the two convs.
+    pub w1: ValueId,
+    pub b1: ValueId,
+    pub act1: Option<usize>,
+    pub w2: ValueId,
+    pub b2: ValueId,
+    pub act2: Option<usize>,
+    /// The second step's output.
+    pub out: ValueId,
 }
 
 /// The folded pairs of a plan.
@@ -31,6 +60,8 @@ pub(crate) struct GateFold {
     /// Runs of a folded conv that no GPU conv kernel took the gate in (the product was
     /// computed after all).
     fallbacks: AtomicUsize,
+    /// Second conv step → its fused pair.
+    se: HashMap<usize, SePair>,
 }
 
 impl GateFold {
@@ -79,7 +110,81 @@ impl GateFold {
             fold.skip.insert(s);
             fold.at.insert(*t, (m, x, gate, s));
         }
+        if se_fuse_by_env() {
+            fold.find_se_pairs(plan, &readers);
+        }
         (!fold.skip.is_empty()).then_some(fold)
+    }
+
+    /// Pairs of 1×1 convs with constant weights and biases on a `[N, C, 1, 1]` vector, the
+    /// first's output read only by the second (`SePair`).
+    fn find_se_pairs(&mut self, plan: &Plan, readers: &HashMap<ValueId, Vec<usize>>) {
+        let g = &plan.graph;
+        // (conv node, activation node) of a step that is a plain conv or conv + activation.
+        let conv_of = |step: &Step| -> Option<(usize, Option<usize>)> {
+            let (anchor, act) = match step {
+                Step::Node(j) => (*j, None),
+                Step::Epilogue { anchor, add: None, activation } => (*anchor, *activation),
+                _ => return None,
+            };
+            let node = &g.nodes[anchor];
+            let Op::Conv(a) = &node.op else { return None };
+            let ok = node.inputs.len() == 3
+                && a.group == 1
+                && a.pads.iter().all(|&p| p == 0)
+                && a.dilations.iter().all(|&d| d == 1)
+                && node.inputs[1..].iter().all(|v| g.initializers.contains_key(v));
+            ok.then_some((anchor, act))
+        };
+        for (s1, step) in plan.steps.iter().enumerate() {
+            if self.skip.contains(&s1) || self.at.contains_key(&s1) {
+                continue;
+            }
+            let Some((c1, act1)) = conv_of(step) else { continue };
+            let outs = plan.step_io(step).1;
+            let [q] = outs.as_slice() else { continue };
+            let x = g.nodes[c1].inputs[0];
+            let (xs, ws) = (plan.shape(x), plan.shape(g.nodes[c1].inputs[1]));
+            let ([n, c, 1, 1], [c4, cw, 1, 1]) = (xs.as_slice(), ws.as_slice()) else {
+                continue;
+            };
+            if cw != c || g.outputs.contains(q) || g.value(x).dtype != DType::F32 {
+                continue;
+            }
+            let Some([s2]) = readers.get(q).map(Vec::as_slice) else { continue };
+            if self.skip.contains(s2) || self.at.contains_key(s2) || self.se.contains_key(s2) {
+                continue;
+            }
+            let Some((c2, act2)) = conv_of(&plan.steps[*s2]) else { continue };
+            let conv2 = &g.nodes[c2];
+            let w2s = plan.shape(conv2.inputs[1]);
+            let outs2 = plan.step_io(&plan.steps[*s2]).1;
+            let [out] = outs2.as_slice() else { continue };
+            if conv2.inputs[0] != *q || w2s != [*c, *c4, 1, 1] || plan.shape(*out) != [*n, *c, 1, 1]
+            {
+                continue;
+            }
+            self.skip.insert(s1);
+            self.se.insert(
+                *s2,
+                SePair {
+                    first: s1,
+                    x,
+                    w1: g.nodes[c1].inputs[1],
+                    b1: g.nodes[c1].inputs[2],
+                    act1,
+                    w2: conv2.inputs[1],
+                    b2: conv2.inputs[2],
+                    act2,
+                    out: *out,
+                },
+            );
+        }
+    }
+
+    /// The fused gate computed at step `s`, if any.
+    pub(crate) fn se_at(&self, s: usize) -> Option<SePair> {
+        self.se.get(&s).copied()
     }
 
     /// Whether step `s` is a folded `Mul` (it does nothing).
@@ -92,9 +197,9 @@ impl GateFold {
         self.at.get(&s).map(|&(m, x, g, _)| (m, x, g))
     }
 
-    /// Folded pairs, and fallbacks so far.
-    pub(crate) fn stats(&self) -> (usize, usize) {
-        (self.skip.len(), self.fallbacks.load(Ordering::Relaxed))
+    /// Folded gate `Mul`s, fused SE gates, and fallbacks so far.
+    pub(crate) fn stats(&self) -> (usize, usize, usize) {
+        (self.at.len(), self.se.len(), self.fallbacks.load(Ordering::Relaxed))
     }
 
     pub(crate) fn fell_back(&self) {
@@ -104,7 +209,8 @@ impl GateFold {
     /// Moves the releases of the `Mul` steps' last reads to their convs (`x` and `gate` are
     /// read there now).
     pub(crate) fn adjust_frees(&self, frees: &mut [Vec<ValueId>]) {
-        for (&t, &(_, _, _, s)) in &self.at {
+        let pairs = self.at.iter().map(|(&t, &(_, _, _, s))| (s, t));
+        for (s, t) in pairs.chain(self.se.iter().map(|(&t, p)| (p.first, t))) {
             let moved = std::mem::take(&mut frees[s]);
             frees[t].extend(moved);
         }

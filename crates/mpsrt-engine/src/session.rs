@@ -191,14 +191,15 @@ impl Session {
         self
     }
 
-    /// For the plan of these input shapes: gate `Mul` steps folded into their convs, and the
-    /// runs so far in which a folded conv computed the product after all (no conv kernel took
-    /// the gate). Zeros before the plan's first run, on the CPU, or with the fold off.
-    pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize)> {
+    /// For the plan of these input shapes: gate `Mul` steps folded into their convs,
+    /// squeeze-excitation gates whose two convs run as one dispatch, and the runs so far in
+    /// which a folded conv computed the product after all (no conv kernel took the gate).
+    /// Zeros before the plan's first run, on the CPU, or with the fold off.
+    pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize, usize)> {
         let plan = self.compiled.plan(shapes)?;
         let states = self.states.lock().map_err(|_| poisoned())?;
         let st = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan));
-        Ok(st.and_then(|s| s.gates.as_ref()).map_or((0, 0), |g| g.stats()))
+        Ok(st.and_then(|s| s.gates.as_ref()).map_or((0, 0, 0), |g| g.stats()))
     }
 
     /// Turns the concat written in place by its producers on or off for this session (on by
@@ -515,7 +516,6 @@ impl Session {
         direct: bool,
         live: Option<&mpsrt_runtime::GpuDevice>,
     ) -> Result<Vec<(ValueId, Tensor)>> {
-        let step = &ctx.plan.steps[s];
         let gates = st.gates.as_ref();
         if gates.is_some_and(|f| f.skips(s)) {
             return Ok(Vec::new());
@@ -527,7 +527,7 @@ impl Session {
         };
         let mut exec = || {
             let paused = live.map(|d| (d, d.suspend_capture()));
-            let outs = self.run_folded(ctx, st, step, folded, &get2, get);
+            let outs = self.run_folded(ctx, st, s, folded, &get2, get);
             if let Some((d, p)) = paused {
                 d.resume_capture(p);
             }
@@ -545,11 +545,15 @@ impl Session {
         &self,
         ctx: &Ctx<'_>,
         st: &PlanState,
-        step: &Step,
+        s: usize,
         folded: Option<(ValueId, ValueId, ValueId)>,
         get2: &dyn Fn(ValueId) -> Result<Tensor>,
         get: &dyn Fn(ValueId) -> Result<Tensor>,
     ) -> Result<Vec<(ValueId, Tensor)>> {
+        let step = &ctx.plan.steps[s];
+        if let Some(pair) = st.gates.as_ref().and_then(|g| g.se_at(s)) {
+            return self.run_se_gate(ctx, pair, step, get);
+        }
         let Some((m, x, gate)) = folded else {
             return self.run_step(ctx, step, &mut |v| get2(v));
         };
@@ -567,6 +571,35 @@ impl Session {
         }
         let prod = mpsrt_tensor::multiply(&get(x)?, &g)?;
         self.run_step(ctx, step, &mut |v| if v == m { Ok(prod.clone()) } else { get(v) })
+    }
+
+    /// A squeeze-excitation gate's two convs as one dispatch (`gate_fold.rs`), or as their
+    /// two steps where the fused kernel does not take them.
+    fn run_se_gate(
+        &self,
+        ctx: &Ctx<'_>,
+        pair: crate::gate_fold::SePair,
+        step: &Step,
+        get: &dyn Fn(ValueId) -> Result<Tensor>,
+    ) -> Result<Vec<(ValueId, Tensor)>> {
+        let act = |a: Option<usize>| match a {
+            None => Some(None),
+            Some(i) => crate::nn::epilogue_activation(&ctx.plan.graph.nodes[i]).map(Some),
+        };
+        if let (Some(a1), Some(a2)) = (act(pair.act1), act(pair.act2)) {
+            let dev = |v| to_device("se_gate", &get(v)?, DType::F32, self.place);
+            let (x, w1, b1, w2, b2) =
+                (dev(pair.x)?, dev(pair.w1)?, dev(pair.b1)?, dev(pair.w2)?, dev(pair.b2)?);
+            if let Some(y) = mpsrt_tensor::se_gate(&x, (&w1, &b1, a1), (&w2, &b2, a2))? {
+                return Ok(vec![(pair.out, y)]);
+            }
+        }
+        // The two steps after all: the first's output feeds the second.
+        let first = self.run_step(ctx, &ctx.plan.steps[pair.first], &mut |v| get(v))?;
+        self.run_step(ctx, step, &mut |v| match first.iter().find(|(u, _)| *u == v) {
+            Some((_, t)) => Ok(t.clone()),
+            None => get(v),
+        })
     }
 
     /// A node's input tensors: on the session's device, except the inputs its op reads on the

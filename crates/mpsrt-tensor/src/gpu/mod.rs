@@ -5,6 +5,7 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod conv_gemm;
 pub(crate) mod conv_plan;
+pub(crate) mod conv_se;
 pub(crate) mod conv_split;
 pub(crate) mod elementwise;
 pub(crate) mod layernorm;
