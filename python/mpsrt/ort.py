@@ -137,7 +137,7 @@ def ortvalue_from_numpy(array, device: int = 0) -> Any:
 
 _STATS = ("host_to_device_bytes", "device_to_host_bytes", "device_to_device_bytes",
           "inputs_in_place", "inputs_copied", "outputs_on_device", "outputs_to_host",
-          "outputs_adopted", "inputs_mirrored")
+          "outputs_adopted", "inputs_mirrored", "reads_mirrored")
 
 
 def transfer_stats() -> dict:
@@ -145,8 +145,9 @@ def transfer_stats() -> dict:
     fused-node inputs read in place from device memory or copied; outputs written on the device
     or to host memory, and of those on the device, how many were the engine's own result buffer
     handed to ORT without a copy; int64/float64 inputs in device memory taken from the host copy
-    the data transfer kept when uploading them, with no read back). Differences between two calls
-    show where a run's bytes went."""
+    the data transfer kept when uploading them, with no read back; device-to-host copies answered
+    from such a host copy, e.g. an int64 graph output). Differences between two calls show where a
+    run's bytes went."""
     import ctypes
     f = ctypes.CDLL(get_library_path()).mpsrt_ort_stats
     f.restype = ctypes.c_size_t

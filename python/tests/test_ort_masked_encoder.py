@@ -2,8 +2,9 @@
 the mask built the way transformers 5 exports it (bool Cast, Range/Gather index arithmetic, an
 `And` with a constant, Expand, Where to 0/-inf, added to every layer's scores). This is the
 pattern where the WebGPU plugin EP's own CPU-fallback pass leaves `And` on the CPU; ours must
-claim the whole model as one fused node, match ORT's CPU EP (padded rows included), and take both
-int64 inputs from the host copies its data transfer kept (no GPU read back per input per run).
+claim the whole model as one fused node, match ORT's CPU EP (padded rows included), take both
+int64 inputs from the host copies its data transfer kept (no GPU read back per input per run)
+and hand ORT its int64 output (an ArgMax) from the host copy too.
 Tiny (d=16, two layers), seconds on lavapipe."""
 import json
 import os
@@ -112,10 +113,13 @@ def masked_encoder(vocab=40, d=16, heads=2, ff=32, layers=2, max_pos=64):
               ["y" if li == layers - 1 else p + "out"], axis=-1, epsilon=1e-5),
         ]
         x = p + "out"
+    # An int64 graph output (as a tagger's label ids): the engine returns it on the host.
+    nodes.append(n("ArgMax", ["y"], ["label"], axis=-1, keepdims=0))
     g = h.make_graph(nodes, "masked_encoder",
                      [h.make_tensor_value_info("input_ids", T.INT64, ["batch", "seq"]),
                       h.make_tensor_value_info("attention_mask", T.INT64, ["batch", "seq"])],
-                     [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", d])], inits)
+                     [h.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", d]),
+                      h.make_tensor_value_info("label", T.INT64, ["batch", "seq"])], inits)
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     m.ir_version = 10
     onnx.checker.check_model(m)
@@ -162,14 +166,17 @@ def test_masked_encoder_is_one_fused_node_fed_from_host_mirrors(level, tmp_path)
     shapes = [(1, 9), (3, 7), (1, 9)]  # batch 1 (the case measured), a padded batch, a repeat
     for b, s in shapes:
         x = feeds(rng, b, s)
-        (want,) = ref.run(None, x)
+        want, _ = ref.run(None, x)
         before = mo.transfer_stats()
-        (got,) = sess.run(None, x)
+        got, label = sess.run(None, x)
         d = {k: v - before[k] for k, v in mo.transfer_stats().items()}
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        # Both int64 inputs went up once and came to Compute from the host copy; the only
-        # read back is the output.
+        assert label.dtype == np.int64
+        np.testing.assert_array_equal(label, np.argmax(got, axis=-1))
+        # Both int64 inputs went up once and came to Compute from the host copy; the int64
+        # output's copy to the host came from its host copy too: the only read back is `y`.
         assert d["inputs_mirrored"] == 2 and d["inputs_copied"] == 0, d
+        assert d["reads_mirrored"] == 1, d
         assert d["host_to_device_bytes"] == 2 * b * s * 8, d
         assert d["device_to_host_bytes"] == got.nbytes, d
     # One partition: a single fused node per run, nothing on ORT's CPU EP (no `And` fallback,
@@ -179,7 +186,7 @@ def test_masked_encoder_is_one_fused_node_fed_from_host_mirrors(level, tmp_path)
 
 def test_without_host_mirrors_int64_inputs_are_read_back(tmp_path):
     """The same model in a process with MPSRT_ORT_HOST_MIRROR=0: still correct, each int64
-    input read back from the device (what the mirrors save)."""
+    input and the int64 output read back from the device (what the mirrors save)."""
     import subprocess
     import sys
     code = (
@@ -192,11 +199,12 @@ def test_without_host_mirrors_int64_inputs_are_read_back(tmp_path):
         "want = ort.InferenceSession(m, providers=['CPUExecutionProvider']).run(None, x)[0]\n"
         "s = ort.InferenceSession(m, providers=[%r, 'CPUExecutionProvider'])\n"
         "b = mo.transfer_stats()\n"
-        "got = s.run(None, x)[0]\n"
+        "got, label = s.run(None, x)\n"
         "d = {k: v - b[k] for k, v in mo.transfer_stats().items()}\n"
         "np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)\n"
         "assert d['inputs_copied'] == 2 and d['inputs_mirrored'] == 0, d\n"
-        "assert d['device_to_host_bytes'] == got.nbytes + 2 * x['input_ids'].nbytes, d\n"
+        "assert d['reads_mirrored'] == 0, d\n"
+        "assert d['device_to_host_bytes'] == got.nbytes + label.nbytes + 2 * x['input_ids'].nbytes, d\n"
         "print('ok')\n") % (os.path.dirname(__file__), EP)
     env = dict(os.environ, MPSRT_ORT_HOST_MIRROR="0")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

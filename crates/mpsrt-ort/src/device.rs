@@ -8,7 +8,8 @@
 //! our addresses are mpsrt buffers, not CUDA pointers, and must never be mistaken for another
 //! EP's memory on the same card (the CUDA EP's is `GPU / 0x10DE / 0`).
 //! Host→device copies of int64/float64 values also keep a host mirror (`memory`), which
-//! `Compute` reads instead of the device (the engine holds those types on the host).
+//! `Compute` reads instead of the device (the engine holds those types on the host), and
+//! device→host copies of a mirrored range are answered from it.
 //! `MPSRT_ORT_DEVICE_MEMORY=0` registers no memory info: inputs and outputs then live in host
 //! memory and every `Compute` uploads and downloads (the path before this module).
 
@@ -250,7 +251,19 @@ fn copy_tensors(pairs: &[(*const OrtValue, *mut OrtValue)]) -> ort::R<()> {
                 memory::copy_between(&sb, so, &db, doff, len).map_err(fail)?;
                 memory::count(memory::D2D, len);
             }
-            (true, false) => reads.push((sa, len, dp as *mut u8)),
+            (true, false) => {
+                // A value `Compute` or this transfer uploaded from the host (an int64 result,
+                // say) still has its host copy: no GPU read back.
+                let (buf, off) = memory::resolve("CopyTensors", sa, len).map_err(fail)?;
+                match memory::mirror(&buf, off, len) {
+                    Some(m) => {
+                        // SAFETY: the host tensor holds `len` bytes, as the mirror does.
+                        unsafe { ptr::copy_nonoverlapping(m.as_ptr(), dp as *mut u8, len) };
+                        memory::count(memory::READ_MIRRORED, 1);
+                    }
+                    None => reads.push((sa, len, dp as *mut u8)),
+                }
+            }
             // SAFETY: both host tensors of `len` bytes.
             (false, false) => unsafe { ptr::copy(sp as *const u8, dp as *mut u8, len) },
         }

@@ -287,8 +287,9 @@ fn copy_device(sb: &GpuBuffer, so: usize, db: &GpuBuffer, doff: usize, len: usiz
 /// went: `[host→device bytes, device→host bytes, device→device bytes, inputs read in place,
 /// inputs copied, outputs written on the device, outputs written to host memory, outputs whose
 /// engine buffer ORT adopted (no copy), inputs in device memory taken from their host mirror
-/// (no read back)]`. Reads `Compute` makes of device inputs count in device→host bytes.
-pub static STATS: [AtomicU64; 9] = [const { AtomicU64::new(0) }; 9];
+/// (no read back), device→host copies answered from a host mirror (no read back, not counted
+/// in device→host bytes)]`. Reads `Compute` makes of device inputs count in device→host bytes.
+pub static STATS: [AtomicU64; 10] = [const { AtomicU64::new(0) }; 10];
 pub const H2D: usize = 0;
 pub const D2H: usize = 1;
 pub const D2D: usize = 2;
@@ -298,6 +299,7 @@ pub const OUT_DEVICE: usize = 5;
 pub const OUT_HOST: usize = 6;
 pub const OUT_ADOPTED: usize = 7;
 pub const IN_MIRRORED: usize = 8;
+pub const READ_MIRRORED: usize = 9;
 
 pub fn count(which: usize, n: usize) {
     STATS[which].fetch_add(n as u64, Ordering::Relaxed);
