@@ -41,6 +41,8 @@ NOT_OPS = {
                              "tensor (the engine's concat written in place), not an op",
     "with_conv_input_scale": "runs a closure whose conv reads its input scaled by a gate (the "
                              "engine's folded squeeze-excitation Mul), not an op",
+    "with_conv_input_affine_relu": "runs a closure whose conv reads relu(x * scale + shift) "
+                                   "(the engine's folded BatchNorm + Relu), not an op",
     "input_scale_pending": "a query for with_conv_input_scale (was the gate taken), not an op",
     "write_into": "copies into existing storage other tensors share (the engine's concat "
                   "groups); Python tensors are values, so not an op",

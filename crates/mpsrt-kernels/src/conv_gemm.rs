@@ -18,7 +18,8 @@
 //!
 //! Meta words: 0 columns (N·P), 1 x offset, 2 w offset, 3 activation p0, 4 bias offset,
 //! 5 output offset (a strided output, `out_img`), 6 residual offset, 7 gate offset
-//! (`in_scale`) (offsets in floats), 15 activation p1 — p0 and p1 where the matmul keeps
+//! (`in_scale`), 8 and 9 scale and shift offsets (`in_affine`) (offsets in floats), 15
+//! activation p1 — p0 and p1 where the matmul keeps
 //! them, so both kernels share [`MatmulAct`]'s WGSL.
 
 use crate::matmul::MatmulAct;
@@ -71,6 +72,14 @@ pub struct ConvGemmSpec {
     /// squeeze-excitation gate's `Mul` folded into the conv that reads its product, issue 22),
     /// the gate bound after the residual, its float offset in meta word 7.
     pub in_scale: bool,
+    /// The input is read as `max(x · scale[c] + shift[c], 0)` (a BatchNorm + Relu folded into
+    /// the conv that reads its output: DenseNet's pre-activation, issue 22), applied to the
+    /// loads inside the image only (padding stays 0 after the activation); scale and shift
+    /// bound after the gate, their float offsets in meta words 8 and 9.
+    pub in_affine: bool,
+    /// `0`: a dense NCHW input. Else image `n` of the input starts `in_img` floats after
+    /// image `n - 1` (a channel slice of a wider tensor: a concat's view).
+    pub in_img: u32,
 }
 
 impl ConvGemmSpec {
@@ -167,6 +176,10 @@ impl ConvGemmSpec {
         if self.in_scale {
             bufs.push(("gate", "f32", "read"));
         }
+        if self.in_affine {
+            bufs.push(("ascale", "f32", "read"));
+            bufs.push(("ashift", "f32", "read"));
+        }
         bufs.push(("out", oty, "read_write"));
         for (i, (name, ty, access)) in bufs.iter().enumerate() {
             let _ =
@@ -185,6 +198,8 @@ impl ConvGemmSpec {
         // The thread's B columns, decomposed once: input row/column of the window's corner
         // (far out of range for columns past the end, so every bounds test fails) and its base.
         let _ = writeln!(s, "  let kr = tid / 32u; let cb = n0 + (tid % 32u) * {cpt}u;");
+        let x_img =
+            if self.in_img == 0 { "C * HW".to_string() } else { format!("{}u", self.in_img) };
         // The gate's row of each column's image (`in_scale`).
         let gate = if self.in_scale { " gb{j} = mw(7u) + img * C;" } else { "" };
         for j in 0..cpt {
@@ -193,7 +208,8 @@ impl ConvGemmSpec {
             }
             let _ = writeln!(
                 s,
-                "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * C * HW) + ih{j} * i32(W) + iw{j};{} }} }}",
+                "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * {}) + ih{j} * i32(W) + iw{j};{} }} }}",
+                x_img,
                 gate.replace("{j}", &j.to_string())
             );
         }
@@ -275,27 +291,34 @@ impl ConvGemmSpec {
         for j in 0..cpt {
             let _ = writeln!(s, "      pb{j} = 0.0;");
         }
-        let scale = |j: usize, c: &str| {
+        // The load of one input value, gated and/or pre-activated (`c`: its channel).
+        let load = |j: usize, c: &str| {
+            let mut v = format!("x[u32(xb{j} + ko)]");
             if self.in_scale {
-                format!(" * gate[gb{j} + {c}]")
-            } else {
-                String::new()
+                v = format!("{v} * gate[gb{j} + {c}]");
             }
+            if self.in_affine {
+                v = format!(
+                    "{{ let a = {v} * ascale[mw(8u) + {c}] + ashift[mw(9u) + {c}]; pb{j} = select(a, 0.0, a < 0.0); }}"
+                );
+                return v;
+            }
+            format!("pb{j} = {v};")
         };
         if pointwise {
             // Every window is inside the input: only the column's own bound remains.
             s.push_str("      if (k < K) { let ko = i32(k * HW);\n");
             for j in 0..cpt {
-                let g = scale(j, "k");
-                let _ = writeln!(s, "        if (ih{j} >= 0) {{ pb{j} = x[u32(xb{j} + ko)]{g}; }}");
+                let l = load(j, "k");
+                let _ = writeln!(s, "        if (ih{j} >= 0) {{ {l} }}");
             }
         } else {
             s.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let dy = i32((r / KW) * DH); let dx = i32((r % KW) * DW); let ko = i32(ic * HW) + dy * i32(W) + dx;\n");
             for j in 0..cpt {
-                let g = scale(j, "ic");
+                let l = load(j, "ic");
                 let _ = writeln!(
                     s,
-                    "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ pb{j} = x[u32(xb{j} + ko)]{g}; }}"
+                    "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ {l} }}"
                 );
             }
         }
@@ -516,6 +539,8 @@ mod tests {
             kslice: 0,
             out_img: 0,
             in_scale: false,
+            in_affine: false,
+            in_img: 0,
         };
         for bm in [64, 128] {
             for bn in [64, 128] {
@@ -586,6 +611,22 @@ mod tests {
                 ConvGemmSpec { kh, kw: kh, ph, pw: ph, kslice, bm, bn, in_scale: true, ..base };
             let src = spec.render().unwrap();
             assert!(src.contains("* gate[gb0 + "), "{src}");
+            crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        }
+        // A pre-activated input (BatchNorm + Relu folded in) read from a channel slice.
+        for (kh, ph, in_scale) in [(1, 0, false), (3, 1, true)] {
+            let spec = ConvGemmSpec {
+                kh,
+                kw: kh,
+                ph,
+                pw: ph,
+                in_scale,
+                in_affine: true,
+                in_img: 7 * 63,
+                ..base
+            };
+            let src = spec.render().unwrap();
+            assert!(src.contains("ascale[mw(8u) + ") && src.contains("i32(img * 441u)"), "{src}");
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
         }
         assert!(ConvGemmSpec { out_img: 4 * 63, ..base }.render().is_err());

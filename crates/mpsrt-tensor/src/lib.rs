@@ -33,7 +33,9 @@ pub use conv::{
 pub use cpu::on_cpu_workers;
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::{fused_elementwise, with_destination};
-pub use gpu::conv_gemm::{input_scale_pending, with_conv_destination, with_conv_input_scale};
+pub use gpu::conv_gemm::{
+    input_scale_pending, with_conv_destination, with_conv_input_affine_relu, with_conv_input_scale,
+};
 pub use gpu::conv_se::se_gate;
 pub use gpu::matmul::{matmul_kernel_name, plan_f16_gemm, plan_gemm, GemmPlan};
 pub use matmul::{gemm, gemm_act, linear, matmul};

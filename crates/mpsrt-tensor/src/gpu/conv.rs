@@ -355,7 +355,10 @@ pub(crate) fn conv(
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let dtype = x.dtype();
-    let (x, w) = (as_f32(x)?, as_f32(w)?);
+    // A channel slice (a concat's view at batch > 1) stays a view: the implicit GEMM reads it
+    // with its image stride, and `conv_f32` copies it for any other route.
+    let x = if super::conv_gemm::channel_slice(x) { x.clone() } else { as_f32(x)? };
+    let w = as_f32(w)?;
     let b = b.map(as_f32).transpose()?;
     let res = epi.0.map(as_f32).transpose()?;
     conv_f32(op, &dev, &x, &w, b.as_ref(), g, transposed, (res.as_ref(), epi.1))?.astype(dtype)
@@ -388,13 +391,15 @@ fn conv_f32(
     epi: Epi<'_>,
 ) -> Result<Tensor> {
     let total = g.n * g.oc * g.oh * g.ow;
-    // A gate pending for this conv's input (`with_conv_input_scale`): the implicit GEMM reads
-    // x·gate in its gather; any other route (or operands past one binding) gets the product
-    // materialized first — the same f32 products either way.
-    let mut gate = super::conv_gemm::take_input_scale(x);
+    // An operation pending for this conv's input (`with_conv_input_scale`, `..._affine_relu`)
+    // or a strided input: the implicit GEMM applies / reads it in its gather; any other route
+    // (or operands past one binding) gets a dense, materialized input first.
+    let mut gate = super::conv_gemm::take_input_op(x);
+    let strided = !x.layout().is_contiguous();
     let gated;
-    let x = match &gate {
-        Some(gt) => {
+    let x = match (&gate, strided) {
+        (None, false) => x,
+        _ => {
             let lim = dev.properties().max_storage_buffer_binding_size;
             let fits = buffer(op, x)?.size() <= lim
                 && buffer(op, w)?.size() <= lim
@@ -411,12 +416,14 @@ fn conv_f32(
             if fits && gemm {
                 x
             } else {
-                gated = crate::multiply(x, gt)?;
-                gate = None;
+                let dense = x.contiguous()?;
+                gated = match gate.take() {
+                    Some(op) => op.apply(&dense)?,
+                    None => dense,
+                };
                 &gated
             }
         }
-        None => x,
     };
     if total > 0 {
         let limit = dev.properties().max_storage_buffer_binding_size;
@@ -431,8 +438,8 @@ fn conv_f32(
     // The gate was kept for the implicit GEMM only: any other route (not reached when the
     // planner is deterministic) reads the product.
     let ungated = |x: &Tensor| match &gate {
-        Some(gt) => crate::multiply(x, gt),
-        None => Ok(x.clone()),
+        Some(op) => op.apply(&x.contiguous()?),
+        None => x.contiguous(),
     };
     let shape = [g.n, g.oc, g.oh, g.ow];
     // Depthwise convs (one input channel per group) keep the direct kernel: a GEMM per group

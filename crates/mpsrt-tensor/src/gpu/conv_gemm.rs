@@ -25,8 +25,54 @@ use std::sync::{Arc, OnceLock};
 thread_local! {
     /// The destination set by [`with_conv_destination`], until a conv takes it.
     static DEST: RefCell<Option<Tensor>> = const { RefCell::new(None) };
-    /// The input gate set by [`with_conv_input_scale`], until a conv takes it.
-    static GATE: RefCell<Option<Tensor>> = const { RefCell::new(None) };
+    /// The input operation set by [`with_conv_input_scale`] or
+    /// [`with_conv_input_affine_relu`], until a conv takes it.
+    static GATE: RefCell<Option<InputOp>> = const { RefCell::new(None) };
+}
+
+/// An operation on a conv's input that the implicit GEMM applies while gathering it.
+#[derive(Clone)]
+pub(crate) enum InputOp {
+    /// `x · gate[n, c]` (`[N, C, 1, 1]`).
+    Gate(Tensor),
+    /// `max(x · scale[c] + shift[c], 0)` (`scale`, `shift`: C values each).
+    AffineRelu(Tensor, Tensor),
+}
+
+impl InputOp {
+    /// The operation as separate ops (routes other than the implicit GEMM).
+    pub(crate) fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            InputOp::Gate(g) => crate::multiply(x, g),
+            InputOp::AffineRelu(s, t) => {
+                let c = x.shape()[1] as isize;
+                let (s, t) = (s.reshape(&[c, 1, 1])?, t.reshape(&[c, 1, 1])?);
+                crate::relu(&crate::add(&crate::multiply(x, &s)?, &t)?)
+            }
+        }
+    }
+}
+
+/// Run `f` with `scale` and `shift` (`C` values each, on a GPU) applied to the input of the
+/// first GPU conv in `f` whose input has `C` channels: the conv computes
+/// `conv(max(x · scale + shift, 0))` — a BatchNorm + Relu folded into the conv reading its
+/// output (DenseNet's pre-activation on each concat, issue 22). As
+/// [`with_conv_input_scale`]: the implicit GEMM applies it while gathering, other routes
+/// first; [`input_scale_pending`] says whether it was taken.
+pub fn with_conv_input_affine_relu<R>(scale: &Tensor, shift: &Tensor, f: impl FnOnce() -> R) -> R {
+    set_input_op(InputOp::AffineRelu(scale.clone(), shift.clone()), f)
+}
+
+fn set_input_op<R>(op: InputOp, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            GATE.with(|d| d.borrow_mut().take());
+        }
+    }
+    let _clear = Clear;
+    GATE.with(|d| *d.borrow_mut() = Some(op));
+    f()
 }
 
 /// Run `f` with `gate` (`[N, C, 1, 1]`, on a GPU) as a per-image, per-channel scale of the
@@ -37,37 +83,47 @@ thread_local! {
 /// f32 products). The caller checks [`input_scale_pending`] after `f`: a gate still pending
 /// was not applied (no conv of that input ran), and `f`'s result must not be used.
 pub fn with_conv_input_scale<R>(gate: &Tensor, f: impl FnOnce() -> R) -> R {
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            GATE.with(|d| d.borrow_mut().take());
-        }
-    }
-    let _clear = Clear;
-    GATE.with(|d| *d.borrow_mut() = Some(gate.clone()));
-    f()
+    set_input_op(InputOp::Gate(gate.clone()), f)
 }
 
-/// Whether a gate set by [`with_conv_input_scale`] has not been taken by a conv yet.
+/// Whether an input operation set by [`with_conv_input_scale`] or
+/// [`with_conv_input_affine_relu`] has not been taken by a conv yet.
 pub fn input_scale_pending() -> bool {
     GATE.with(|d| d.borrow().is_some())
 }
 
-/// The pending gate, taken (as a contiguous f32 tensor) if it is `[N, C, 1, 1]` for an input
-/// `x` of `[N, C, H, W]` on the same place.
-pub(crate) fn take_input_scale(x: &Tensor) -> Option<Tensor> {
+/// The pending input operation, taken if it fits an input `x` of `[N, C, H, W]` on the same
+/// place: a gate of `[N, C, 1, 1]`, a scale and shift of `C` values each.
+pub(crate) fn take_input_op(x: &Tensor) -> Option<InputOp> {
     GATE.with(|d| {
         let mut d = d.borrow_mut();
-        let t = d.as_ref()?;
         let fits = x.ndim() == 4
-            && t.shape() == [x.shape()[0], x.shape()[1], 1, 1]
-            && t.place() == x.place();
+            && match d.as_ref()? {
+                InputOp::Gate(t) => {
+                    t.shape() == [x.shape()[0], x.shape()[1], 1, 1] && t.place() == x.place()
+                }
+                InputOp::AffineRelu(s, t) => {
+                    [s, t].iter().all(|v| v.numel() == x.shape()[1] && v.place() == x.place())
+                }
+            };
         if fits {
             d.take()
         } else {
             None
         }
     })
+}
+
+/// Whether `x` (4-D) is a channel slice of a wider NCHW tensor the implicit GEMM can read
+/// without a copy: images `strides[0] ≥ C·H·W` apart, each dense.
+pub(crate) fn channel_slice(x: &Tensor) -> bool {
+    let (s, st) = (x.shape(), x.strides());
+    s.len() == 4
+        && x.dtype() == DType::F32
+        && st[3] == 1
+        && st[2] == s[3] as isize
+        && st[1] == (s[2] * s[3]) as isize
+        && st[0] >= (s[1] * s[2] * s[3]) as isize
 }
 
 /// Run `f` with `out` as the destination of the first implicit-GEMM conv in `f` whose result
@@ -174,9 +230,17 @@ pub(crate) fn conv(
     g: &ConvGeom,
     (res, act): (Option<&Tensor>, Option<Activation>),
     (bm, bn, kslice): (u32, u32, u32),
-    gate: Option<&Tensor>,
+    input: Option<&InputOp>,
 ) -> Result<Tensor> {
-    let gate = gate.map(|t| as_f32(t)?.contiguous()).transpose()?;
+    let flat = |t: &Tensor| as_f32(&t.reshape(&[t.numel() as isize])?);
+    let (gate, affine) = match input {
+        Some(InputOp::Gate(g)) => (Some(as_f32(g)?), None),
+        Some(InputOp::AffineRelu(s, t)) => (None, Some((flat(s)?, flat(t)?))),
+        None => (None, None),
+    };
+    // A channel slice (`channel_slice`): its own image stride.
+    let x_img = x.strides()[0] as usize;
+    let in_img = if g.n > 1 && x_img != g.c * g.h * g.w { x_img } else { 0 };
     let p = g.oh * g.ow;
     let cols = g.n * p;
     let k = g.c * g.kh * g.kw;
@@ -230,6 +294,8 @@ pub(crate) fn conv(
             _ => 0,
         },
         in_scale: gate.is_some(),
+        in_affine: affine.is_some(),
+        in_img: u(in_img),
     };
     // Rendered and compiled once per geometry and tile shape.
     static PIPELINES: SpecCache<ConvGemmSpec> = OnceLock::new();
@@ -256,6 +322,10 @@ pub(crate) fn conv(
     if let Some(gt) = &gate {
         meta[7] = u(gt.layout().offset);
     }
+    if let Some((sc, sh)) = &affine {
+        meta[8] = u(sc.layout().offset);
+        meta[9] = u(sh.layout().offset);
+    }
     let mut bindings = vec![Binding::from(&**buffer(op, x)?), Binding::from(&**buffer(op, w)?)];
     if spec.has_bias {
         if let Some(b) = b {
@@ -269,6 +339,10 @@ pub(crate) fn conv(
     }
     if let Some(gt) = &gate {
         bindings.push(Binding::from(&**buffer(op, gt)?));
+    }
+    if let Some((sc, sh)) = &affine {
+        bindings.push(Binding::from(&**buffer(op, sc)?));
+        bindings.push(Binding::from(&**buffer(op, sh)?));
     }
     match (&out, direct) {
         (Some(o), _) => bindings.push(Binding::from(o)),
