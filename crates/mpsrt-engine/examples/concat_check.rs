@@ -45,10 +45,11 @@ fn main() -> mpsrt_core::Result<()> {
             outs = s.run(&feeds)?;
         }
         let (absorbed, placed, copied) = s.concat_stats(&shapes)?;
-        let (folded, se, fallbacks) = s.gate_folds(&shapes)?;
+        let (folded, affine, se, fallbacks) = s.gate_folds(&shapes)?;
         println!(
             "rewrites={on}: {} concats as views, {} parts written in place, {} copied (2 runs \
-             counted); {folded} gate Muls folded ({fallbacks} fallbacks), {se} SE gates fused; 3 runs \
+             counted); {folded} gate Muls and {affine} BN+Relu folded ({fallbacks} fallbacks), {se} SE \
+             gates fused; 3 runs \
              {:.1} ms, \
              replay {}",
             absorbed,

@@ -19,7 +19,7 @@
 //! off; C ≤ 2048 and C4 ≤ 256, else the convs run as steps).
 
 use mpsrt_core::DType;
-use mpsrt_graph::{BinaryOp, Op, Plan, Step, ValueId};
+use mpsrt_graph::{BinaryOp, Op, Plan, Step, UnaryOp, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -31,6 +31,26 @@ pub(crate) fn enabled_by_env() -> bool {
 /// `MPSRT_SE_FUSE=0` keeps the gate's two convs as steps (default: one dispatch).
 fn se_fuse_by_env() -> bool {
     std::env::var("MPSRT_SE_FUSE").map_or(true, |v| v.trim() != "0")
+}
+
+/// What a folded step applied to the conv's input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputFold {
+    /// `x · gate` (`[N, C, 1, 1]`).
+    Gate(ValueId),
+    /// `max(x · scale + shift, 0)` (a constant-parameter BatchNorm + Relu, one fused step).
+    AffineRelu(ValueId, ValueId),
+}
+
+/// A step folded into the conv step reading its output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Folded {
+    /// The folded step's output (the conv's input), its input `x`, and what it applied.
+    pub m: ValueId,
+    pub x: ValueId,
+    pub op: InputFold,
+    /// The folded step (run after all if no conv kernel takes the operation).
+    pub step: usize,
 }
 
 /// A squeeze-excitation gate's two 1×1 convs run as one dispatch at the second's step.
@@ -56,7 +76,7 @@ pub(crate) struct GateFold {
     /// `Mul` steps that do nothing.
     skip: HashSet<usize>,
     /// Conv step → (the product it reads, `x`, `gate`), and the `Mul` step it replaces.
-    at: HashMap<usize, (ValueId, ValueId, ValueId, usize)>,
+    at: HashMap<usize, Folded>,
     /// Runs of a folded conv that no GPU conv kernel took the gate in (the product was
     /// computed after all).
     fallbacks: AtomicUsize,
@@ -95,25 +115,71 @@ impl GateFold {
             if [m, x, gate].iter().any(|&v| g.value(v).dtype != DType::F32) {
                 continue;
             }
-            // Read by exactly one step, once, as the input of a conv.
-            let Some([t]) = readers.get(&m).map(Vec::as_slice) else { continue };
-            let anchor = match &plan.steps[*t] {
-                Step::Node(j) => *j,
-                Step::Epilogue { anchor, add, .. } if add.is_none_or(|(_, r)| r != m) => *anchor,
-                _ => continue,
-            };
-            let conv = &g.nodes[anchor];
-            let reads = conv.inputs.iter().filter(|&&v| v == m).count();
-            if !matches!(conv.op, Op::Conv(_)) || conv.inputs.first() != Some(&m) || reads != 1 {
-                continue;
+            if let Some(t) = sole_conv_reader(plan, &readers, m) {
+                fold.skip.insert(s);
+                fold.at.insert(t, Folded { m, x, op: InputFold::Gate(gate), step: s });
             }
-            fold.skip.insert(s);
-            fold.at.insert(*t, (m, x, gate, s));
         }
+        fold.find_affine_relus(plan, &readers);
         if se_fuse_by_env() {
             fold.find_se_pairs(plan, &readers);
         }
         (!fold.skip.is_empty()).then_some(fold)
+    }
+
+    /// Fused steps that are exactly `Relu(x · scale + shift)` with constant `C`-value scale
+    /// and shift (a BatchNorm + Relu: DenseNet's pre-activation of each concat) read only by a
+    /// conv's input.
+    fn find_affine_relus(&mut self, plan: &Plan, readers: &HashMap<ValueId, Vec<usize>>) {
+        let g = &plan.graph;
+        for (s, step) in plan.steps.iter().enumerate() {
+            let Step::Fused(f) = step else { continue };
+            let [mul, add, relu] = f.nodes.as_slice() else { continue };
+            let (mul, add, relu) = (&g.nodes[*mul], &g.nodes[*add], &g.nodes[*relu]);
+            if mul.op != Op::Binary(BinaryOp::Mul)
+                || add.op != Op::Binary(BinaryOp::Add)
+                || relu.op != Op::Unary(UnaryOp::Relu)
+                || mul.inputs.len() != 2
+                || add.inputs.len() != 2
+                || relu.outputs.first() != Some(&f.output)
+                || relu.inputs.first() != add.outputs.first()
+            {
+                continue;
+            }
+            let u = f.output;
+            let o = plan.shape(u);
+            if o.len() != 4 || g.outputs.contains(&u) || g.value(u).dtype != DType::F32 {
+                continue;
+            }
+            // A per-channel constant: C values shaped to broadcast over the channel axis.
+            let per_channel = |v: ValueId| {
+                let sh = plan.shape(v);
+                g.initializers.get(&v).is_some_and(|h| h.dtype == DType::F32)
+                    && (sh == [o[1], 1, 1] || sh == [1, o[1], 1, 1])
+            };
+            let Some(&mid) = mul.outputs.first() else { continue };
+            let (x, scale) = match (mul.inputs[0], mul.inputs[1]) {
+                (a, b) if per_channel(b) && plan.shape(a) == o => (a, b),
+                (a, b) if per_channel(a) && plan.shape(b) == o => (b, a),
+                _ => continue,
+            };
+            let shift = match (add.inputs[0], add.inputs[1]) {
+                (a, b) if a == mid && per_channel(b) => b,
+                (a, b) if b == mid && per_channel(a) => a,
+                _ => continue,
+            };
+            if g.value(x).dtype != DType::F32 {
+                continue;
+            }
+            if let Some(t) = sole_conv_reader(plan, readers, u) {
+                if self.at.contains_key(&t) {
+                    continue;
+                }
+                self.skip.insert(s);
+                let op = InputFold::AffineRelu(scale, shift);
+                self.at.insert(t, Folded { m: u, x, op, step: s });
+            }
+        }
     }
 
     /// Pairs of 1×1 convs with constant weights and biases on a `[N, C, 1, 1]` vector, the
@@ -192,14 +258,17 @@ impl GateFold {
         self.skip.contains(&s)
     }
 
-    /// For a conv step that reads a folded product: (product, `x`, `gate`).
-    pub(crate) fn at(&self, s: usize) -> Option<(ValueId, ValueId, ValueId)> {
-        self.at.get(&s).map(|&(m, x, g, _)| (m, x, g))
+    /// For a conv step that reads a folded step's output: what was folded.
+    pub(crate) fn at(&self, s: usize) -> Option<Folded> {
+        self.at.get(&s).copied()
     }
 
-    /// Folded gate `Mul`s, fused SE gates, and fallbacks so far.
-    pub(crate) fn stats(&self) -> (usize, usize, usize) {
-        (self.at.len(), self.se.len(), self.fallbacks.load(Ordering::Relaxed))
+    /// Folded gate `Mul`s, folded BatchNorm + Relu steps, fused SE gates, and fallbacks so
+    /// far.
+    pub(crate) fn stats(&self) -> (usize, usize, usize, usize) {
+        let gates = self.at.values().filter(|f| matches!(f.op, InputFold::Gate(_))).count();
+        let affine = self.at.len() - gates;
+        (gates, affine, self.se.len(), self.fallbacks.load(Ordering::Relaxed))
     }
 
     pub(crate) fn fell_back(&self) {
@@ -209,10 +278,29 @@ impl GateFold {
     /// Moves the releases of the `Mul` steps' last reads to their convs (`x` and `gate` are
     /// read there now).
     pub(crate) fn adjust_frees(&self, frees: &mut [Vec<ValueId>]) {
-        let pairs = self.at.iter().map(|(&t, &(_, _, _, s))| (s, t));
+        let pairs = self.at.iter().map(|(&t, f)| (f.step, t));
         for (s, t) in pairs.chain(self.se.iter().map(|(&t, p)| (p.first, t))) {
             let moved = std::mem::take(&mut frees[s]);
             frees[t].extend(moved);
         }
     }
+}
+
+/// The one step reading `m`, when it reads it once, as the input of a conv (a plain conv step,
+/// or an epilogue whose residual is not `m`).
+fn sole_conv_reader(
+    plan: &Plan,
+    readers: &HashMap<ValueId, Vec<usize>>,
+    m: ValueId,
+) -> Option<usize> {
+    let g = &plan.graph;
+    let [t] = readers.get(&m).map(Vec::as_slice)? else { return None };
+    let anchor = match &plan.steps[*t] {
+        Step::Node(j) => *j,
+        Step::Epilogue { anchor, add, .. } if add.is_none_or(|(_, r)| r != m) => *anchor,
+        _ => return None,
+    };
+    let conv = &g.nodes[anchor];
+    let reads = conv.inputs.iter().filter(|&&v| v == m).count();
+    (matches!(conv.op, Op::Conv(_)) && conv.inputs.first() == Some(&m) && reads == 1).then_some(*t)
 }

@@ -191,15 +191,16 @@ impl Session {
         self
     }
 
-    /// For the plan of these input shapes: gate `Mul` steps folded into their convs,
-    /// squeeze-excitation gates whose two convs run as one dispatch, and the runs so far in
-    /// which a folded conv computed the product after all (no conv kernel took the gate).
+    /// For the plan of these input shapes: gate `Mul` steps folded into their convs, BatchNorm
+    /// + Relu steps folded into their convs, squeeze-excitation gates whose two convs run as
+    /// one dispatch, and the runs so far in which a folded conv ran the folded step after all
+    /// (no conv took the operation).
     /// Zeros before the plan's first run, on the CPU, or with the fold off.
-    pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize, usize)> {
+    pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize, usize, usize)> {
         let plan = self.compiled.plan(shapes)?;
         let states = self.states.lock().map_err(|_| poisoned())?;
         let st = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan));
-        Ok(st.and_then(|s| s.gates.as_ref()).map_or((0, 0, 0), |g| g.stats()))
+        Ok(st.and_then(|s| s.gates.as_ref()).map_or((0, 0, 0, 0), |g| g.stats()))
     }
 
     /// Turns the concat written in place by its producers on or off for this session (on by
@@ -522,7 +523,7 @@ impl Session {
         }
         let folded = gates.and_then(|f| f.at(s));
         let get2 = |v: ValueId| match folded {
-            Some((m, x, _)) if v == m => get(x),
+            Some(f) if v == f.m => get(f.x),
             _ => get(v),
         };
         let mut exec = || {
@@ -546,31 +547,42 @@ impl Session {
         ctx: &Ctx<'_>,
         st: &PlanState,
         s: usize,
-        folded: Option<(ValueId, ValueId, ValueId)>,
+        folded: Option<crate::gate_fold::Folded>,
         get2: &dyn Fn(ValueId) -> Result<Tensor>,
         get: &dyn Fn(ValueId) -> Result<Tensor>,
     ) -> Result<Vec<(ValueId, Tensor)>> {
+        use crate::gate_fold::InputFold;
         let step = &ctx.plan.steps[s];
         if let Some(pair) = st.gates.as_ref().and_then(|g| g.se_at(s)) {
             return self.run_se_gate(ctx, pair, step, get);
         }
-        let Some((m, x, gate)) = folded else {
+        let Some(f) = folded else {
             return self.run_step(ctx, step, &mut |v| get2(v));
         };
-        let g = get(gate)?;
-        let (outs, pending) = mpsrt_tensor::with_conv_input_scale(&g, || {
+        let dev = |v| to_device("conv", &get(v)?, DType::F32, self.place);
+        let run = || {
             let r = self.run_step(ctx, step, &mut |v| get2(v));
             (r, mpsrt_tensor::input_scale_pending())
-        });
+        };
+        let (outs, pending) = match f.op {
+            InputFold::Gate(gate) => mpsrt_tensor::with_conv_input_scale(&dev(gate)?, run),
+            InputFold::AffineRelu(scale, shift) => {
+                mpsrt_tensor::with_conv_input_affine_relu(&dev(scale)?, &dev(shift)?, run)
+            }
+        };
         if !pending {
             return outs;
         }
+        // No conv took it: the folded step after all (the unfolded plan's own kernel).
         drop(outs);
-        if let Some(f) = &st.gates {
-            f.fell_back();
+        if let Some(g) = &st.gates {
+            g.fell_back();
         }
-        let prod = mpsrt_tensor::multiply(&get(x)?, &g)?;
-        self.run_step(ctx, step, &mut |v| if v == m { Ok(prod.clone()) } else { get(v) })
+        let first = self.run_step(ctx, &ctx.plan.steps[f.step], &mut |v| get(v))?;
+        self.run_step(ctx, step, &mut |v| match first.iter().find(|(u, _)| *u == v) {
+            Some((_, t)) => Ok(t.clone()),
+            None => get(v),
+        })
     }
 
     /// A squeeze-excitation gate's two convs as one dispatch (`gate_fold.rs`), or as their

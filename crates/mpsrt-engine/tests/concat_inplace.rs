@@ -5,7 +5,10 @@
 //! is a graph output — run on the GPU (lavapipe in CI) with the rewrite on and off, step by
 //! step and replayed, at batch 1 (dense slices) and batch 3 (slices strided by the buffer's
 //! channel count): bit-identical, and within float tolerance of the CPU (which runs every
-//! concat as an op).
+//! concat as an op). The BN-ReLU steps on the concats are folded into the convs reading them
+//! (`gate_fold.rs`: the conv gathers `max(x·s + t, 0)` straight from the concat's view, with
+//! its image stride at batch 3) in both GPU runs; a third run without that fold checks it to
+//! float tolerance.
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
@@ -143,9 +146,21 @@ fn feeds(n: usize, hw: usize, place: Place) -> HashMap<String, Tensor> {
 type Stats = (usize, usize, usize);
 
 fn run(place: Place, inplace: bool, n: usize, hw: usize, runs: usize) -> (Vec<Vec<f32>>, Stats) {
+    run_with(place, inplace, true, n, hw, runs).0
+}
+
+fn run_with(
+    place: Place,
+    inplace: bool,
+    fold: bool,
+    n: usize,
+    hw: usize,
+    runs: usize,
+) -> ((Vec<Vec<f32>>, Stats), usize) {
     let sess = Session::from_graph(graph(hw, n), place, SessionOptions::default())
         .unwrap()
-        .with_concat_inplace(inplace);
+        .with_concat_inplace(inplace)
+        .with_gate_fold(fold);
     let f = feeds(n, hw, place);
     let mut outs = Vec::new();
     for _ in 0..runs {
@@ -153,7 +168,9 @@ fn run(place: Place, inplace: bool, n: usize, hw: usize, runs: usize) -> (Vec<Ve
     }
     let shapes = vec![vec![n, 3, 2 * hw, 2 * hw], vec![n, 2, hw / 2, hw / 2]];
     let stats = sess.concat_stats(&shapes).unwrap();
-    (outs.iter().map(|(_, t)| t.to_vec::<f32>().unwrap()).collect(), stats)
+    let (_, affine, _, fallbacks) = sess.gate_folds(&shapes).unwrap();
+    assert_eq!(fallbacks, 0);
+    ((outs.iter().map(|(_, t)| t.to_vec::<f32>().unwrap()).collect(), stats), affine)
 }
 
 fn close(a: &[Vec<f32>], b: &[Vec<f32>]) {
@@ -181,13 +198,20 @@ fn dense_concats_in_place_are_bit_identical_to_concat_steps() {
             // Block 1: 3 layer concats + its output; the incremental block's 3; the concat of
             // the input, a conv and the initializer. Not the graph output's.
             assert_eq!(absorbed, 8, "hw {hw} n {n}");
-            // In place: block 1's 3 growth convs (whole K), the incremental block's 3 (one
-            // split over K: its reduce pass writes the slice), the 1×1 conv of the last group.
-            // Copied: the two pools' outputs, the graph input and the initializer.
-            assert_eq!((placed, copied), (7 * counted, 4 * counted), "hw {hw} n {n}");
+            // In place: block 1's 3 growth convs (whole K), the incremental block's first (it
+            // reads the pool's own tensor), the 1×1 conv of the last group. Copied: the two
+            // pools' outputs, the graph input, the initializer, and the incremental block's
+            // other 2 convs — with their BN-ReLU folded in they read the group's own buffer,
+            // which a dispatch cannot also write (invariant 4).
+            assert_eq!((placed, copied), (5 * counted, 6 * counted), "hw {hw} n {n}");
             assert_eq!(on, off, "hw {hw} n {n} runs {runs}: in place differs from concat steps");
         }
         let (cpu, _) = run(Place::Cpu, true, n, hw, 1);
         close(&off, &cpu);
+        // The 7 BN-ReLUs read by a conv were folded (not the graph output's); without the fold.
+        let ((unfolded, _), affine) = run_with(GPU, true, false, n, hw, 1);
+        assert_eq!(affine, 0);
+        assert_eq!(run_with(GPU, true, true, n, hw, 1).1, 7);
+        close(&off, &unfolded);
     }
 }

@@ -86,7 +86,7 @@ fn graph() -> Graph {
     b.g
 }
 
-type Stats = (usize, usize, usize);
+type Stats = (usize, usize, usize, usize);
 
 fn run(place: Place, fold: bool, n: usize, runs: usize) -> (Vec<Vec<f32>>, Stats) {
     let sess = Session::from_graph(graph(), place, SessionOptions::default())
@@ -120,19 +120,19 @@ fn folded_gates_are_bit_identical_to_mul_steps() {
     // The only test of this binary: the knob is read when a plan's state is made.
     for n in [1, 2] {
         let (off, stats) = run(GPU, false, n, 1);
-        assert_eq!(stats, (0, 0, 0));
+        assert_eq!(stats, (0, 0, 0, 0));
         std::env::set_var("MPSRT_SE_FUSE", "0");
         for runs in [1, 3] {
             let (on, stats) = run(GPU, true, n, runs);
             // Two of the three products are folded; every run's conv took its gate.
-            assert_eq!(stats, (2, 0, 0), "n {n}");
+            assert_eq!(stats, (2, 0, 0, 0), "n {n}");
             assert_eq!(on, off, "n {n} runs {runs}: folded gates differ from Mul steps");
         }
         std::env::remove_var("MPSRT_SE_FUSE");
         for runs in [1, 3] {
             let (on, stats) = run(GPU, true, n, runs);
             // And the three gates' conv pairs run as one dispatch each.
-            assert_eq!(stats, (2, 3, 0), "n {n}");
+            assert_eq!(stats, (2, 0, 3, 0), "n {n}");
             close(&on, &off, &format!("fused SE gates, n {n} runs {runs}"));
         }
         let (cpu, _) = run(Place::Cpu, true, n, 1);
