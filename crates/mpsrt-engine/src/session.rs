@@ -191,10 +191,10 @@ impl Session {
         self
     }
 
-    /// For the plan of these input shapes: gate `Mul` steps folded into their convs, BatchNorm
-    /// + Relu steps folded into their convs, squeeze-excitation gates whose two convs run as
-    /// one dispatch, and the runs so far in which a folded conv ran the folded step after all
-    /// (no conv took the operation).
+    /// For the plan of these input shapes: gate `Mul` steps folded into their convs,
+    /// BatchNorm-and-Relu steps folded into their convs, squeeze-excitation gates whose two
+    /// convs run as one dispatch, and the runs so far in which a folded conv ran the folded
+    /// step after all (no conv took the operation).
     /// Zeros before the plan's first run, on the CPU, or with the fold off.
     pub fn gate_folds(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize, usize, usize)> {
         let plan = self.compiled.plan(shapes)?;
