@@ -210,3 +210,29 @@ def test_without_host_mirrors_int64_inputs_are_read_back(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_io_bound_int64_inputs_updated_in_place_are_seen():
+    """ids bound in mpsrt device memory, rewritten with `update_inplace` between runs: each
+    rewrite replaces the host copy, so every run sees the new ids (a stale copy would not)."""
+    m = masked_encoder()
+    rng = np.random.default_rng(13)
+    ref = ort.InferenceSession(m, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(m, providers=[EP, "CPUExecutionProvider"])
+    x = feeds(rng, 2, 6)
+    ids = mo.ortvalue_from_numpy(x["input_ids"])
+    io = sess.io_binding()
+    io.bind_ortvalue_input("input_ids", ids)
+    io.bind_ortvalue_input("attention_mask", mo.ortvalue_from_numpy(x["attention_mask"]))
+    io.bind_output("y")
+    io.bind_output("label")
+    for k in range(3):
+        if k:
+            x["input_ids"] = rng.integers(0, 40, size=(2, 6)).astype(np.int64)
+            ids.update_inplace(x["input_ids"])
+        before = mo.transfer_stats()
+        sess.run_with_iobinding(io)
+        d = {k: v - before[k] for k, v in mo.transfer_stats().items()}
+        assert d["inputs_mirrored"] == 2 and d["inputs_copied"] == 0, d
+        got = io.copy_outputs_to_cpu()[0]
+        np.testing.assert_allclose(got, ref.run(None, x)[0], rtol=1e-4, atol=1e-4)

@@ -211,6 +211,10 @@ unsafe extern "C" fn t_copy(
     })
 }
 
+/// Host→device copies up to this size keep a host mirror whatever their element type (a copy
+/// this small costs the host next to nothing; a read back costs a GPU round trip).
+const SMALL_MIRROR_BYTES: usize = 64 << 10;
+
 /// Copies each `(src, dst)` pair by where its bytes live: host→device writes, device→device
 /// GPU copies, device→host reads batched into one submission and one wait per GPU.
 fn copy_tensors(pairs: &[(*const OrtValue, *mut OrtValue)]) -> ort::R<()> {
@@ -237,11 +241,13 @@ fn copy_tensors(pairs: &[(*const OrtValue, *mut OrtValue)]) -> ort::R<()> {
                 memory::write_at(&buf, off, data).map_err(fail)?;
                 memory::count(memory::H2D, len);
                 // int64/float64 (ids, masks): `Compute` wants them on the host; keep a copy
-                // so it need not read them back (see `memory`'s host mirrors).
+                // so it need not read them back (see `memory`'s host mirrors). Small values
+                // of any type too: ORT's Python `update_inplace` copies raw bytes (both sides
+                // typed uint8), so the type does not tell an int64 IO-bound input apart.
                 let (elem, _) = ort::value_tensor_type(s)?;
-                if crate::convert::feed_dtype(elem).is_some_and(|d| !d.gpu_supported())
-                    && len <= memory::MIRROR_MAX_BYTES
-                {
+                let host_type =
+                    crate::convert::feed_dtype(elem).is_some_and(|d| !d.gpu_supported());
+                if (host_type && len <= memory::MIRROR_MAX_BYTES) || len <= SMALL_MIRROR_BYTES {
                     memory::set_mirror(&buf, off, data.into());
                 }
             }
