@@ -157,6 +157,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         vsa,
         vsb,
         rp: t.rp,
+        cl: t.cl,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -211,6 +212,8 @@ struct Loop {
     vsb: u32,
     /// One slab, next slab's vectors prefetched to registers.
     rp: bool,
+    /// Checked loads as clamped address + select (no branch).
+    cl: bool,
 }
 
 impl Loop {
@@ -353,6 +356,15 @@ impl Loop {
         };
         // Vector index of element `x` (halves): 4 per `vec4<f16>`, 8 per `vec4<u32>`.
         let vsh = if wl { 3 } else { 2 };
+        // Coordinates of a checked vector load, clamped into the operand with `cl` (K and
+        // N are multiples of 8 on the vector paths, and at least one 16-wide tile).
+        let clamp = |x: &str, xl: &str, y: &str, yl: &str| {
+            if checked && self.cl {
+                (format!("min({x}, {xl})"), format!("min({y}, {yl})"))
+            } else {
+                (x.to_string(), y.to_string())
+            }
+        };
         let vec = |c: &mut String,
                    tot: u32,
                    reg: &str,
@@ -373,6 +385,22 @@ impl Loop {
                 let regs = self.regs(reg, t);
                 let decl = if to_regs { "" } else { "var " };
                 let _ = writeln!(c, "      {idx}");
+                if checked && self.cl {
+                    // Clamped address (always inside the operand), zero selected outside:
+                    // no branch, so the loads of a step issue together.
+                    let _ = writeln!(c, "      let ok = {};", conds.join(" && "));
+                    for (i, (r, ty)) in regs.iter().enumerate() {
+                        let _ = writeln!(
+                            c,
+                            "      {decl}{r} = select({ty}(), {arr}[{arr}_at + {i}u], ok);"
+                        );
+                    }
+                    if !to_regs {
+                        c.push_str(&self.put(&regs, dst, at, tot));
+                    }
+                    c.push_str("    }\n");
+                    continue;
+                }
                 let mut body = format!("let at = {arr}_at;");
                 for (i, (r, ty)) in regs.iter().enumerate() {
                     let _ = write!(c, "      {decl}{r} = {ty}();");
@@ -392,7 +420,8 @@ impl Loop {
         };
         if sel.0 {
             if self.va {
-                let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32(m) * sam + i32(k)) >> {vsh}u;");
+                let (mc, kc) = clamp("m", "Mr - 1u", "k", "K - 8u");
+                let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32({mc}) * sam + i32({kc})) >> {vsh}u;");
                 let at = format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u");
                 vec(&mut c, bm * q, "ra", "a", &idx, "m < Mr && k < K", "As", &at);
             } else if wl {
@@ -414,7 +443,9 @@ impl Loop {
                     "      let r = e / {bk}u; let kk = e % {bk}u; let m = m0 + r; let k = {k0} + kk;"
                 );
                 let ld = "a[u32(abase + i32(m) * sam + i32(k) * sak)]";
-                if checked {
+                if checked && self.cl {
+                    let _ = writeln!(c, "      let v = select(f16(0.0), a[u32(abase + i32(min(m, Mr - 1u)) * sam + i32(min(k, K - 1u)) * sak)], m < Mr && k < K);");
+                } else if checked {
                     let _ = writeln!(
                         c,
                         "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
@@ -428,7 +459,8 @@ impl Loop {
         }
         if sel.1 {
             if self.vb {
-                let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32(k) * sbk + i32(n)) >> {vsh}u;");
+                let (kc, nc) = clamp("k", "K - 1u", "n", "N - 8u");
+                let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32({kc}) * sbk + i32({nc})) >> {vsh}u;");
                 let at = format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u");
                 vec(&mut c, bk * qn, "rb", "b", &idx, "n < N && k < K", "Bs", &at);
             } else if wl {
@@ -450,7 +482,9 @@ impl Loop {
                     "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;"
                 );
                 let ld = "b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]";
-                if checked {
+                if checked && self.cl {
+                    let _ = writeln!(c, "      let v = select(f16(0.0), b[u32(bbase + i32(min(k, K - 1u)) * sbk + i32(min(n, N - 1u)) * sbn)], n < N && k < K);");
+                } else if checked {
                     let _ = writeln!(
                         c,
                         "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",

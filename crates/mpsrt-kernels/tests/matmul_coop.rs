@@ -326,6 +326,11 @@ fn every_structure_candidate_validates_and_translates() {
                 let vec_slab = format!("var<workgroup> {slab}: array<vec{vs}<f16>");
                 assert_eq!(src.contains(&vec_slab), vs != 0 && on && staged, "{spec:?}");
             }
+            // Clamped loads: no branch around a checked global load.
+            if tune.cl {
+                assert!(!src.contains("if (m < Mr && k < K)"), "{spec:?}");
+                assert!(!src.contains("if (n < N && k < K)"), "{spec:?}");
+            }
             // Grouped workgroup order reads the grid size.
             assert_eq!(src.contains("num_workgroups"), tune.sw != 0, "{spec:?}");
             // Register prefetch: one slab, two barriers per step, loads of the next slab.
@@ -341,7 +346,7 @@ fn every_structure_candidate_validates_and_translates() {
     assert_eq!((t.wm, t.wn, t.bk, t.rp, t.vs, t.uc, t.db), (2, 4, 16, true, 4, true, false));
     assert_eq!(t.name(), "w2x4_t4x4_k16_p8_db0_fi0_dg0_wl0_pi0_vs4_rp1_uc1");
     assert_eq!(CoopTune::default().name(), "w2x2_t4x4_k32_p8_db0_fi0_dg0_wl0_pi0");
-    for bad in ["vs3", "vs4_wl1", "rp1_db1", "vs8", "sw3"] {
+    for bad in ["vs3", "vs4_wl1", "rp1_db1", "vs8", "sw3", "cl1_pi1", "cl1_wl1"] {
         assert!(CoopTune::parse(bad).map(|t| t.check(16)).is_ok_and(|r| r.is_err()), "{bad}");
     }
     assert!(CoopVariant::parse("rp2").is_err());
