@@ -117,7 +117,7 @@ pub struct Call {
     pub dst: std::cell::Cell<Option<usize>>,
     /// Output 0's metadata and the tensor over its memory that the body may compute into.
     out0: std::cell::RefCell<Option<(capi::Meta, Tensor)>>,
-    /// Inputs already wrapped (by [`Call::destination`]'s overlap check), so the body's
+    /// Inputs already wrapped (by [`Call::destination`]'s overlap check), so the body's first
     /// [`Call::input`] does not query Paddle and the address map a second time.
     ins_t: std::cell::RefCell<Vec<Option<Tensor>>>,
 }
@@ -204,8 +204,10 @@ impl Call {
         if self.ins[i].is_null() {
             return Err(Error::invalid(self.name, format!("input {i} is missing")));
         }
-        if let Some(Some(t)) = self.ins_t.borrow().get(i) {
-            return Ok(t.clone());
+        // Taken, not cloned (a clone copies the layout's vectors): bodies read an input once,
+        // and a second read wraps it again.
+        if let Some(t) = self.ins_t.borrow_mut().get_mut(i).and_then(Option::take) {
+            return Ok(t);
         }
         capi::input(self.name, self.ins[i])
     }
