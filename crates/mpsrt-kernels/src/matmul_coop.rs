@@ -461,20 +461,29 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 }
 
 /// The kernel the planner uses for an `[m, n, k]` product on `size × size` tiles when
-/// `MPSRT_COOP_VARIANT` is unset. Measured on the H100 (Vulkan, 16×16 f16→f32; session11 call
-/// A, `bench/results/2026-11-26-h100/session11/coopsweep/`, every child checked against the f32
-/// GEMM): generation 3 with the default tune (2×2 subgroups × 4×4 tiles, K step 32, padded
-/// single slab, checked staging) ran 4096³ at 57.3 TFLOP/s and 2048×3072×768 at 40.2 against
-/// generation 1's 39.1 / 27.6; with few output blocks (1024³: 64 blocks of 128×128 for 132
-/// SMs) its double-buffered form was best (21.0 vs generation 1's 12.4). 8×8 tiles (Apple)
-/// are unmeasured and keep generation 1.
+/// `MPSRT_COOP_VARIANT` is unset. Measured on an H200 (Vulkan, 16×16 f16→f32, driver 580;
+/// session12 call 2, `bench/results/2026-11-26-h200/session12/call2/coop/`, every child
+/// checked against the f32 GEMM; generation 3's former default, 2×2 subgroups × 4×4 tiles,
+/// K 32, padded slab, ran 74.6 / 50.5 / 21.8–23.5 TFLOP/s at 4096³ / 2048×3072×768 / 1024³):
+/// - with ≥ 128 output blocks of 128×128, the same grid with vector-typed slabs, an
+///   unchecked module and the unguarded interior loop (`fi1_vs4_uc1`): 185.9 at 4096³ and
+///   92.9 at 2048×3072×768, both whole-block shapes; where blocks are partial the launcher
+///   drops `fi` (the guarded loop of `vs4_uc1`: 90.4 at 4096³);
+/// - with fewer (1024³: 64 blocks for the H200's 132 SMs), 64×64 blocks of 2×2 subgroups ×
+///   2×2 tiles with register prefetch (`w2x2_t2x2_k32_rp1_vs4_uc1`): 49.7 at 1024³.
+///
+/// 8×8 tiles (Apple) are unmeasured and keep generation 1.
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
-    let tune = CoopTune::default();
-    CoopVariant::Family(if blocks >= 128 { tune } else { CoopTune { db: true, ..tune } })
+    let d = CoopTune::default();
+    CoopVariant::Family(if blocks >= 128 {
+        CoopTune { fi: true, vs: 4, uc: true, ..d }
+    } else {
+        CoopTune { tm: 2, tn: 2, rp: true, vs: 4, uc: true, ..d }
+    })
 }
 
 /// Generation 2: the same tiling (a `WM × WN` grid of subgroups, `TM × TN` cooperative tiles

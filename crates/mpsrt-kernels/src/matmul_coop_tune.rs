@@ -218,17 +218,18 @@ impl CoopTune {
         .collect()
     }
 
-    /// Why this tune is not trusted, if it is not: measured wrong or failing on the H100
-    /// (session11 call A: every `fi1` and `dg1` kernel failed the correctness check, and every
-    /// `wl1` kernel failed NVIDIA's shader compiler, driver 580). The launcher runs generation 1
-    /// instead unless `MPSRT_COOP_EXPERIMENTAL=1`.
+    /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
+    /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
+    /// (H100, session11 call A, driver 580); `cl1` is not measured yet. `fi1`/`dg1` measured
+    /// wrong on the H100 in their branched form (session11 call A), which the launcher no
+    /// longer renders: it keeps them only for whole-block products (`CoopMatmulSpec::aligned`,
+    /// no branch), where they checked correct on the H200 (session12 call 2), as did every
+    /// `vs`/`rp`/`uc`/`sw` kernel.
     pub fn unverified(&self) -> Option<&'static str> {
         if self.wl {
             Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
-        } else if self.fi || self.dg {
-            Some("fi1/dg1: wrong results on the H100 (session11 call A), not understood yet")
-        } else if self.vs != 0 || self.rp || self.uc || self.sw != 0 || self.cl {
-            Some("vs/rp/uc/sw/cl: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
+        } else if self.cl {
+            Some("cl1: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
         } else {
             None
         }
