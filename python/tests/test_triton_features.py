@@ -25,6 +25,13 @@ except ImportError as e:  # no wheel for this platform (e.g. macOS) or not insta
                 allow_module_level=True)
 
 import mpsrt  # noqa: E402
+from mpsrt.triton_backend.driver import WgpuDriver  # noqa: E402
+from triton.runtime import driver as _triton_driver  # noqa: E402
+
+if WgpuDriver.is_active():
+    # Triton releases before 3.9 refuse two active drivers (CUDA's and this one) even under
+    # TRITON_DEFAULT_BACKEND=wgpu: select ours explicitly, as bench/triton_backend.py does.
+    _triton_driver.set_active(WgpuDriver())
 
 rng = np.random.default_rng(11)
 
