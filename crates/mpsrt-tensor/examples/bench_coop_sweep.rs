@@ -14,7 +14,7 @@
 //!
 //! Run: `cargo run --release -p mpsrt-tensor --example bench_coop_sweep` (or
 //! `bash bench/gpu.sh coopsweep`). `COOP_VARIANTS="1 2 w2x2_t4x4_k32_p8_db0_fi1_dg1_wl1"`
-//! picks variants; `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
+//! picks variants (`default`: the planner's choice per shape, `tiled`: no matrix units); `SWEEP_BUDGET_S` (default 480) bounds the whole sweep, `SWEEP_CHILD_S`
 //! (30) each child, `SWEEP_SHAPES` the timed shapes; tunes not verified on hardware (`fi1`, `dg1`,
 //! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`;
 //! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set, and
@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 const SHAPES: [[usize; 3]; 3] = [[4096, 4096, 4096], [2048, 3072, 768], [1024, 1024, 1024]];
 
 fn main() {
-    if std::env::var_os("MPSRT_COOP_SWEEP_CHILD").is_some() {
-        let variant = std::env::var("MPSRT_COOP_VARIANT").unwrap_or_else(|_| "tiled".into());
+    if let Ok(variant) = std::env::var("MPSRT_COOP_SWEEP_CHILD") {
+        // The row's label: the variant text the parent was given.
         match child(&variant) {
             Ok(line) => println!("{line}"),
             Err(e) => println!("{variant},error: {},false,,,,,,,", e.to_string().replace(',', ";")),
@@ -78,12 +78,15 @@ fn main() {
             break;
         }
         let mut cmd = Command::new(&exe);
-        cmd.env("MPSRT_COOP_SWEEP_CHILD", "1").stdout(Stdio::piped());
+        cmd.env("MPSRT_COOP_SWEEP_CHILD", v).stdout(Stdio::piped());
         if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental" || v == "structures") {
             cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
         }
         if v == "tiled" {
             cmd.env("MPSRT_COOP_MATMUL", "0").env_remove("MPSRT_COOP_VARIANT");
+        } else if v == "default" {
+            // The planner's choice per shape (`default_coop_variant`).
+            cmd.env_remove("MPSRT_COOP_VARIANT");
         } else {
             cmd.env("MPSRT_COOP_VARIANT", v);
         }
