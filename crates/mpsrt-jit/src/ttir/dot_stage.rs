@@ -6,16 +6,20 @@
 //! the `tt.load` block (a packed word read, unpacked, masked) into registers, then stored them
 //! as 2-byte halves; every subgroup owned one column of tiles (one B fragment, many A
 //! fragments per K step); and the workgroup widened to 1024 invocations (2 tiles each). At
-//! 4096³ that ran at 41% of the built-in GEMM on an H200 (session 11). Here:
+//! 4096³ that ran at 34-41% of the built-in GEMM on an H200 (sessions 11 and 12); staged, it ran
+//! at 89% (4096³) and 99% (2048³) in session 12's call 3. Here:
 //!
 //! * **Operands go straight from global memory into padded f16 slabs.** A `tt.load`
 //!   whose only use is operand A or B of the carried dot, with a pointer (and mask) that
 //!   `remat` can recompute from the element index, is not loaded into registers: each
-//!   invocation takes whole words (two consecutive halves) of the slab, checks at run time that
-//!   the two pointers are consecutive and the first even (then one `u32` load; else two masked
-//!   half loads) and stores one word. Rows are padded by [`PAD`] halves so the matrix loads of
-//!   one fragment hit different banks. Any other operand is packed into the slab from
-//!   registers through `wg0` (one extra barrier).
+//!   invocation takes pairs of consecutive halves, checks at run time that the two pointers are
+//!   consecutive and the first even (then one `u32` load; else two masked half loads) and stores
+//!   both halves (`f16` slabs: NVIDIA's compiler rejects cooperative loads through `u32`
+//!   pointers; `slab_vec2` types them `vec2<f16>`, one store per pair). For carried pointers
+//!   (below) under an all-true mask, each pair's base and one contiguity flag are computed once
+//!   before the loop and full blocks copy without per-pair checks. Rows are padded by [`PAD`]
+//!   halves so the matrix loads of one fragment hit different banks. Any other operand is
+//!   written into the slab from registers, one half per element.
 //! * **Pointer blocks advanced by a uniform step** (`a_ptrs += BLOCK_SIZE_K * stride_ak`) are
 //!   carried as their initial template plus one scalar offset (`carried_pointers`), so the loads
 //!   above can recompute them, and no pointer array is carried across the loop.
@@ -375,7 +379,7 @@ impl TtirLowerer {
         let c = self.coop_accs.get(&acc.expr)?.clone();
         let g = c.grid?;
         let s = self.em.coop?.size as usize;
-        let (m, n, k) = (c.m, c.n, c.k);
+        let (n, k) = (c.n, c.k);
         let fallback = [!c.staged[0], !c.staged[1]];
         if fallback[0] {
             self.pack_into_slab(a, &c.ca, k);
@@ -394,7 +398,6 @@ impl TtirLowerer {
             self.em.barrier();
             return Some(V::T(acc.clone()));
         }
-        let _ = m;
         // Indices and strides in slab elements (pairs of halves with `slab_vec2`; all even).
         let (sh, w) = if self.slab_vec2 { (") >> 1u", 2) } else { (")", 1) };
         self.em.open("");

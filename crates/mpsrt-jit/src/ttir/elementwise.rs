@@ -1,10 +1,11 @@
 //! `arith.*`, `math.*` and the elementwise `tt.*` ops: each renders one WGSL expression per
 //! element from its operands' expressions (registers hold f16 as f32 and narrow ints as i32;
-//! results are re-rounded / re-wrapped with [`normalize`], as in the Python frontend).
+//! results are re-rounded / re-wrapped with [`normalize`], as in the Python frontend), and
+//! `arith.constant`.
 
 use super::lower::{TtirLowerer, V};
-use super::parse::{Elem, Op};
-use crate::value::{cast_expr, normalize, Ty};
+use super::parse::{Elem, Op, Type};
+use crate::value::{cast_expr, normalize, Tensor, Ty};
 use mpsrt_core::{DType, Result};
 
 impl TtirLowerer {
@@ -103,6 +104,51 @@ impl TtirLowerer {
             }
         };
         Ok(Some(v))
+    }
+
+    /// `arith.constant` / `ub.poison`: a scalar, or a splat of one (dense splat constants).
+    pub(super) fn constant(&mut self, op: &Op, tys: &str) -> Result<V> {
+        let t = match op.body.as_str() {
+            // `arith.constant true` prints without a type.
+            "true" | "false" => Type { shape: Vec::new(), elem: Elem::D(DType::Bool) },
+            _ => self.out_type(tys)?,
+        };
+        let Elem::D(d) = t.elem else {
+            return Err(self.err("pointer constants are not supported"));
+        };
+        let text = op.body.split(" : ").next().unwrap_or("").trim();
+        let text = text.strip_prefix("dense<").map_or(text, |x| x.trim_end_matches('>'));
+        let v = if op.name == "ub.poison" || text.is_empty() {
+            0.0
+        } else if text.starts_with('[') {
+            return Err(self.err("non-splat dense constants are not supported"));
+        } else {
+            self.number(text, d)?
+        };
+        if !d.is_float() && d != DType::Bool && (v < f64::from(i32::MIN) || v > f64::from(u32::MAX))
+        {
+            return Err(self.err(format!("constant {text} does not fit in 32 bits")));
+        }
+        let s = Tensor::scalar(crate::value::literal(v, d), Ty::D(d));
+        Ok(if t.shape.is_empty() { V::T(s) } else { V::Splat(s, t.shape) })
+    }
+
+    fn number(&self, text: &str, d: DType) -> Result<f64> {
+        let bad = || self.err(format!("cannot read the constant `{text}`"));
+        Ok(match text {
+            "true" => 1.0,
+            "false" => 0.0,
+            _ if text.starts_with("0x") => {
+                let bits = u64::from_str_radix(&text[2..], 16).map_err(|_| bad())?;
+                match d {
+                    DType::F16 => half::f16::from_bits(bits as u16).to_f64(),
+                    DType::F32 => f64::from(f32::from_bits(bits as u32)),
+                    DType::F64 => f64::from_bits(bits),
+                    _ => bits as i64 as f64,
+                }
+            }
+            _ => text.parse::<f64>().map_err(|_| bad())?,
+        })
     }
 }
 
