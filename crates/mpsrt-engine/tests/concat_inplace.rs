@@ -214,4 +214,13 @@ fn dense_concats_in_place_are_bit_identical_to_concat_steps() {
         assert_eq!(run_with(GPU, true, true, n, hw, 1).1, 7);
         close(&off, &unfolded);
     }
+    // Convs other than the implicit GEMM (the lowered im2col route, read per call): every
+    // part copied, every folded BN-ReLU computed first by the step's own expression — still
+    // bit-identical to the plain plan (the only test of this binary: the knob is safe).
+    std::env::set_var("MPSRT_CONV_ALGO", "lowered");
+    let ((plain, _), _) = run_with(GPU, false, false, 3, 6, 1);
+    let ((on, (_, placed, _)), affine) = run_with(GPU, true, true, 3, 6, 3);
+    std::env::remove_var("MPSRT_CONV_ALGO");
+    assert_eq!((placed, affine), (0, 7));
+    assert_eq!(on, plain, "lowered convs: in place + folded differs from the plain plan");
 }

@@ -138,4 +138,14 @@ fn folded_gates_are_bit_identical_to_mul_steps() {
         let (cpu, _) = run(Place::Cpu, true, n, 1);
         close(&off, &cpu, &format!("CPU, n {n}"));
     }
+    // Routes other than the implicit GEMM take the gate by multiplying first (the Mul step's
+    // own kernel): still bit-identical.
+    std::env::set_var("MPSRT_SE_FUSE", "0");
+    std::env::set_var("MPSRT_CONV_ALGO", "lowered");
+    let (off, _) = run(GPU, false, 1, 1);
+    let (on, stats) = run(GPU, true, 1, 3);
+    std::env::remove_var("MPSRT_CONV_ALGO");
+    std::env::remove_var("MPSRT_SE_FUSE");
+    assert_eq!(stats, (2, 0, 0, 0));
+    assert_eq!(on, off, "lowered convs: folded gates differ from Mul steps");
 }

@@ -45,9 +45,14 @@ impl InputOp {
         match self {
             InputOp::Gate(g) => crate::multiply(x, g),
             InputOp::AffineRelu(s, t) => {
+                // One kernel, the expression the engine's fused BN-ReLU step renders.
+                use mpsrt_kernels::{BinaryFn, Expr, UnaryFn};
                 let c = x.shape()[1] as isize;
                 let (s, t) = (s.reshape(&[c, 1, 1])?, t.reshape(&[c, 1, 1])?);
-                crate::relu(&crate::add(&crate::multiply(x, &s)?, &t)?)
+                let (i, bin) = (Expr::input, Expr::binary);
+                let e = bin(BinaryFn::Add, bin(BinaryFn::Mul, i(0), i(1)), i(2));
+                let e = Expr::unary(UnaryFn::Relu, e);
+                crate::fused_elementwise("conv input", &[x, &s, &t], DType::F32, e, &[])
             }
         }
     }
