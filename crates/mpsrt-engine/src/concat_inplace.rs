@@ -63,6 +63,9 @@ struct Produced {
     range: Range,
     /// The producer may write straight into the slice (not a graph output).
     direct: bool,
+    /// The producer is a conv (its kernel takes the destination; every other producer offers
+    /// it to its elementwise launch only, so a conv's own epilogue launches never do).
+    conv: bool,
 }
 
 /// What a plan's concats become: per step, the groups to make before it, the parts it
@@ -176,7 +179,13 @@ impl ConcatPlan {
                                 .produce
                                 .entry(s)
                                 .or_insert_with(|| (Vec::new(), plan.step_io(&plan.steps[s]).0));
-                            entry.0.push(Produced { group: gi, value: p, range, direct });
+                            let conv = match &plan.steps[s] {
+                                Step::Node(j) | Step::Epilogue { anchor: j, .. } => {
+                                    matches!(g.nodes[*j].op, Op::Conv(_))
+                                }
+                                Step::Fused(_) => false,
+                            };
+                            entry.0.push(Produced { group: gi, value: p, range, direct, conv });
                             steps.push(s);
                         }
                         None => group.copies.push((p, range)),
@@ -222,7 +231,21 @@ impl ConcatPlan {
     fn view(&self, gi: usize, buf: &Tensor, range: Range) -> Result<Tensor> {
         let axis = self.groups[gi].axis as isize;
         let (lo, hi) = (range.start as isize, (range.start + range.len) as isize);
-        buf.slice(axis, Some(lo), Some(hi), 1)
+        let v = buf.slice(axis, Some(lo), Some(hi), 1)?;
+        // Dense apart from the strides of size-1 dims (every slice at batch 1): canonical
+        // strides, so consumers see a contiguous tensor (their fast paths, no copies).
+        let canon = mpsrt_core::contiguous_strides(v.shape());
+        let dense = v
+            .shape()
+            .iter()
+            .zip(v.strides().iter().zip(&canon))
+            .all(|(&d, (a, b))| d == 1 || a == b);
+        if !dense || v.strides() == canon.as_slice() {
+            return Ok(v);
+        }
+        let layout =
+            Layout { shape: v.shape().to_vec(), strides: canon, offset: v.layout().offset };
+        Tensor::from_storage(v.storage().clone(), layout, v.dtype())
     }
 
     /// Step `s` of a run: makes the groups it starts, runs it through `exec` (with a
@@ -263,9 +286,8 @@ impl ConcatPlan {
                 }
             }
             let mut outs = match &dest {
-                Some(d) => mpsrt_tensor::with_conv_destination(d, || {
-                    mpsrt_tensor::with_destination(d, &mut *exec)
-                })?,
+                Some(d) if parts[0].conv => mpsrt_tensor::with_conv_destination(d, &mut *exec)?,
+                Some(d) => mpsrt_tensor::with_destination(d, &mut *exec)?,
                 None => exec()?,
             };
             for p in parts {

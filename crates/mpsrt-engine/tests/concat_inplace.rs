@@ -124,8 +124,11 @@ fn graph(hw: usize, n: usize) -> Graph {
     // A graph input and an initializer as parts (they keep their own tensors and are copied).
     let k = b.init(vec![n, 3, hw / 2, hw / 2], 0.9);
     let g = b.conv(cat, c, 2, 1);
-    let mixed = b.concat(vec![y, g, k]);
-    let out = b.bn_relu(mixed, 7);
+    // A fused elementwise producer first (its slice at offset 0: dense and aligned at batch 1).
+    let sq = b.node(Op::Binary(BinaryOp::Mul), vec![y, y]);
+    let e = b.node(Op::Unary(UnaryOp::Relu), vec![sq]);
+    let mixed = b.concat(vec![e, y, g, k]);
+    let out = b.bn_relu(mixed, 9);
     // A concat that is a graph output is not absorbed.
     let last = b.concat(vec![g, y]);
     b.g.outputs = vec![out, side, last];
@@ -202,8 +205,10 @@ fn dense_concats_in_place_are_bit_identical_to_concat_steps() {
             // reads the pool's own tensor), the 1×1 conv of the last group. Copied: the two
             // pools' outputs, the graph input, the initializer, and the incremental block's
             // other 2 convs — with their BN-ReLU folded in they read the group's own buffer,
-            // which a dispatch cannot also write (invariant 4).
-            assert_eq!((placed, copied), (5 * counted, 6 * counted), "hw {hw} n {n}");
+            // which a dispatch cannot also write (invariant 4). The fused `Relu(y·y)` writes
+            // its slice at batch 1 (dense) and is copied at batch 3 (strided).
+            let (p, c) = if n == 1 { (6, 6) } else { (5, 7) };
+            assert_eq!((placed, copied), (p * counted, c * counted), "hw {hw} n {n}");
             assert_eq!(on, off, "hw {hw} n {n} runs {runs}: in place differs from concat steps");
         }
         let (cpu, _) = run(Place::Cpu, true, n, hw, 1);
