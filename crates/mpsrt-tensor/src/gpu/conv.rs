@@ -416,10 +416,10 @@ fn conv_f32(
             if fits && gemm {
                 x
             } else {
-                let dense = x.contiguous()?;
+                // The op's kernel reads a strided input as is: one pass, a dense result.
                 gated = match gate.take() {
-                    Some(op) => op.apply(&dense)?,
-                    None => dense,
+                    Some(op) => op.apply(x)?,
+                    None => x.contiguous()?,
                 };
                 &gated
             }
@@ -438,7 +438,7 @@ fn conv_f32(
     // The gate was kept for the implicit GEMM only: any other route (not reached when the
     // planner is deterministic) reads the product.
     let ungated = |x: &Tensor| match &gate {
-        Some(op) => op.apply(&x.contiguous()?),
+        Some(op) => op.apply(x),
         None => x.contiguous(),
     };
     let shape = [g.n, g.oc, g.oh, g.ow];
