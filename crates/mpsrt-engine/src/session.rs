@@ -111,8 +111,9 @@ pub struct Session {
     /// Write concats in place on GPU places (`concat_inplace.rs`; `MPSRT_CONCAT_INPLACE=0` or
     /// [`Session::with_concat_inplace`] off).
     concat_inplace: bool,
-    /// Fold squeeze-excitation's gate `Mul` into the conv reading it on GPU places
-    /// (`gate_fold.rs`; `MPSRT_GATE_FOLD=0` or [`Session::with_gate_fold`] off).
+    /// Fold squeeze-excitation's gate `Mul` and BN-ReLU steps into the conv reading them on
+    /// GPU places (`gate_fold.rs`; off unless `MPSRT_GATE_FOLD=1` or
+    /// [`Session::with_gate_fold`]: measured slower on an H200).
     gate_fold: bool,
 }
 
@@ -184,7 +185,7 @@ impl Session {
     }
 
     /// Turns the fold of squeeze-excitation's gate `Mul` into the conv that reads its product
-    /// on or off for this session (on by default unless `MPSRT_GATE_FOLD=0`; GPU places only).
+    /// on or off for this session (off by default unless `MPSRT_GATE_FOLD=1`; GPU places only).
     /// Plans already run keep their choice.
     pub fn with_gate_fold(mut self, on: bool) -> Session {
         self.gate_fold = on;
