@@ -7,7 +7,8 @@
 //! written into its slice along the concat axis exactly once, when it is produced — the
 //! producing conv stores straight into the slice (`mpsrt_tensor::with_conv_destination`, the
 //! implicit-GEMM kernel with an image stride), a fused elementwise kernel does where the
-//! slice is dense (`with_destination`), any other producer's result is copied into it
+//! slice is dense and 256-byte aligned (`with_destination`), any other producer's result
+//! (pools, Winograd and lowered convs) is copied into it
 //! (`write_into`) — and every concat of the group becomes a view of its range of the buffer:
 //! no concat step runs. Nested concats (`concat(concat(a, b), c)`, the incremental pattern)
 //! are flattened into their parts first. At batch 1 a channel slice of NCHW is dense; at
