@@ -40,6 +40,7 @@ mod scatter;
 mod select;
 mod session;
 mod shape;
+mod step;
 pub mod triton;
 pub mod value;
 
