@@ -366,6 +366,13 @@ fn vec2_slab_wanted() -> bool {
     std::env::var("MPSRT_TRITON_VEC2_SLAB").is_ok_and(|v| v.trim() == "1")
 }
 
+/// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
+/// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
+/// or is dropped; without them it is undefined, as on CUDA).
+fn triton_unchecked_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_UNCHECKED").is_ok_and(|v| v.trim() == "1")
+}
+
 /// `MPSRT_TRITON_EMULATE_COOP=1` (testing): on adapters without matrix units but with
 /// `shader-f16`, Triton's staged `tl.dot` runs its staging code with f32 register products
 /// (`mpsrt_jit::CompileOptions::emulate_coop`), so lavapipe checks the staging.
@@ -480,7 +487,16 @@ fn triton_coop(p: &mpsrt_runtime::DeviceProperties) -> Option<mpsrt_jit::CoopCon
 fn triton_load(py: Python<'_>, wgsl: String, device: usize) -> PyRes<TritonPipeline> {
     crate::guard::detach(py, "triton_load", move || {
         let dev = mpsrt_runtime::gpu_device(device)?;
-        let pipeline = dev.pipeline(Kernel { source: &wgsl, entry: mpsrt_jit::ENTRY_POINT })?;
+        let kernel = Kernel { source: &wgsl, entry: mpsrt_jit::ENTRY_POINT };
+        let pipeline = if triton_unchecked_wanted() {
+            // SAFETY: opt-in (`MPSRT_TRITON_UNCHECKED=1`): the user asserts their kernels'
+            // masks keep every access in bounds, as Triton's CUDA backend assumes. The
+            // generated code itself touches memory only under the kernel's own masks (masked-off
+            // lanes never load or store) and its workgroup arrays are sized by construction.
+            unsafe { dev.pipeline_unchecked(kernel)? }
+        } else {
+            dev.pipeline(kernel)?
+        };
         Ok(TritonPipeline { pipeline, device })
     })
     .py_err()
