@@ -462,15 +462,18 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 
 /// The kernel the planner uses for an `[m, n, k]` product on `size × size` tiles when
 /// `MPSRT_COOP_VARIANT` is unset. Measured on an H200 (Vulkan, 16×16 f16→f32, driver 580;
-/// session12 call 2, `bench/results/2026-11-26-h200/session12/call2/coop/`, every child
-/// checked against the f32 GEMM; generation 3's former default, 2×2 subgroups × 4×4 tiles,
-/// K 32, padded slab, ran 74.6 / 50.5 / 21.8–23.5 TFLOP/s at 4096³ / 2048×3072×768 / 1024³):
+/// session12 calls 2 and 4, `bench/results/2026-11-26-h200/session12/call{2,4}/coop/`, every
+/// child checked against the f32 GEMM; generation 3's former default, 2×2 subgroups × 4×4
+/// tiles, K 32, padded slab, ran 74.3–74.7 / 49.4–51.7 / 21.8–23.5 TFLOP/s at 4096³ /
+/// 2048×3072×768 / 1024³):
 /// - with ≥ 128 output blocks of 128×128, the same grid with vector-typed slabs, an
-///   unchecked module and the unguarded interior loop (`fi1_vs4_uc1`): 185.9 at 4096³ and
-///   92.9 at 2048×3072×768, both whole-block shapes; where blocks are partial the launcher
-///   drops `fi` (the guarded loop of `vs4_uc1`: 90.4 at 4096³);
+///   unchecked module and the unguarded interior loop (`fi1_vs4_uc1`): 184.0–185.9 at 4096³
+///   and 82.8–92.9 at 2048×3072×768 (both whole-block shapes); where blocks are partial the
+///   launcher drops `fi` and the clamped loads of `cl1` keep the loop branch-free
+///   (`cl1_vs4_uc1`: 157.3–159.5 at 4096³, 76.1–77.8 at 2048×3072×768);
 /// - with fewer (1024³: 64 blocks for the H200's 132 SMs), 64×64 blocks of 2×2 subgroups ×
-///   2×2 tiles with register prefetch (`w2x2_t2x2_k32_rp1_vs4_uc1`): 49.7 at 1024³.
+///   2×2 tiles with clamped loads (`w2x2_t2x2_k32_cl1_vs4_uc1`): 56.3 at 1024³ (the same with
+///   register prefetch instead, `rp1`: 46.5–49.7).
 ///
 /// 8×8 tiles (Apple) are unmeasured and keep generation 1.
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
@@ -480,9 +483,9 @@ pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
     let d = CoopTune::default();
     CoopVariant::Family(if blocks >= 128 {
-        CoopTune { fi: true, vs: 4, uc: true, ..d }
+        CoopTune { fi: true, cl: true, vs: 4, uc: true, ..d }
     } else {
-        CoopTune { tm: 2, tn: 2, rp: true, vs: 4, uc: true, ..d }
+        CoopTune { tm: 2, tn: 2, cl: true, vs: 4, uc: true, ..d }
     })
 }
 

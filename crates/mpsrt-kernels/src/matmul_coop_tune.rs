@@ -220,16 +220,14 @@ impl CoopTune {
 
     /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
     /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
-    /// (H100, session11 call A, driver 580); `cl1` is not measured yet. `fi1`/`dg1` measured
+    /// (H100, session11 call A, driver 580). `fi1`/`dg1` measured
     /// wrong on the H100 in their branched form (session11 call A), which the launcher no
     /// longer renders: it keeps them only for whole-block products (`CoopMatmulSpec::aligned`,
     /// no branch), where they checked correct on the H200 (session12 call 2), as did every
-    /// `vs`/`rp`/`uc`/`sw` kernel.
+    /// `vs`/`rp`/`uc`/`sw` kernel, and every `cl` kernel in call 4.
     pub fn unverified(&self) -> Option<&'static str> {
         if self.wl {
             Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
-        } else if self.cl {
-            Some("cl1: not yet measured on hardware (sweep with MPSRT_COOP_EXPERIMENTAL=1)")
         } else {
             None
         }

@@ -269,7 +269,7 @@ fn family_tunes_parse_check_and_fall_back() {
 fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     let nv = [cfg(16, DType::F16, DType::F32)];
     let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
-    for text in ["wl1", "cl1", "fi1_wl1"] {
+    for text in ["wl1", "fi1_wl1", "vs0_wl1_db1"] {
         let t = CoopTune::parse(text).unwrap();
         assert!(t.unverified().is_some(), "{text}");
         assert_eq!(p.with_variant(CoopVariant::Family(t), 49152).variant, 1, "{text}");
@@ -285,10 +285,10 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
         .contains("(full || ("));
     // 16×16 (NVIDIA): the measured best per shape class (H200, session12 call 2); 8×8:
     // generation 1. Both defaults are trusted (no MPSRT_COOP_EXPERIMENTAL needed).
-    let big = CoopVariant::parse("fi1_vs4_uc1").unwrap();
+    let big = CoopVariant::parse("fi1_cl1_vs4_uc1").unwrap();
     assert_eq!(default_coop_variant(16, [4096; 3]), big);
     assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
-    let small = CoopVariant::parse("w2x2_t2x2_k32_rp1_vs4_uc1").unwrap();
+    let small = CoopVariant::parse("w2x2_t2x2_k32_cl1_vs4_uc1").unwrap();
     assert_eq!(default_coop_variant(16, [1024; 3]), small);
     assert_eq!(default_coop_variant(8, [4096; 3]), CoopVariant::Gen1);
     for v in [big, small] {
@@ -296,7 +296,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
         assert!(t.unverified().is_none(), "{}", t.name());
         assert_eq!(p.with_variant(v, 49152).tune, t, "{}", t.name());
     }
-    for text in ["fi1", "dg1", "vs4_rp1_uc1_sw8"] {
+    for text in ["fi1", "dg1", "vs4_rp1_uc1_sw8", "cl1"] {
         assert!(CoopTune::parse(text).unwrap().unverified().is_none(), "{text}");
     }
 }
@@ -347,7 +347,7 @@ fn every_structure_candidate_validates_and_translates() {
             }
         }
         assert_eq!(CoopVariant::parse(&tune.name()), Ok(CoopVariant::Family(tune)));
-        assert_eq!(tune.unverified().is_some(), tune.cl || tune.wl, "{}", tune.name());
+        assert_eq!(tune.unverified().is_some(), tune.wl, "{}", tune.name());
     }
     // The new knobs' text form, checks and workgroup memory.
     let t = CoopTune::parse("w2x4_t4x4_k16_rp1_vs4_uc1").unwrap();
@@ -365,9 +365,9 @@ fn every_structure_candidate_validates_and_translates() {
     let q = p.with_variant_opts(CoopVariant::Family(t), 49152, true);
     assert_eq!((q.variant, q.block_m(), q.block_n(), q.threads()), (3, 128, 256, 256));
     assert_eq!(q.shared_bytes(), 2 * (128 * 24 + 16 * 264) + 8 * 256 * 4);
-    // Measured correct on the H200: trusted; a `cl1` tune is not yet (generation 1 without
+    // Measured correct on the H200: trusted; a `wl1` tune is not (generation 1 without
     // MPSRT_COOP_EXPERIMENTAL=1).
     assert_eq!(p.with_variant(CoopVariant::Family(t), 49152).variant, 3);
-    let cl = CoopTune { cl: true, ..t };
-    assert_eq!(p.with_variant(CoopVariant::Family(cl), 49152).variant, 1);
+    let wl = CoopTune { wl: true, vs: 0, ..t };
+    assert_eq!(p.with_variant(CoopVariant::Family(wl), 49152).variant, 1);
 }
