@@ -4,6 +4,7 @@ input (alternating runs, so machine load hits both alike); p50 of each and their
 plugin boundary costs (the issue's target: the EP within 10% of the session).
 
   python3 bench/ort_ep_ab.py squeezenet,shufflenet,resnet50,densenet121 ITERS [cpu|gpu] [--batch B]
+      [--opt disabled|basic|extended|all]   # the EP session's graph_optimization_level (all)
 
 Models are the ONNX light models shipped in the onnx wheel, or paths to .onnx files (e.g.
 `bench/engine_torch.py export`'s bert_base.onnx): their inputs are made from the declared types,
@@ -31,6 +32,14 @@ batch = 1
 if "--batch" in args:
     batch = int(args.pop(args.index("--batch") + 1))
     args.remove("--batch")
+opt = "all"
+if "--opt" in args:
+    opt = args.pop(args.index("--opt") + 1)
+    args.remove("--opt")
+LEVELS = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+          "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+          "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+          "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
 iters = int(args[1])
 place = args[2] if len(args) > 2 else "gpu"
 
@@ -54,8 +63,10 @@ for name in args[0].split(","):
     cpu = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     x = make_feeds(cpu)
     opts = {"device_id": "cpu"} if place == "cpu" else {}
-    ep = ort.InferenceSession(path, providers=[("MpsrtExecutionProvider", opts),
-                                               "CPUExecutionProvider"])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = LEVELS[opt]
+    ep = ort.InferenceSession(path, so, providers=[("MpsrtExecutionProvider", opts),
+                                                   "CPUExecutionProvider"])
     ses = mpsrt.onnx.InferenceSession(path, place="cpu" if place == "cpu" else "mps")
     runs = {"ep": lambda: ep.run(None, x), "session": lambda: ses.run(None, x)}
     for f in runs.values():
@@ -70,6 +81,7 @@ for name in args[0].split(","):
     p50 = {k: sorted(v)[len(v) // 2] for k, v in lat.items()}
     mirror = os.environ.get("MPSRT_ORT_HOST_MIRROR", "1") != "0"
     print(json.dumps({"model": os.path.basename(name), "batch": batch, "place": place,
+                      "ort_opt": opt,
                       "host_mirror": mirror, "device": mpsrt.mps.get_device_name(),
                       "iters": iters, "ep_p50_ms": round(p50["ep"], 2),
                       "session_p50_ms": round(p50["session"], 2),

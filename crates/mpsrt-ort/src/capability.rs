@@ -282,11 +282,28 @@ fn compiles(
         Err(s) => return Ok(Err(ort::take_message(s))),
     };
     drop(ptrs);
+    if group.len() > 1 {
+        dump(&model, group.len());
+    }
     let r = mpsrt_onnx::import_model(&model, None).and_then(|m| {
         drop(model); // the protobuf's copy of the weights, before the session makes its own
         Session::from_graph_with_precision(m.graph, place, options, precision)
     });
     Ok(r.map_err(|e| e.to_string()))
+}
+
+/// `MPSRT_ORT_DUMP_DIR=DIR`: each claimed group's model (as the engine imports it, weights
+/// inline) is written to `DIR/group_<n>_<nodes>.onnx`, so `mpsrt bench` can run exactly what
+/// the EP runs beside the original file.
+fn dump(model: &mpsrt_onnx::proto::ModelProto, nodes: usize) {
+    use prost::Message;
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Ok(dir) = std::env::var("MPSRT_ORT_DUMP_DIR") else { return };
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::path::Path::new(&dir).join(format!("group_{n}_{nodes}.onnx"));
+    let r =
+        std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&path, model.encode_to_vec()));
+    crate::log(&format!("dumped a group of {nodes} nodes to {}: {r:?}", path.display()));
 }
 
 /// Key of a group: its nodes' output names, sorted (unique in an ONNX graph, and the same in

@@ -15,6 +15,7 @@ use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A fused node: `OrtNodeComputeInfo` first, so ORT's pointer is ours.
@@ -29,6 +30,8 @@ pub struct Compiled {
     inputs: Vec<Option<String>>,
     /// Fused-node outputs in ORT's order.
     outputs: Vec<String>,
+    /// Runs so far (the verbose log describes the plan after the first and the fourth).
+    runs: AtomicUsize,
 }
 
 /// Compiles one fused node's graph for `place`, taking the session `GetCapability` compiled
@@ -120,6 +123,7 @@ pub fn compile(
         session,
         inputs,
         outputs,
+        runs: AtomicUsize::new(0),
     }))
 }
 
@@ -212,6 +216,26 @@ impl Compiled {
             .map_err(|e| self.err(format!("input {name:?}: {e}")))
     }
 
+    /// Verbose log: the engine's plan for these feeds and whether it is replayed (the
+    /// replay needs two runs), to compare with the same model in `mpsrt bench`.
+    fn describe(&self, run: usize, feeds: &HashMap<String, Tensor>) {
+        let shapes: Option<Vec<Vec<usize>>> = self
+            .session
+            .inputs()
+            .iter()
+            .map(|i| feeds.get(&i.name).map(|t| t.shape().to_vec()))
+            .collect();
+        let Some(shapes) = shapes else { return };
+        let plan = self.session.plan_for(&shapes).map(|p| p.summary());
+        let replay = self.session.replay_status(&shapes);
+        crate::log(&format!(
+            "run {run} of {:?} with shapes {shapes:?}: plan {}; replay {}",
+            self.name,
+            plan.unwrap_or_else(|e| e.to_string()),
+            replay.unwrap_or_else(|e| e.to_string())
+        ));
+    }
+
     fn run(&self, ctx: *mut OrtKernelContext) -> R<()> {
         let a = api();
         let mut feeds = HashMap::with_capacity(self.inputs.len());
@@ -226,6 +250,10 @@ impl Compiled {
             feeds.insert(name.clone(), self.input(name, v)?);
         }
         let results = self.session.run(&feeds).map_err(|e| self.err(e))?;
+        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        if run == 1 || run == 4 {
+            self.describe(run, &feeds);
+        }
         let mut by_name: HashMap<&str, &Tensor> =
             results.iter().map(|(n, t)| (n.as_str(), t)).collect();
         // ORT allocates each output (in our device memory when it has our allocator).
