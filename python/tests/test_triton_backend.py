@@ -336,7 +336,7 @@ def test_tutorial_03_staged_dot_emulated(monkeypatch, vec2):
         if "enable f16" not in wgsl:
             pytest.skip("the adapter has neither matrix units nor shader-f16: no staged dot")
         # Emulated products, or (adapters with matrix units) the real staged path.
-        assert "(buf0[u32(g) >> 1u]" in wgsl
+        assert "wd0(u32(g) >> 1u)" in wgsl
         kern[grid](*args, **meta)
         ref = a.astype(np.float32) @ b.astype(np.float32)
         np.testing.assert_allclose(c.numpy().astype(np.float32), ref, rtol=2e-2, atol=3e-2,

@@ -21,6 +21,9 @@ pub(crate) struct ArgInfo {
     pub stored: bool,
     /// Atomic read-modify-writes on this buffer: (kind, value type) per helper `at{k}_{kind}`.
     pub atomics: Vec<(String, DType)>,
+    /// A read-only packed buffer bound as `array<vec4<u32>>` (16-byte loads of a staged
+    /// `tl.dot` operand, `ttir::dot_stage`); its words are read through `wd{k}`.
+    pub quad: bool,
 }
 
 /// Whether a statement list ran to its end or hit `return`.
@@ -133,6 +136,7 @@ impl<'a> Lowerer<'a> {
                 loaded: false,
                 stored: false,
                 atomics: Vec::new(),
+                quad: false,
             });
             env.insert(name, val);
         }

@@ -89,10 +89,12 @@ fn assemble(
                 name: a.name.clone(),
                 dtype,
                 access: if a.stored { Access::ReadWrite } else { Access::Read },
-                wgsl_elem: if a.atomics.is_empty() {
-                    storage_elem(dtype, a.stored)
-                } else {
+                wgsl_elem: if !a.atomics.is_empty() {
                     atomic_elem(dtype)
+                } else if a.quad && !a.stored {
+                    "vec4<u32>"
+                } else {
+                    storage_elem(dtype, a.stored)
                 }
                 .to_string(),
             });
@@ -237,10 +239,19 @@ fn accessors(w: &mut String, k: usize, d: DType, a: &ArgInfo) {
     let word = |shift: &str| {
         if a.stored {
             format!("atomicLoad(&buf{k}[j >> {shift}])")
+        } else if a.quad {
+            format!("wd{k}(j >> {shift})")
         } else {
             format!("buf{k}[j >> {shift}]")
         }
     };
+    if a.quad && !a.stored {
+        // Word `j` of a buffer bound as vec4<u32> (see `ArgInfo::quad`).
+        let _ = writeln!(w, "fn wd{k}(j: u32) -> u32 {{\n    return buf{k}[j >> 2u][j & 3u];\n}}");
+    } else if a.loaded && !a.stored && d == DType::F16 {
+        // Word `j` (the staged tl.dot reads whole words, `ttir::dot_stage`).
+        let _ = writeln!(w, "fn wd{k}(j: u32) -> u32 {{\n    return buf{k}[j];\n}}");
+    }
     if a.loaded {
         let body = match d {
             DType::F32 | DType::I32 => format!("return buf{k}[j];"),

@@ -45,12 +45,12 @@ fn operands_go_straight_into_padded_word_slabs() {
     let body = loop_body(&k);
     // One word per pair of halves when the pointers are consecutive and even, from buffers 0/1.
     assert_eq!(
-        body.matches("h = vec2<f16>(unpack2x16float(buf0[u32(g) >> 1u]));").count(),
+        body.matches("h = vec2<f16>(unpack2x16float(wd0(u32(g) >> 1u)));").count(),
         8,
         "{body}"
     );
     assert_eq!(
-        body.matches("h = vec2<f16>(unpack2x16float(buf1[u32(g) >> 1u]));").count(),
+        body.matches("h = vec2<f16>(unpack2x16float(wd1(u32(g) >> 1u)));").count(),
         8,
         "{body}"
     );
@@ -61,6 +61,11 @@ fn operands_go_straight_into_padded_word_slabs() {
     let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
     assert_eq!(pre.matches("_ok = (").count(), 2, "{pre}");
     assert_eq!(body.matches("_ok && ((off").count(), 2, "{body}");
+    // ... in runs of 8 halves: one 16-byte load each from buffers bound as vec4<u32>.
+    assert!(k.wgsl.contains("var<storage, read> buf0: array<vec4<u32>>;"), "{}", k.wgsl);
+    assert!(k.wgsl.contains("var<storage, read> buf1: array<vec4<u32>>;"), "{}", k.wgsl);
+    assert_eq!(body.matches("let v = buf0[u32(").count(), 2, "{body}");
+    assert_eq!(body.matches("let v = buf1[u32(").count(), 2, "{body}");
     // Pointers advance as a scalar offset.
     assert!(body.contains("off") && !body.contains("v42"), "{body}");
     // 8 subgroups as 2 x 4, each 4 x 2 tiles: per 16-deep step 4 A + 2 B fragments, 8 products.
@@ -116,7 +121,7 @@ fn emulated_products_keep_the_staging() {
         common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
         assert!(k.wgsl.starts_with("enable f16;\n//"), "{}", k.wgsl);
         assert!(!k.wgsl.contains("coop_mat") && !k.wgsl.contains("subgroup_id"), "{}", k.wgsl);
-        assert!(k.wgsl.contains("(buf0[u32(g) >> 1u]") && k.wgsl.contains("s = fma("));
+        assert!(k.wgsl.contains("wd0(u32(g) >> 1u)") && k.wgsl.contains("s = fma("));
     }
 }
 
@@ -126,11 +131,11 @@ fn small_blocks_and_the_session_11_path() {
     let k = staged("03_matmul", 128);
     assert_eq!(k.workgroup_size, 128);
     let body = loop_body(&k);
-    assert!(body.contains("(buf0[u32(g)") && body.contains("(buf1[u32(g)"), "{body}");
+    assert!(body.contains("wd0(u32(g)") && body.contains("wd1(u32(g)"), "{body}");
     assert_eq!(body.matches("coopMultiplyAdd(").count(), 4, "{body}");
     // The leaky-relu variant has the same loop.
     let lr = staged("03_matmul_leaky_relu", 128);
-    assert!(loop_body(&lr).contains("(buf1[u32(g)"));
+    assert!(loop_body(&lr).contains("wd1(u32(g)"));
     // stage_dot off: session 11's register-staged f16 path.
     let opts = CompileOptions {
         max_workgroup_size: 128,
@@ -140,12 +145,12 @@ fn small_blocks_and_the_session_11_path() {
     };
     let old = compile_ttir(&fixture("03_matmul"), None, &opts).unwrap();
     common::validate_coop(&old).unwrap();
-    assert!(loop_body(&old).contains("= f16(") && !old.wgsl.contains("[u32(g) >> 1u]"));
+    assert!(loop_body(&old).contains("= f16(") && !old.wgsl.contains("(u32(g) >> 1u)"));
     // Without cooperative matrices nothing is staged (lavapipe's register path).
     let plain = CompileOptions { max_workgroup_size: 128, ..Default::default() };
     let k = compile_ttir(&fixture("03_matmul"), None, &plain).unwrap();
     common::validate(&k).unwrap();
-    assert!(!k.wgsl.contains("coop") && !k.wgsl.contains("[u32(g) >> 1u]"));
+    assert!(!k.wgsl.contains("coop") && !k.wgsl.contains("(u32(g) >> 1u)"));
     // The K loop carries the A/B pointer blocks as scalar offsets on every path; without
     // subgroups the f16 stores stay per element.
     assert_eq!(k.wgsl.matches("var off").count(), 2, "{}", k.wgsl);

@@ -214,7 +214,7 @@ impl TtirLowerer {
             return None;
         }
         let full = operands(&op.body).get(1).and_then(|m| self.bounds.full(m)).map(str::to_string);
-        let (words, wg, ld) = (rows * cols / 2, self.em.wg, cols + PAD);
+        let (wg, ld) = (self.em.wg, cols + PAD);
         let at = |e: &str| ptpl.replace("{E}", e);
         let ok = |e: &str| {
             let m = mtpl.as_ref().map_or("true".to_string(), |t| t.replace("{E}", e));
@@ -227,54 +227,77 @@ impl TtirLowerer {
         // A carried pointer (`template + off`) with the mask known all-true: the pairs' bases and
         // their contiguity are loop invariant, computed once before the loop, and full blocks
         // take a branch-free copy.
+        // Runs of 8 halves (one 16-byte load; the buffer is bound as vec4<u32>) where the
+        // block splits evenly into them, else pairs.
+        let run =
+            if (rows * cols / 8).is_multiple_of(wg) && cols.is_multiple_of(8) { 8 } else { 2 };
         let fast = match (mtpl.is_some(), &full) {
             (true, None) => None,
-            _ => self.hoist_bases(&p.expr, words, wg),
+            _ => self.hoist_bases(&p.expr, rows * cols, run, wg),
         };
         if let Some((off, bases, contiguous)) = &fast {
             let cond = match &full {
                 Some(f) => format!("{f} && {contiguous}"),
                 None => contiguous.clone(),
             };
-            self.em.open(format!("if ({cond} && (({off} + P.off{arg}) & 1i) == 0i)"));
+            let mask = run - 1;
+            self.em.open(format!("if ({cond} && (({off} + P.off{arg}) & {mask}i) == 0i)"));
             for (j, b) in bases.iter().enumerate() {
                 self.em.open("");
-                self.em.line(format!("let e = (lid + {}u) * 2u;", j * wg));
-                self.em.line(format!(
-                    "let h = vec2<f16>(unpack2x16float(buf{arg}[u32({b} + {off} + P.off{arg}) >> 1u]));"
-                ));
-                self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-                self.store_pair(&slab);
+                self.em.line(format!("let e0 = (lid + {}u) * {run}u;", j * wg));
+                let g = format!("u32({b} + {off} + P.off{arg})");
+                if run == 8 {
+                    self.args[arg].quad = true;
+                    self.em.line(format!("let v = buf{arg}[{g} >> 3u];"));
+                }
+                for c in 0..run / 2 {
+                    self.em.open("");
+                    self.em.line(format!("let e = e0 + {}u;", 2 * c));
+                    let word =
+                        if run == 8 { format!("v[{c}]") } else { format!("wd{arg}({g} >> 1u)") };
+                    self.em.line(format!("let h = vec2<f16>(unpack2x16float({word}));"));
+                    self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
+                    self.store_pair(&slab);
+                    self.em.close();
+                }
                 self.em.close();
             }
             self.em.else_();
         }
-        for j in 0..words.div_ceil(wg) {
+        // Each invocation takes units of `unit` halves, `wg` units apart: the same elements as
+        // the fast path above (the branch is per invocation), pairs otherwise.
+        let unit = if fast.is_some() { run } else { 2 };
+        let units = rows * cols / unit;
+        for j in 0..units.div_ceil(wg) {
             self.em.open("");
             self.em.line(format!("let w = lid + {}u;", j * wg));
-            let guarded = !words.is_multiple_of(wg);
+            let guarded = !units.is_multiple_of(wg);
             if guarded {
-                self.em.open(format!("if (w < {words}u)"));
+                self.em.open(format!("if (w < {units}u)"));
             }
-            self.em.line("let e = w * 2u;");
-            self.em.line(format!("let p0: i32 = {p0};"));
-            self.em.line(format!("let p1: i32 = {p1};"));
-            self.em.line(format!("let m0 = {m0};"));
-            self.em.line(format!("let m1 = {m1};"));
-            self.em.line(format!("let g = p0 + P.off{arg};"));
-            self.em.line("var h: vec2<f16>;");
-            // Consecutive, word-aligned and both in bounds: one word; else two half loads.
-            self.em.open("if (m0 && m1 && p1 == p0 + 1i && (g & 1i) == 0i)");
-            self.em.line(format!("h = vec2<f16>(unpack2x16float(buf{arg}[u32(g) >> 1u]));"));
-            self.em.else_();
-            self.em.line(format!("var lo: f32 = {oth};"));
-            self.em.line(format!("var hi: f32 = {oth};"));
-            self.em.line(format!("if (m0) {{ lo = ld{arg}(p0); }}"));
-            self.em.line(format!("if (m1) {{ hi = ld{arg}(p1); }}"));
-            self.em.line("h = vec2<f16>(f16(lo), f16(hi));");
-            self.em.close();
-            self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-            self.store_pair(&slab);
+            for c in 0..unit / 2 {
+                self.em.open("");
+                self.em.line(format!("let e = w * {unit}u + {}u;", 2 * c));
+                self.em.line(format!("let p0: i32 = {p0};"));
+                self.em.line(format!("let p1: i32 = {p1};"));
+                self.em.line(format!("let m0 = {m0};"));
+                self.em.line(format!("let m1 = {m1};"));
+                self.em.line(format!("let g = p0 + P.off{arg};"));
+                self.em.line("var h: vec2<f16>;");
+                // Consecutive, word-aligned and both in bounds: one word; else two half loads.
+                self.em.open("if (m0 && m1 && p1 == p0 + 1i && (g & 1i) == 0i)");
+                self.em.line(format!("h = vec2<f16>(unpack2x16float(wd{arg}(u32(g) >> 1u)));"));
+                self.em.else_();
+                self.em.line(format!("var lo: f32 = {oth};"));
+                self.em.line(format!("var hi: f32 = {oth};"));
+                self.em.line(format!("if (m0) {{ lo = ld{arg}(p0); }}"));
+                self.em.line(format!("if (m1) {{ hi = ld{arg}(p1); }}"));
+                self.em.line("h = vec2<f16>(f16(lo), f16(hi));");
+                self.em.close();
+                self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
+                self.store_pair(&slab);
+                self.em.close();
+            }
             if guarded {
                 self.em.close();
             }
@@ -291,31 +314,36 @@ impl TtirLowerer {
         }))
     }
 
-    /// For a carried pointer block `ptr` (`carried_block`) read as `words` pairs, `wg` apart per
-    /// invocation: `let`s before the innermost loop holding each pair's base pointer (the
-    /// template without the carried offset) and one bool saying every pair is consecutive and
-    /// starts even. Returns the offset variable, the bases and the bool.
+    /// For a carried pointer block `ptr` (`carried_block`) of `numel` elements read in runs of
+    /// `run` consecutive elements, `wg` runs apart per invocation: `let`s before the innermost
+    /// loop holding each run's base pointer (the template without the carried offset) and one
+    /// bool saying every run is consecutive and starts at a multiple of `run`. Returns the offset
+    /// variable, the bases and the bool.
     fn hoist_bases(
         &mut self,
         ptr: &str,
-        words: usize,
+        numel: usize,
+        run: usize,
         wg: usize,
     ) -> Option<(String, Vec<String>, String)> {
         let (tpl, off) = self.carried_tpl.get(ptr)?.clone();
         let mark = *self.loop_marks.last()?;
-        if !words.is_multiple_of(wg) {
+        if !(numel / run).is_multiple_of(wg) || !numel.is_multiple_of(run) {
             return None;
         }
         let id = self.em.fresh("hb");
         let mut lines = Vec::new();
         let mut conds = Vec::new();
         let mut bases = Vec::new();
-        for j in 0..words / wg {
-            let e = format!("((lid + {}u) * 2u)", j * wg);
+        for j in 0..numel / run / wg {
+            let e = format!("((lid + {}u) * {run}u)", j * wg);
             let b = format!("{id}_{j}");
             lines.push(format!("let {b}: i32 = {};", tpl.replace("{E}", &e)));
-            let next = tpl.replace("{E}", &format!("({e} + 1u)"));
-            conds.push(format!("({next} == {b} + 1i) && (({b} & 1i) == 0i)"));
+            conds.push(format!("(({b} & {}i) == 0i)", run - 1));
+            for t in 1..run {
+                let next = tpl.replace("{E}", &format!("({e} + {t}u)"));
+                conds.push(format!("({next} == {b} + {t}i)"));
+            }
             bases.push(b);
         }
         let c = format!("{id}_ok");

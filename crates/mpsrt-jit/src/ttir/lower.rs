@@ -129,6 +129,7 @@ impl TtirLowerer {
                 loaded: false,
                 stored: false,
                 atomics: Vec::new(),
+                quad: false,
             });
             self.vals.insert(name.clone(), V::T(v));
         }
