@@ -22,6 +22,9 @@
 //!   are declared `array<atomic<u32>>`: a store clears its lane with `atomicAnd` and sets it
 //!   with `atomicOr`, so invocations writing neighbouring elements of one word never race.
 //!   Buffers must be at least 4 bytes and a whole number of words (pad packed tensors).
+//!   Exception: the f16 operand buffers of a staged `tl.dot` (TTIR, [`CompileOptions::stage_dot`])
+//!   may be declared `array<vec4<u32>>` ([`BindingSpec::wgsl_elem`]) for 16-byte loads: bind
+//!   them whole (at least 16 bytes, a multiple of 16), as the Triton launcher does.
 //! * Binding `n` is a uniform buffer laid out as [`CompiledKernel::uniform_layout`]: every field
 //!   is 4 bytes, at the offset it lists, little-endian; the buffer is
 //!   [`CompiledKernel::uniform_size`] bytes (a multiple of 16, zero padding). Fields, in order:
