@@ -26,7 +26,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// `MPSRT_GATE_FOLD=1` turns the folds on (default off: on an H200 at batch 1 they measured
 /// slower — EfficientNet-B0 1.51–1.53 ms with the `Mul` fold against 1.37–1.41 without,
 /// DenseNet-121 3.35–3.36 with the BN-ReLU fold against 3.31–3.33 — the gather's extra loads
-/// cost more than the dispatch they save; 2026-11-26 A/B, fresh processes, 2 rounds).
+/// cost more than the dispatch they save; 2026-11-26 A/B, fresh processes, 2 rounds — a later
+/// call read the `Mul` fold 0.06–0.1 ms faster: within the H200's run-to-run noise, so the
+/// default waits for an A/B with more rounds).
 pub(crate) fn enabled_by_env() -> bool {
     std::env::var("MPSRT_GATE_FOLD").is_ok_and(|v| v.trim() == "1")
 }
