@@ -475,6 +475,10 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 ///   2×2 tiles with clamped loads (`w2x2_t2x2_k32_cl1_vs4_uc1`): 56.3 at 1024³ (the same with
 ///   register prefetch instead, `rp1`: 46.5–49.7).
 ///
+/// Call 6 confirmed both in alternated processes: 186.6–187.8 at 4096³, 84.0–86.4 at
+/// 2048×3072×768, 57.5–59.2 at 1024³ and 153.8–154.1 at 4000³ (partial blocks: clamped loads);
+/// no alternative (64×64 or 64×128 unguarded, K 16, 128×64) was faster at any of them.
+///
 /// 8×8 tiles (Apple) are unmeasured and keep generation 1.
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
