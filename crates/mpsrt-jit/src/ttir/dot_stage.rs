@@ -6,8 +6,9 @@
 //! the `tt.load` block (a packed word read, unpacked, masked) into registers, then stored them
 //! as 2-byte halves; every subgroup owned one column of tiles (one B fragment, many A
 //! fragments per K step); and the workgroup widened to 1024 invocations (2 tiles each). At
-//! 4096³ that ran at 34-41% of the built-in GEMM on an H200 (sessions 11 and 12); staged, it ran
-//! at 89% (4096³) and 99% (2048³) in session 12's call 3. Here:
+//! 4096³ that ran at 25-31 TFLOP/s on an H200 (34-41% of the built-in GEMM of then, 75);
+//! staged, 65-68 TFLOP/s (session 12, calls 3-7; 82 with `MPSRT_TRITON_UNCHECKED=1`), while the
+//! built-in itself moved to ~189 with unchecked, vector-slab kernels. Here:
 //!
 //! * **Operands go straight from global memory into padded f16 slabs.** A `tt.load`
 //!   whose only use is operand A or B of the carried dot, with a pointer (and mask) that
