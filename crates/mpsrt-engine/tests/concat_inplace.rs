@@ -12,41 +12,16 @@
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
-use mpsrt_graph::{BinaryOp, ConvAttrs, Dim, Graph, HostTensor, Op, PoolAttrs, UnaryOp, ValueId};
+use mpsrt_graph::{BinaryOp, ConvAttrs, Dim, Graph, Op, PoolAttrs, UnaryOp, ValueId};
 use mpsrt_tensor::Tensor;
 use std::collections::HashMap;
 
-const GPU: Place = Place::Gpu(0);
-
-fn gpu() -> bool {
-    let ok = mpsrt_runtime::gpu_available();
-    assert!(ok || std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
-    ok
-}
-
-struct B {
-    g: Graph,
-    n: usize,
-}
+mod common;
+use common::{gpu, B, GPU};
 
 impl B {
-    fn val(&mut self) -> ValueId {
-        self.n += 1;
-        self.g.add_value(format!("v{}", self.n), DType::F32, None).unwrap()
-    }
-    fn init(&mut self, shape: Vec<usize>, k: f32) -> ValueId {
-        self.n += 1;
-        let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|i| ((i as f32 + 1.0) * k).sin() * 0.5).collect();
-        self.g.add_initializer(format!("c{}", self.n), HostTensor::from_f32(shape, &v)).unwrap()
-    }
-    fn node(&mut self, op: Op, ins: Vec<ValueId>) -> ValueId {
-        let o = self.val();
-        self.g.add_node(format!("n{}", self.n), op, ins, vec![o]);
-        o
-    }
     /// A k×k conv (pad k/2), without a bias as DenseNet's.
-    fn conv(&mut self, x: ValueId, cin: usize, cout: usize, k: usize) -> ValueId {
+    fn conv_nobias(&mut self, x: ValueId, cin: usize, cout: usize, k: usize) -> ValueId {
         let w = self.init(vec![cout, cin, k, k], 0.31 + self.n as f32 * 0.01);
         let p = k / 2;
         let attrs = ConvAttrs { group: 1, pads: vec![p, p, p, p], ..Default::default() };
@@ -86,9 +61,9 @@ fn dense_block(b: &mut B, f0: ValueId, c0: usize, layers: usize) -> (ValueId, Ve
         let cat = b.concat(feats.clone());
         let c = c0 + k * GROWTH;
         let h = b.bn_relu(cat, c);
-        let h = b.conv(h, c, 8, 1);
+        let h = b.conv_nobias(h, c, 8, 1);
         let h = b.node(Op::Unary(UnaryOp::Relu), vec![h]);
-        feats.push(b.conv(h, 8, GROWTH, 3));
+        feats.push(b.conv_nobias(h, 8, GROWTH, 3));
     }
     (b.concat(feats.clone()), feats)
 }
@@ -97,12 +72,12 @@ fn dense_block(b: &mut B, f0: ValueId, c0: usize, layers: usize) -> (ValueId, Ve
 /// (BN-ReLU, 1×1, average pool) → incremental block (each concat extends the last one) → a
 /// concat of the graph input `y`, a conv output and an initializer → BN-ReLU.
 fn graph(hw: usize, n: usize) -> Graph {
-    let mut b = B { g: Graph::new(), n: 0 };
+    let mut b = B::new(0.5);
     let dims =
         |c: usize, s: usize| vec![Dim::Known(n), Dim::Known(c), Dim::Known(s), Dim::Known(s)];
     let x = b.g.add_input("x", DType::F32, dims(3, 2 * hw)).unwrap();
     let y = b.g.add_input("y", DType::F32, dims(2, hw / 2)).unwrap();
-    let stem = b.conv(x, 3, 8, 3);
+    let stem = b.conv_nobias(x, 3, 8, 3);
     let stem = b.node(Op::Unary(UnaryOp::Relu), vec![stem]);
     let f0 = b.pool(stem, true);
     let (cat1, feats) = dense_block(&mut b, f0, 8, 3);
@@ -110,20 +85,20 @@ fn graph(hw: usize, n: usize) -> Graph {
     let side = b.node(Op::Unary(UnaryOp::Sigmoid), vec![feats[2]]);
     let c1 = 8 + 3 * GROWTH;
     let t = b.bn_relu(cat1, c1);
-    let t = b.conv(t, c1, 8, 1);
+    let t = b.conv_nobias(t, c1, 8, 1);
     let t = b.pool(t, false);
     // Incremental block on the half map: c_{k+1} = concat(c_k, f_k).
     let mut cat = t;
     let mut c = 8;
     for _ in 0..3 {
         let h = b.bn_relu(cat, c);
-        let f = b.conv(h, c, GROWTH, 3);
+        let f = b.conv_nobias(h, c, GROWTH, 3);
         cat = b.concat(vec![cat, f]);
         c += GROWTH;
     }
     // A graph input and an initializer as parts (they keep their own tensors and are copied).
     let k = b.init(vec![n, 3, hw / 2, hw / 2], 0.9);
-    let g = b.conv(cat, c, 2, 1);
+    let g = b.conv_nobias(cat, c, 2, 1);
     // A fused elementwise producer first (its slice at offset 0: dense and aligned at batch 1).
     let sq = b.node(Op::Binary(BinaryOp::Mul), vec![y, y]);
     let e = b.node(Op::Unary(UnaryOp::Relu), vec![sq]);

@@ -6,8 +6,11 @@
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
-use mpsrt_graph::{BinaryOp, ConvAttrs, Dim, Graph, HostTensor, Op, Step, UnaryOp, ValueId};
+use mpsrt_graph::{BinaryOp, Dim, Graph, Op, Step, UnaryOp, ValueId};
 use mpsrt_tensor::Tensor;
+
+mod common;
+use common::B;
 
 fn places() -> Vec<Place> {
     let mut v = vec![Place::Cpu];
@@ -19,39 +22,7 @@ fn places() -> Vec<Place> {
     v
 }
 
-struct B {
-    g: Graph,
-    n: usize,
-}
-
 impl B {
-    fn val(&mut self) -> ValueId {
-        self.n += 1;
-        self.g.add_value(format!("v{}", self.n), DType::F32, None).unwrap()
-    }
-    fn init(&mut self, shape: Vec<usize>, k: f32) -> ValueId {
-        self.n += 1;
-        let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|i| ((i as f32 + 1.0) * k).sin() * 0.6).collect();
-        self.g.add_initializer(format!("c{}", self.n), HostTensor::from_f32(shape, &v)).unwrap()
-    }
-    fn node(&mut self, op: Op, ins: Vec<ValueId>) -> ValueId {
-        let o = self.val();
-        self.g.add_node(format!("n{}", self.n), op, ins, vec![o]);
-        o
-    }
-    /// A k×k conv (pad k/2) with a bias.
-    fn conv(&mut self, x: ValueId, cin: usize, cout: usize, k: usize, group: usize) -> ValueId {
-        let w = self.init(vec![cout, cin / group, k, k], 0.37 + self.n as f32 * 0.01);
-        let b = self.init(vec![cout], 0.9);
-        let p = k / 2;
-        let attrs = ConvAttrs { group, pads: vec![p, p, p, p], ..Default::default() };
-        self.node(Op::Conv(attrs), vec![x, w, b])
-    }
-    fn silu(&mut self, x: ValueId) -> ValueId {
-        let s = self.node(Op::Unary(UnaryOp::Sigmoid), vec![x]);
-        self.node(Op::Binary(BinaryOp::Mul), vec![x, s])
-    }
     /// Squeeze-excitation over `c` channels: the gate's activation is `gate`.
     fn se(&mut self, x: ValueId, c: usize, gate: Op) -> ValueId {
         let p = self.node(Op::GlobalAveragePool, vec![x]);
@@ -68,7 +39,7 @@ impl B {
 /// depthwise 5×5 + SiLU, SE with SiLU and Sigmoid, projection) → depthwise + Relu / Clip /
 /// LeakyRelu → a gate of the pooled map (HardSigmoid) → 1×1 + Sigmoid.
 fn graph() -> Graph {
-    let mut b = B { g: Graph::new(), n: 0 };
+    let mut b = B::new(0.6);
     let dims = vec![Dim::Sym("n".into()), Dim::Known(3), Dim::Known(11), Dim::Known(11)];
     let x = b.g.add_input("x", DType::F32, dims).unwrap();
     let stem = b.conv(x, 3, 8, 3, 1);

@@ -10,49 +10,13 @@
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
-use mpsrt_graph::{BinaryOp, ConvAttrs, Dim, Graph, HostTensor, Op, UnaryOp, ValueId};
+use mpsrt_graph::{BinaryOp, Dim, Graph, Op, UnaryOp, ValueId};
 use mpsrt_tensor::Tensor;
 
-const GPU: Place = Place::Gpu(0);
-
-fn gpu() -> bool {
-    let ok = mpsrt_runtime::gpu_available();
-    assert!(ok || std::env::var("MPSRT_REQUIRE_GPU").as_deref() != Ok("1"), "no GPU adapter");
-    ok
-}
-
-struct B {
-    g: Graph,
-    n: usize,
-}
+mod common;
+use common::{gpu, B, GPU};
 
 impl B {
-    fn val(&mut self) -> ValueId {
-        self.n += 1;
-        self.g.add_value(format!("v{}", self.n), DType::F32, None).unwrap()
-    }
-    fn init(&mut self, shape: Vec<usize>, k: f32) -> ValueId {
-        self.n += 1;
-        let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|i| ((i as f32 + 1.0) * k).sin() * 0.6).collect();
-        self.g.add_initializer(format!("c{}", self.n), HostTensor::from_f32(shape, &v)).unwrap()
-    }
-    fn node(&mut self, op: Op, ins: Vec<ValueId>) -> ValueId {
-        let o = self.val();
-        self.g.add_node(format!("n{}", self.n), op, ins, vec![o]);
-        o
-    }
-    fn conv(&mut self, x: ValueId, cin: usize, cout: usize, k: usize, group: usize) -> ValueId {
-        let w = self.init(vec![cout, cin / group, k, k], 0.37 + self.n as f32 * 0.01);
-        let b = self.init(vec![cout], 0.9);
-        let p = k / 2;
-        let attrs = ConvAttrs { group, pads: vec![p, p, p, p], ..Default::default() };
-        self.node(Op::Conv(attrs), vec![x, w, b])
-    }
-    fn silu(&mut self, x: ValueId) -> ValueId {
-        let s = self.node(Op::Unary(UnaryOp::Sigmoid), vec![x]);
-        self.node(Op::Binary(BinaryOp::Mul), vec![x, s])
-    }
     /// Expand, depthwise, SE gate; returns (depthwise output, gate).
     fn se(&mut self, x: ValueId, cin: usize, c: usize) -> (ValueId, ValueId) {
         let e = self.conv(x, cin, c, 1, 1);
@@ -70,7 +34,7 @@ impl B {
 /// Three blocks: gated product → 1×1 projection + residual (folded); gate first in the `Mul`
 /// → 3×3 conv (folded); a product also read by an output (not folded) → 1×1.
 fn graph() -> Graph {
-    let mut b = B { g: Graph::new(), n: 0 };
+    let mut b = B::new(0.6);
     let dims = vec![Dim::Sym("n".into()), Dim::Known(8), Dim::Known(9), Dim::Known(9)];
     let x = b.g.add_input("x", DType::F32, dims).unwrap();
     let (d, gate) = b.se(x, 8, 16);
