@@ -634,3 +634,51 @@ fn affine_chains_merge_only_per_channel_private_constants() {
         }
     }
 }
+
+/// Attention's Q/K/V projections of one input merge into one GEMM even when their biases are
+/// one shared initializer (ORT's constant sharing gives every all-zero bias of a freshly
+/// initialized model the same initializer): the concatenated bias repeats it per member, and the
+/// shared initializer stays while another node still reads it, and goes when none does.
+#[test]
+fn projections_merge_with_a_shared_bias() {
+    for other_reader in [true, false] {
+        let mut g = Graph::new();
+        let x = value(&mut g, "f32[N,5,4]", 0);
+        let bias =
+            g.add_initializer("b", HostTensor::from_f32(vec![3], &[0.5, -1.0, 2.0])).unwrap();
+        let mut outs = Vec::new();
+        for p in 0..3 {
+            let w: Vec<f32> = (0..12).map(|i| (i + 12 * p) as f32 * 0.25).collect();
+            let wv =
+                g.add_initializer(format!("w{p}"), HostTensor::from_f32(vec![4, 3], &w)).unwrap();
+            let m = node(&mut g, &format!("mm{p}"), Op::MatMul, vec![x, wv]);
+            outs.push(node(&mut g, &format!("add{p}"), Op::Binary(BinaryOp::Add), vec![m, bias]));
+        }
+        if other_reader {
+            let o = node(&mut g, "other", Op::Binary(BinaryOp::Mul), vec![outs[0], bias]);
+            outs[0] = o;
+        }
+        g.outputs = outs;
+        assert_eq!(passes::transformer::fuse_projections(&mut g), 1, "other reader {other_reader}");
+        let ops: Vec<String> = g.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(ops.iter().filter(|o| **o == "MatMul").count(), 1, "{ops:?}");
+        assert_eq!(ops.iter().filter(|o| **o == "Slice").count(), 3, "{ops:?}");
+        let merged_bias = g
+            .nodes
+            .iter()
+            .find(|n| n.name.ends_with("/bias"))
+            .map(|n| &g.initializers[&n.inputs[1]])
+            .unwrap();
+        assert_eq!(merged_bias.shape, vec![9]);
+        assert_eq!(merged_bias.to_f64_vec(), [0.5, -1.0, 2.0].repeat(3));
+        assert_eq!(
+            g.initializers.contains_key(&bias),
+            other_reader,
+            "shared bias kept only if read"
+        );
+        assert!(
+            !g.initializers.values().any(|t| t.shape == [4, 3]),
+            "each member's weight dropped"
+        );
+    }
+}

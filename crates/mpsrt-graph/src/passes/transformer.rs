@@ -249,7 +249,10 @@ type Projection = (usize, usize, ValueId, ValueId);
 /// dispatches. Only weights and biases read by that one node each join (the old ones are
 /// dropped). Returns how many groups were merged.
 pub fn fuse_projections(g: &mut Graph) -> usize {
-    let uses = g.use_counts();
+    // Weights and biases may be shared: ORT's constant sharing gives every all-zero bias of a
+    // freshly initialized model one initializer. A merged member stops using its weight and
+    // bias; an initializer is dropped only when no use is left.
+    let mut uses = g.use_counts();
     let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
     for (i, n) in g.nodes.iter().enumerate() {
         for v in &n.inputs {
@@ -261,7 +264,7 @@ pub fn fuse_projections(g: &mut Graph) -> usize {
     for (i, n) in g.nodes.iter().enumerate() {
         let (Op::MatMul, &[x, w], &[y]) = (&n.op, &n.inputs[..], &n.outputs[..]) else { continue };
         let Some(wt) = g.initializers.get(&w) else { continue };
-        if wt.shape.len() != 2 || uses[w.0] != 1 || !wt.dtype.is_float() {
+        if wt.shape.len() != 2 || !wt.dtype.is_float() {
             continue;
         }
         if uses[y.0] != 1 || g.outputs.contains(&y) {
@@ -274,7 +277,7 @@ pub fn fuse_projections(g: &mut Graph) -> usize {
         }
         let b = if an.inputs[0] == y { an.inputs[1] } else { an.inputs[0] };
         let Some(bt) = g.initializers.get(&b) else { continue };
-        if bt.shape != [wt.shape[1]] || bt.dtype != wt.dtype || uses[b.0] != 1 || b == y {
+        if bt.shape != [wt.shape[1]] || bt.dtype != wt.dtype || b == y || b == x {
             continue;
         }
         match groups.iter_mut().find(|(v, _)| *v == x) {
@@ -359,8 +362,12 @@ pub fn fuse_projections(g: &mut Graph) -> usize {
             let an = &mut g.nodes[m.1];
             *an = Node { name: an.name.clone(), ..sn };
             removed.push(m.0);
-            g.initializers.remove(&m.2);
-            g.initializers.remove(&m.3);
+            for c in [m.2, m.3] {
+                uses[c.0] -= 1;
+                if uses[c.0] == 0 {
+                    g.initializers.remove(&c);
+                }
+            }
             off += n as i64;
         }
         merged += 1;
