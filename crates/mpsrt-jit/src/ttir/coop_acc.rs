@@ -159,8 +159,8 @@ impl TtirLowerer {
     /// Declares the tiles of `acc` and loads them from the loop's initial value; returns the
     /// marker tensor the carried value is bound to.
     pub(super) fn coop_acc_begin(&mut self, mut acc: CoopAcc, init: &V) -> Tensor {
-        if acc.grid.is_some() {
-            return self.staged_begin(acc, init);
+        if let Some(g) = acc.grid {
+            return self.staged_begin(acc, g, init);
         }
         let id = self.em.fresh("");
         acc.name = format!("cacc{id}");
@@ -290,8 +290,8 @@ impl TtirLowerer {
     /// After the loop: the tiles written out and read back as an ordinary f32 block.
     pub(super) fn coop_acc_end(&mut self, marker: &Tensor) -> Tensor {
         let c = self.coop_accs[&marker.expr].clone();
-        if c.grid.is_some() {
-            return self.staged_end(&c);
+        if let Some(g) = c.grid {
+            return self.staged_end(&c, g);
         }
         let (per, _) = c.tiles_per_subgroup(&self.em);
         let (cc, n) = (c.cc.clone(), c.n);

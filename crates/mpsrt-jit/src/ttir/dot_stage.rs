@@ -90,8 +90,7 @@ impl TtirLowerer {
     }
 
     /// Declares a staged accumulator's tiles and slabs (`coop_acc_begin` for a staged one).
-    pub(super) fn staged_begin(&mut self, mut acc: CoopAcc, init: &V) -> Tensor {
-        let g = acc.grid.expect("staged accumulator");
+    pub(super) fn staged_begin(&mut self, mut acc: CoopAcc, g: Grid, init: &V) -> Tensor {
         let s = self.em.coop.map_or(16, |c| c.size as usize);
         let id = self.em.fresh("");
         acc.name = format!("cacc{id}");
@@ -151,7 +150,7 @@ impl TtirLowerer {
                 });
                 self.em.barrier();
                 for j in 0..g.tn {
-                    let at = self.tile_in_chunk(&acc, j);
+                    let at = self.tile_in_chunk(&acc, g, j);
                     self.em.line(format!(
                         "{}_{} = coopLoadT<coop_mat{s}x{s}<f32, C>>(&{cc}[{at}], {n}u);",
                         acc.name,
@@ -172,8 +171,7 @@ impl TtirLowerer {
     }
 
     /// Offset in the read-out chunk of this subgroup's tile `j` of a pass (local tile row `sy`).
-    fn tile_in_chunk(&self, acc: &CoopAcc, j: usize) -> String {
-        let g = acc.grid.expect("staged accumulator");
+    fn tile_in_chunk(&self, acc: &CoopAcc, g: Grid, j: usize) -> String {
         let s = self.em.coop.map_or(16, |c| c.size as usize);
         format!("(sg / {wn}u) * {}u + ({j}u * {wn}u + sg % {wn}u) * {s}u", s * acc.n, wn = g.wn)
     }
@@ -465,8 +463,7 @@ impl TtirLowerer {
     }
 
     /// After the loop: the tiles read back as an ordinary f32 block, `wm` tile rows per pass.
-    pub(super) fn staged_end(&mut self, c: &CoopAcc) -> Tensor {
-        let g = c.grid.expect("staged accumulator");
+    pub(super) fn staged_end(&mut self, c: &CoopAcc, g: Grid) -> Tensor {
         if self.em.emulate_coop {
             let expr = format!("{}_r", c.name);
             return Tensor { expr, ty: Ty::D(DType::F32), shape: vec![c.m, c.n] };
@@ -478,7 +475,7 @@ impl TtirLowerer {
         for i in 0..g.tm {
             self.em.open("");
             for j in 0..g.tn {
-                let at = self.tile_in_chunk(c, j);
+                let at = self.tile_in_chunk(c, g, j);
                 self.em.line(format!(
                     "coopStoreT({}_{}, &{cc}[{at}], {n}u);",
                     c.name,

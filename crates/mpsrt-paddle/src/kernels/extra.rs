@@ -5,7 +5,9 @@
 //! depends on it).
 
 use super::grad::place;
-use super::nn::{check4, from_nchw, nhwc, one_hot_filter, paddings, pair, to_nchw};
+use super::nn::{
+    check4, from_nchw, nhwc, one_hot_filter, paddings, pair, scatter_to_input, to_nchw,
+};
 use super::ops::{as_words, axes, store_host};
 use super::{kernel, vty, Call, KernelDef};
 use crate::capi;
@@ -377,25 +379,8 @@ fn pool_index_scatter(
     }
     let stacked = mt::stack(&parts.iter().collect::<Vec<_>>(), 2)?;
     let src = stacked.reshape(&[n as isize, (ch * k) as isize, oh as isize, ow as isize])?;
-    let opts = mt::ConvTranspose2dOptions {
-        stride: [sh, sw],
-        padding: [0, 0],
-        output_padding: [0, 0],
-        dilation: [1, 1],
-        groups: ch,
-    };
-    let canvas = mt::conv_transpose2d(&src, &one_hot_filter(ch, kh, kw, dt)?, None, &opts)?;
-    let (ch_, cw_) = ((oh - 1) * sh + kh, (ow - 1) * sw + kw);
-    mt::pad(
-        &canvas,
-        &[
-            (0, 0),
-            (0, 0),
-            (-(pt as isize), (h + pt) as isize - ch_ as isize),
-            (-(pl as isize), (w + pl) as isize - cw_ as isize),
-        ],
-        mt::PadMode::Constant(0.0),
-    )
+    let filt = one_hot_filter(ch, kh, kw, dt)?;
+    scatter_to_input(&src, &filt, ch, [h, w], [kh, kw], [sh, sw], [pt, pl])
 }
 
 /// Any windows: per plane, `dx = dout · S` with `S[p, i] = (mask[p] == i)`, in chunks of planes

@@ -277,6 +277,40 @@ fn wgrad_unfold(
     }
 }
 
+/// The backward scatter of a 2-D pool: `src` (`[N, C·F, OH, OW]`) through the depthwise
+/// transposed conv with `filt` (`[C·F, 1, KH, KW]`, `ch` groups) onto the padded canvas, then
+/// cropped back to the input's `[h, w]` (the leading padding `[pt, pl]` cut off).
+pub(super) fn scatter_to_input(
+    src: &Tensor,
+    filt: &Tensor,
+    ch: usize,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [sh, sw]: [usize; 2],
+    [pt, pl]: [usize; 2],
+) -> Result<Tensor> {
+    let (oh, ow) = (src.shape()[2], src.shape()[3]);
+    let opts = mt::ConvTranspose2dOptions {
+        stride: [sh, sw],
+        padding: [0, 0],
+        output_padding: [0, 0],
+        dilation: [1, 1],
+        groups: ch,
+    };
+    let canvas = mt::conv_transpose2d(src, filt, None, &opts)?;
+    let (ch_, cw_) = ((oh - 1) * sh + kh, (ow - 1) * sw + kw);
+    mt::pad(
+        &canvas,
+        &[
+            (0, 0),
+            (0, 0),
+            (-(pt as isize), (h + pt) as isize - ch_ as isize),
+            (-(pl as isize), (w + pl) as isize - cw_ as isize),
+        ],
+        mt::PadMode::Constant(0.0),
+    )
+}
+
 /// Depthwise filters `[C·K, 1, KH, KW]` (K = KH·KW): channel `c·K + t` picks window offset `t`.
 pub(super) fn one_hot_filter(ch: usize, kh: usize, kw: usize, dt: DType) -> Result<Tensor> {
     let k = kh * kw;
@@ -431,27 +465,8 @@ fn pool2d_grad(c: &Call) -> Result<()> {
     let [pt, _, pl, _] = g.pad;
     // The canvas the windows cover (padding included), and how it maps onto x.
     let (ch_, cw_) = ((oh - 1) * sh + kh, (ow - 1) * sw + kw);
-    let crop = |t: &Tensor| {
-        mt::pad(
-            t,
-            &[
-                (0, 0),
-                (0, 0),
-                (-(pt as isize), (h + pt) as isize - ch_ as isize),
-                (-(pl as isize), (w + pl) as isize - cw_ as isize),
-            ],
-            mt::PadMode::Constant(0.0),
-        )
-    };
-    let tconv = |src: &Tensor, filt: &Tensor| {
-        let opts = mt::ConvTranspose2dOptions {
-            stride: [sh, sw],
-            padding: [0, 0],
-            output_padding: [0, 0],
-            dilation: [1, 1],
-            groups: ch,
-        };
-        mt::conv_transpose2d(src, filt, None, &opts)
+    let scatter = |src: &Tensor, filt: &Tensor| {
+        scatter_to_input(src, filt, ch, [h, w], [kh, kw], [sh, sw], [pt, pl])
     };
     let dx = if g.max {
         // x on the canvas (padding = -inf never wins), one window offset at a time.
@@ -493,7 +508,7 @@ fn pool2d_grad(c: &Call) -> Result<()> {
         let stacked = mt::stack(&parts.iter().collect::<Vec<_>>(), 2)?;
         let src = stacked.reshape(&[n as isize, (ch * k) as isize, oh as isize, ow as isize])?;
         let filt = one_hot_filter(ch, kh, kw, dt)?;
-        crop(&tconv(&src, &filt)?)?
+        scatter(&src, &filt)?
     } else {
         // Each output's gradient is spread evenly over its window's counted elements.
         let count = if g.exclusive {
@@ -516,7 +531,7 @@ fn pool2d_grad(c: &Call) -> Result<()> {
         };
         let src = mt::divide(&dy, &count)?;
         let filt = mt::ones(&[ch, 1, kh, kw], dt, place())?;
-        crop(&tconv(&src, &filt)?)?
+        scatter(&src, &filt)?
     };
     c.store(0, &from_nchw(dx, g.nhwc)?)
 }
