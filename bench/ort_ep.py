@@ -2,13 +2,17 @@
 """The ONNX Runtime plugin EP (`mpsrt.ort`) beside mpsrt's own `mpsrt.onnx.InferenceSession` and
 Microsoft's WebGPU plugin EP (`onnxruntime-ep-webgpu`, when importable), on the same ONNX files.
 
-  python3 bench/ort_ep.py DIR [--iters N] [--models a,b] [--runtimes ep,ep_iobinding,mpsrt,webgpu]
+  python3 bench/ort_ep.py DIR [--iters N] [--rounds R] [--warm-s S] [--models a,b]
+                             [--runtimes ep,ep_iobinding,mpsrt,webgpu]
   python3 bench/ort_ep.py light [--iters N] [--models squeezenet,...] [--runtimes ...]
 
 DIR holds the files `bench/engine_torch.py export DIR` writes: torchvision resnet50 /
 densenet121 / mobilenet_v3_small / efficientnet_b0 (input `x`, batch 1 and 32) and BERT-base
 (`input_ids`, `attention_mask`, int64, sequence 128, batch 1 and 8). One JSON line per
-(model, batch, runtime): p50/p90/mean ms of `run` (host arrays in, host arrays out, as a
+(model, batch, runtime): p50/p90/mean ms of `run` over N runs taken in R alternated rounds
+(default 30 in 5: every runtime warmed for S seconds, default 0.5, then each round times N/R runs
+of each runtime in turn, so GPU clock changes fall on all of them alike; `round_p50_ms` per
+round, `sm_mhz_before_after` where nvidia-smi exists) (host arrays in, host arrays out, as a
 user's onnxruntime program does), the device, and for the EPs the share of ORT kernels that ran
 on that EP (from ORT's profile of one run), plus max |ours - onnxruntime CPU| on that input as a
 correctness check. `ep_iobinding` is the EP with the input bound in mpsrt device memory and the
@@ -54,17 +58,50 @@ def feeds(name, batch, rng, sess=None):
     return {"x": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
 
 
-def timed(run, iters):
-    for _ in range(3):
-        run()
-    lat = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        run()
-        lat.append((time.perf_counter() - t0) * 1e3)
-    lat.sort()
+def summary(lat):
+    lat = sorted(lat)
     return {"p50_ms": lat[len(lat) // 2], "p90_ms": lat[int(len(lat) * 0.9)],
-            "mean_ms": sum(lat) / len(lat), "iterations": iters}
+            "mean_ms": sum(lat) / len(lat), "iterations": len(lat)}
+
+
+def interleaved(runs, iters, rounds, warm_s):
+    """Times every runtime of `runs` (label -> callable) in `rounds` alternated rounds of
+    `iters / rounds` runs each, after warming each up for `warm_s` seconds (at least 3 runs).
+    Why: a GPU that idled while the sessions were built runs its first few hundred ms at low
+    clocks; timing the runtimes one after another gave that cost to whichever ran first (the EP)
+    and read as a 2-3x slower EP in whole processes. Alternating rounds give every runtime the
+    same clocks; `round_p50_ms` shows a drift if one remains."""
+    for run in runs.values():
+        t_end = time.perf_counter() + warm_s
+        n = 0
+        while n < 3 or time.perf_counter() < t_end:
+            run()
+            n += 1
+    per = max(iters // rounds, 1)
+    lat = {k: [] for k in runs}
+    rp50 = {k: [] for k in runs}
+    for _ in range(rounds):
+        for label, run in runs.items():
+            one = []
+            for _ in range(per):
+                t0 = time.perf_counter()
+                run()
+                one.append((time.perf_counter() - t0) * 1e3)
+            lat[label] += one
+            rp50[label].append(round(sorted(one)[len(one) // 2], 3))
+    return {k: dict(summary(v), round_p50_ms=rp50[k]) for k, v in lat.items()}
+
+
+def sm_clock():
+    """The GPU's SM clock in MHz from nvidia-smi (None where there is none), read outside the
+    timings so a slow row can be told apart from a GPU that had not clocked up."""
+    try:
+        import subprocess
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return int(out.split()[0])
+    except Exception:  # noqa: BLE001 - no NVIDIA tool here: nothing to report
+        return None
 
 
 def share(path, ep, x):
@@ -118,6 +155,8 @@ def iobound(sess, x, ref):
 def main():
     args = sys.argv[1:]
     iters = int(args[args.index("--iters") + 1]) if "--iters" in args else 30
+    rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 5
+    warm_s = float(args[args.index("--warm-s") + 1]) if "--warm-s" in args else 0.5
     models = (args[args.index("--models") + 1].split(",") if "--models" in args else
               ["resnet50", "densenet121", "mobilenet_v3_small", "efficientnet_b0", "bert_base"])
     runtimes = (args[args.index("--runtimes") + 1].split(",") if "--runtimes" in args else
@@ -180,20 +219,35 @@ def main():
         for batch in ((None,) if light else BATCHES.get(name, (1, 32))):
             x = feeds(name, batch, rng, cpu if light else None)
             ref = cpu.run(None, x)[0]
+            rows, runs = {}, {}
             for label, (sess, ep, load_s) in sessions.items():
                 try:
                     run = (iobound(sess, x, ref) if label.endswith("iobinding")
                            else (lambda s=sess: s.run(None, x)[0]))
                     out = run()
-                    row = {"runtime": label, "model": name, "batch": batch, "device": device,
-                           "load_s": round(load_s, 2),
-                           "max_abs_diff_vs_ort_cpu": float(np.abs(out - ref).max())}
-                    row.update(timed(run, iters))
-                    if ep is not None:
-                        row["ep_kernel_share"] = round(share(path, ep, x), 3)
-                    row["onnxruntime"] = ort.__version__
+                    rows[label] = {"runtime": label, "model": name, "batch": batch, "device": device,
+                                   "load_s": round(load_s, 2),
+                                   "max_abs_diff_vs_ort_cpu": float(np.abs(out - ref).max())}
+                    runs[label] = run
                 except Exception as e:  # noqa: BLE001 - one failing case must not hide the rest
-                    row = {"runtime": label, "model": name, "batch": batch, "error": str(e)[:400]}
+                    print(json.dumps({"runtime": label, "model": name, "batch": batch,
+                                      "error": str(e)[:400]}), flush=True)
+            clock0 = sm_clock()
+            try:
+                times = interleaved(runs, iters, rounds, warm_s)
+            except Exception as e:  # noqa: BLE001
+                print(json.dumps({"model": name, "batch": batch, "error": str(e)[:400]}), flush=True)
+                continue
+            clock1 = sm_clock()
+            for label, row in rows.items():
+                row.update(times[label])
+                row["rounds"] = rounds
+                if clock0 is not None:
+                    row["sm_mhz_before_after"] = [clock0, clock1]
+                ep = sessions[label][1]
+                if ep is not None:
+                    row["ep_kernel_share"] = round(share(path, ep, x), 3)
+                row["onnxruntime"] = ort.__version__
                 print(json.dumps(row), flush=True)
 
 
