@@ -60,6 +60,12 @@ pub struct CoopMatmulSpec {
     /// around the matrix operations (the branched form measured wrong on the H100). Set by
     /// the launcher for the shape it dispatches.
     pub aligned: bool,
+    /// Generation 3 only: the output is f16 (`array<f16>`), rounded from the f32 (or f16)
+    /// accumulators on the way out — every tile goes through a per-subgroup scratch of one
+    /// row of tiles (`coopStoreT` cannot convert) — so an f16 product needs no f32 buffer and
+    /// no separate cast pass. Generations 1 and 2 write f32 ([`with_variant`](Self::with_variant)
+    /// clears it when it falls back to them).
+    pub out_f16: bool,
 }
 
 /// Which kernel the launcher asks for: a fixed generation or a member of generation 3's family
@@ -169,17 +175,21 @@ impl CoopMatmulSpec {
             || (want.tune.check(want.size).is_ok()
                 && (experimental || want.tune.unverified().is_none()));
         if tune_ok && want.shared_bytes() <= shared_limit {
-            want
+            CoopMatmulSpec { out_f16: want.out_f16 && want.variant == 3, ..want }
         } else {
-            CoopMatmulSpec { variant: 1, ..self }
+            CoopMatmulSpec { variant: 1, out_f16: false, ..self }
         }
     }
 
     /// The kernel in words, for reports: `v1`, `v2`, or `v3 <tune>`.
     pub fn variant_name(&self) -> String {
         match self.variant {
-            3 if self.aligned => format!("v3 {} aligned", self.tune.name()),
-            3 => format!("v3 {}", self.tune.name()),
+            3 => format!(
+                "v3 {}{}{}",
+                self.tune.name(),
+                if self.aligned { " aligned" } else { "" },
+                if self.out_f16 { " f16-out" } else { "" }
+            ),
             v => format!("v{v}"),
         }
     }
@@ -439,6 +449,7 @@ pub fn plan_coop_matmul(
         variant: 2,
         tune: CoopTune::default(),
         aligned: false,
+        out_f16: false,
     })
 }
 

@@ -40,7 +40,9 @@ pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let stages = if t.db { 2 } else { 1 };
     let acc = if spec.acc == DType::F32 { 4 } else { 2 };
-    let scratch = u32::from(t.wm) * u32::from(t.wn) * spec.size * spec.size * acc;
+    // f16 output: a row of `tn` tiles per subgroup (one tile otherwise).
+    let row = if spec.out_f16 { u32::from(t.tn) } else { 1 };
+    let scratch = u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc;
     2 * stages * (bm * (bk + pad) + bk * (bn + pad)) + scratch
 }
 
@@ -84,7 +86,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     };
     let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty(va));
     let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(vb));
-    w.push_str("@group(0) @binding(2) var<storage, read_write> out: array<f32>;\n");
+    let oty = if spec.out_f16 { "f16" } else { "f32" };
+    let _ = writeln!(w, "@group(0) @binding(2) var<storage, read_write> out: array<{oty}>;");
     w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
     crate::matmul::meta_fns(&mut w, nb);
     if wl {
@@ -104,7 +107,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             };
         }
     }
-    let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * s * s);
+    let row = if spec.out_f16 { tn } else { 1 };
+    let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
     w.push_str("var<workgroup> Wfull: u32;\n");
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
     w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
@@ -184,9 +188,44 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         }
         w.push_str(&l.shared(true));
     }
-    crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
+    if spec.out_f16 {
+        store_f16_rows(&mut w, tm, tn, s, sg);
+    } else {
+        crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
+    }
     w.push_str("}\n");
     Ok(w)
+}
+
+/// The f16-output store: for each of the subgroup's `tm` rows of tiles, the `tn` accumulators
+/// go to the subgroup's scratch as one row-major `s × tn·s` block (`coopStoreT` with stride
+/// `tn·s`), then each lane rounds `alpha ·` its elements to f16 and stores the in-bounds ones
+/// (rows of `tn·s` consecutive halves per output row). Two barriers per row of tiles.
+fn store_f16_rows(w: &mut String, tm: u32, tn: u32, s: u32, sg: u32) {
+    let row = tn * s;
+    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    let _ = writeln!(w, "  let cs = sg * {}u;", row * s);
+    for i in 0..tm {
+        for j in 0..tn {
+            // The index is bound first (naga's SPIR-V writer needs the pointer's index cached).
+            let _ = writeln!(
+                w,
+                "  let q{i}_{j} = cs + {}u;\n  coopStoreT(c{i}_{j}, &Cs[q{i}_{j}], {row}u);",
+                j * s
+            );
+        }
+        w.push_str("  workgroupBarrier();\n");
+        let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
+        let _ = writeln!(
+            w,
+            "    let m = m0 + sm + {}u + e / {row}u; let n = n0 + sn + e % {row}u;",
+            i * s
+        );
+        w.push_str(
+            "    if (m < Mr && n < N) { out[obase + m * N + n] = f16(alpha * f32(Cs[cs + e])); }\n",
+        );
+        w.push_str("  }\n  workgroupBarrier();\n");
+    }
 }
 
 /// The K loop's geometry, shared by its renderings.

@@ -48,6 +48,7 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                             variant,
                             tune: CoopTune::default(),
                             aligned: false,
+                            out_f16: false,
                         };
                         let src = spec.render().unwrap();
                         let msl =
@@ -74,6 +75,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             variant: 2,
             tune: CoopTune::default(),
             aligned: false,
+            out_f16: false,
         },
         CoopMatmulSpec {
             size: 16,
@@ -85,6 +87,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             variant: 2,
             tune: CoopTune::default(),
             aligned: false,
+            out_f16: false,
         },
         CoopMatmulSpec {
             size: 16,
@@ -96,6 +99,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             variant: 2,
             tune: CoopTune::default(),
             aligned: false,
+            out_f16: false,
         },
     ];
     for s in bad {
@@ -180,6 +184,7 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
         variant: 3,
         tune: CoopTune::default(),
         aligned: false,
+        out_f16: false,
     };
     // The sweep's tunes, and the unverified knobs (kept rendered for investigation).
     let mut tunes = CoopTune::sweep();
@@ -313,6 +318,7 @@ fn every_structure_candidate_validates_and_translates() {
         variant: 3,
         tune: CoopTune::default(),
         aligned: false,
+        out_f16: false,
     };
     let tunes = CoopTune::structures();
     assert!(tunes.len() >= 20, "{}", tunes.len());
@@ -370,4 +376,51 @@ fn every_structure_candidate_validates_and_translates() {
     assert_eq!(p.with_variant(CoopVariant::Family(t), 49152).variant, 3);
     let wl = CoopTune { wl: true, vs: 0, ..t };
     assert_eq!(p.with_variant(CoopVariant::Family(wl), 49152).variant, 1);
+}
+
+/// f16 output (`out_f16`): the default tunes and the structures with both aligned forms render
+/// an `array<f16>` output stored through a row-of-tiles scratch (no direct f32 `coopStoreT` to
+/// `out`), validate, and translate to MSL and SPIR-V; the scratch is counted in the workgroup
+/// memory; a fallback to generation 1 (f32 only) clears the flag.
+#[test]
+fn f16_output_kernels_validate_and_translate() {
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    let base = CoopMatmulSpec { vec_a: true, vec_b: true, out_f16: true, ..p };
+    let mut tunes: Vec<CoopTune> = vec![
+        match default_coop_variant(16, [4096; 3]) {
+            CoopVariant::Family(t) => t,
+            v => panic!("{v:?}"),
+        },
+        match default_coop_variant(16, [1024, 768, 768]) {
+            CoopVariant::Family(t) => t,
+            v => panic!("{v:?}"),
+        },
+    ];
+    tunes.extend(CoopTune::structures().into_iter().filter(|t| !t.wl));
+    for (i, tune) in tunes.into_iter().enumerate() {
+        let aligned = (tune.fi || tune.dg) && i % 2 == 0;
+        let spec = base.with_variant(CoopVariant::Family(tune), 49152);
+        let want = CoopMatmulSpec { variant: 3, tune, ..base };
+        if want.shared_bytes() > 49152 {
+            // The row scratch pushes two-slab 128×128 tunes past 48 KiB: generation 1, f32.
+            assert_eq!((spec.variant, spec.out_f16), (1, false), "{}", tune.name());
+            continue;
+        }
+        assert_eq!((spec.variant, spec.out_f16), (3, true), "{}", tune.name());
+        let spec = CoopMatmulSpec { aligned, batch_dims: i % 3, ..spec };
+        let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+        assert!(src.contains("var<storage, read_write> out: array<f16>"), "{spec:?}");
+        assert!(!src.contains("&out["), "no cooperative store to the f16 output: {spec:?}");
+        wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+        wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+        let f32_out = CoopMatmulSpec { out_f16: false, ..spec };
+        let row = u32::from(tune.wm) * u32::from(tune.wn) * 256 * 4;
+        assert_eq!(spec.shared_bytes(), f32_out.shared_bytes() + row * (u32::from(tune.tn) - 1));
+    }
+    // Generation 1 writes f32: asking for it (or falling back to it) clears the flag.
+    assert!(!base.with_variant(CoopVariant::Gen1, 49152).out_f16);
+    let huge = CoopTune::parse("w2x4_t4x4_k64_db1").unwrap();
+    let q = base.with_variant(CoopVariant::Family(huge), 49152);
+    assert_eq!((q.variant, q.out_f16), (1, false));
 }

@@ -19,8 +19,9 @@
 //! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`;
 //! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set, and
 //! `COOP_VARIANTS=structures` times `CoopTune::structures()` (with it set, between runs of
-//! the default). Timed calls include the f32 → f16 cast of the product (as every f16
-//! matmul does).
+//! the default). A variant suffixed `@f32out` (`default@f32out`) runs with
+//! `MPSRT_COOP_F16_OUT=0`: the kernel writes f32 and the timed calls include the separate
+//! f32 → f16 cast of the product (what every f16 matmul did before generation 3 wrote f16).
 
 use mpsrt_kernels::CoopTune;
 use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
@@ -79,6 +80,15 @@ fn main() {
         }
         let mut cmd = Command::new(&exe);
         cmd.env("MPSRT_COOP_SWEEP_CHILD", v).stdout(Stdio::piped());
+        // `<variant>@f32out`: the kernel writes f32 and the product is cast in a second pass
+        // (the launcher before f16 output; A/B of `MPSRT_COOP_F16_OUT`).
+        let (v, f32out) = match v.strip_suffix("@f32out") {
+            Some(base) => (&base.to_string(), true),
+            None => (v, false),
+        };
+        if f32out {
+            cmd.env("MPSRT_COOP_F16_OUT", "0");
+        }
         if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental" || v == "structures") {
             cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
         }

@@ -1,7 +1,8 @@
 //! GPU launch for matrix products: coalesce the broadcast batch dims, pick GEMV (M = 1, or
 //! N = 1 by swapping the operands' roles through strides) or the tiled GEMM, choose the tile
 //! size and each operand's load path (`vec4` along its contiguous axis when aligned), and
-//! record one dispatch. The f32 result is cast by the caller. An f16 product without epilogue
+//! record one dispatch. The f32 result is cast by the caller (a generation-3 cooperative kernel
+//! writes an f16 product itself, `MPSRT_COOP_F16_OUT`). An f16 product without epilogue
 //! runs on the matrix units (`mpsrt_kernels::matmul_coop`) when [`plan_f16_gemm`] finds a
 //! usable cooperative-matrix configuration on the device; the tiled GEMM stays the fallback.
 //!
@@ -115,6 +116,14 @@ pub fn plan_f16_gemm(
     Ok(spec)
 }
 
+/// Whether generation-3 kernels write the f16 product themselves (`MPSRT_COOP_F16_OUT=1`)
+/// instead of an f32 product that the caller casts in a second pass (default 0 until
+/// measured correct and faster on hardware).
+fn coop_f16_out() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_F16_OUT", 0) != 0)
+}
+
 fn coop_enabled() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_MATMUL", 1) != 0)
@@ -155,6 +164,7 @@ fn coop_spec(
     static EXP: OnceLock<bool> = OnceLock::new();
     let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
     let limit = props.max_compute_workgroup_storage_size;
+    let spec = CoopMatmulSpec { out_f16: coop_f16_out(), ..spec };
     let mut spec = spec.with_variant_opts(variant, limit, experimental);
     if spec.threads() > props.max_compute_invocations_per_workgroup {
         spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
@@ -418,8 +428,9 @@ fn split(op: &str, device: usize, p: &Problem<'_>, depth: usize) -> Result<Tenso
         Cut::K => {
             second.c = None;
             second.beta = 0.0;
-            let r0 = split(op, device, &first, depth + 1)?;
-            let r1 = split(op, device, &second, depth + 1)?;
+            // f16 pieces (the cooperative kernel's f16 output) are summed in f32.
+            let r0 = split(op, device, &first, depth + 1)?.astype(DType::F32)?;
+            let r1 = split(op, device, &second, depth + 1)?.astype(DType::F32)?;
             return crate::add(&r0, &r1);
         }
     };
@@ -462,11 +473,14 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let z: usize = p.batch.iter().product();
     let mut shape = p.batch.clone();
     shape.extend([m, n]);
-    let out = dev.alloc(op, (z * m * n * 4) as u64)?;
-    let result =
-        Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
+    // The product, contiguous `[batch.., M, N]`: f32, or f16 where the cooperative kernel
+    // rounds on the way out.
+    let alloc_out = |dt: DType| -> Result<Tensor> {
+        let out = dev.alloc(op, (z * m * n * dt.size()) as u64)?;
+        Ok(Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), dt))
+    };
     if z * m * n == 0 {
-        return Ok(result);
+        return alloc_out(DType::F32);
     }
     let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
     if z > maxd {
@@ -487,7 +501,6 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let (mut abuf, mut bbuf) =
         (bind(gpu_buffer(op, p.a_t)?, w.a), bind(gpu_buffer(op, p.b_t)?, w.b));
     let (mut ab, mut bb) = (bst[0].clone(), bst[1].clone());
-    let outb = gpu_buffer(op, &result)?;
     let (mut mm, mut nn) = (m, n);
     if p.c.is_none() && p.res.is_none() && n == 1 && m > 1 {
         // out^T = b^T a^T: a row vector times a matrix, without copying either operand.
@@ -521,6 +534,8 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         };
         let cols = if spec.k_contig { 8 } else { 32 };
         let pl = cached(&GEMV, &dev, op, spec, GemvSpec::render)?;
+        let result = alloc_out(DType::F32)?;
+        let outb = gpu_buffer(op, &result)?;
         let wg = [nn.div_ceil(cols) as u32, 1, z as u32];
         let mut binds = vec![abuf, bbuf];
         if let Some((c, _)) = &p.c {
@@ -542,6 +557,8 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
             let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
             let spec = coop_spec(spec, [mm, nn, k], props, vec_a, vec_b);
             let pl = cached_coop(&dev, op, spec)?;
+            let result = alloc_out(if spec.out_f16 { DType::F16 } else { DType::F32 })?;
+            let outb = gpu_buffer(op, &result)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let (gx, gy) = (nn.div_ceil(bn), mm.div_ceil(bm));
             if gx > maxd || gy > maxd {
@@ -609,6 +626,8 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         has_res: p.res.is_some() && !split,
     };
     let pl = cached(&GEMM, &dev, op, spec, MatmulSpec::render)?;
+    let result = alloc_out(DType::F32)?;
+    let outb = gpu_buffer(op, &result)?;
     let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
