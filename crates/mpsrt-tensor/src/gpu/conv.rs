@@ -354,6 +354,10 @@ pub(crate) fn conv(
     epi: Epi<'_>,
 ) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
+    // f16 convs on the matrix units where the adapter has them (`conv_coop.rs`); else below.
+    if let Some(y) = super::conv_coop::try_conv(op, &dev, x, w, b, g, transposed, epi)? {
+        return Ok(y);
+    }
     let dtype = x.dtype();
     // A channel slice (a concat's view at batch > 1) stays a view: the implicit GEMM reads it
     // with its image stride, and `conv_f32` copies it for any other route.

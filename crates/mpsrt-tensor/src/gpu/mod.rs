@@ -3,6 +3,7 @@
 
 pub(crate) mod attention;
 pub(crate) mod conv;
+pub(crate) mod conv_coop;
 pub(crate) mod conv_gemm;
 pub(crate) mod conv_plan;
 pub(crate) mod conv_se;

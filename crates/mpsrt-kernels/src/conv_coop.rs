@@ -1,0 +1,540 @@
+//! Implicit-GEMM convolution on cooperative matrices (issue 23): f16 NCHW input and f16 OIHW
+//! weights, f32 accumulation in `coop_mat{S}x{S}<f32, C>` (tensor cores through
+//! `VK_KHR_cooperative_matrix`, Apple simdgroup matrices), bias / residual / activation applied
+//! per element on the way out, f16 NCHW output.
+//!
+//! GEMM view: `M = OC` (rows: the weight matrix `[OC, K]`, which is the OIHW tensor as is),
+//! `N = batch · OH · OW` (columns), `K = IC · KH · KW`. This orientation (rather than the
+//! NHWC-friendly transpose `M = N·P`) is the one whose output columns are the contiguous axis
+//! of an NCHW result: a tile row of the accumulator is a run of one channel's output pixels,
+//! so the stores are runs of consecutive halves and no permute follows; the weights need no
+//! reshaping at all (OIHW rows are K-contiguous, the A operand's natural row-major layout);
+//! and the im2col gather walks consecutive output pixels, which are consecutive (stride 1) or
+//! evenly spaced input pixels.
+//!
+//! Structure (the generation-3 GEMM's technique, `matmul_coop_family.rs`, specialised): a
+//! workgroup of 2 × 2 subgroups owns a `BM × BN` output block (`tm × tn` cooperative tiles per
+//! subgroup); K advances [`BK`] = 32 at a time through two vector-typed (`vec4<f16>`) padded
+//! slabs in workgroup memory: the next slab's global loads go to registers before the current
+//! slab's products and into the other slab after them (one barrier per step). The A slab loads
+//! 8 weights per `vec4<f16>` pair when `K % 8 == 0` (every ResNet-50 conv but the 7×7 stem,
+//! K = 147), else 4 checked scalars. The B-tile load is the im2col gather: each thread owns 4
+//! consecutive output columns, decomposed once into the input window's corner before the K
+//! loop; per K row it decomposes `k → (ic, kh, kw)` once (divisions by WGSL constants: the
+//! whole geometry is baked in, one pipeline per conv geometry and tile) and reads the 4 inputs
+//! with padding checks. Pointwise stride-1 convs whose image size is a multiple of 4 read the 4
+//! columns as one `vec4<f16>` (they are one image's consecutive pixels). Zero-filled K rows past
+//! the end make odd K legal without padding the weights.
+//!
+//! Epilogue: each accumulator tile is stored to a per-subgroup f32 scratch, and each lane
+//! applies `act(acc + bias[oc] + res[n, oc, p])` to its elements and stores them as f16 at
+//! `out[n, oc, p]`. The batch size is a runtime value (meta word 0 holds N·P); meta words as
+//! the f32 implicit GEMM's [`conv_gemm_meta`](crate::conv_gemm_meta): 1 x offset, 2 w offset,
+//! 3 activation p0, 4 bias offset, 5 output offset, 6 residual offset (in elements), 15 p1.
+//!
+//! [`plan_coop_conv`] is the pure choice (adapter configurations, subgroup size, features,
+//! workgroup-memory limit, geometry → spec or the reason it declines), tested with fake
+//! configuration lists on lavapipe, which has no cooperative matrices.
+
+use crate::matmul::MatmulAct;
+use crate::matmul_coop::{CoopConfig, CoopDecline};
+use mpsrt_core::DType;
+use std::fmt::Write as _;
+
+/// K per workgroup-memory slab.
+pub const BK: u32 = 32;
+/// Halves of padding per slab row: rows stay 16-byte aligned for the matrix loads while
+/// consecutive rows start in different banks.
+const PAD: u32 = 8;
+/// Subgroups per workgroup along M and along N.
+const WM: u32 = 2;
+const WN: u32 = 2;
+
+/// One ungrouped 2-D convolution's geometry (the batch size is not part of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvShape {
+    /// Input channels, height, width.
+    pub c: u32,
+    pub h: u32,
+    pub w: u32,
+    /// Output channels, height, width.
+    pub oc: u32,
+    pub oh: u32,
+    pub ow: u32,
+    /// Kernel size, strides, top/left padding, dilations.
+    pub kh: u32,
+    pub kw: u32,
+    pub sh: u32,
+    pub sw: u32,
+    pub ph: u32,
+    pub pw: u32,
+    pub dh: u32,
+    pub dw: u32,
+}
+
+impl ConvShape {
+    /// Inner dimension `C·KH·KW`.
+    pub fn k(&self) -> u32 {
+        self.c * self.kh * self.kw
+    }
+    /// Output pixels per image.
+    pub fn p(&self) -> u32 {
+        self.oh * self.ow
+    }
+    /// 1×1 without padding: every window is inside the input.
+    pub fn pointwise(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.ph == 0 && self.pw == 0
+    }
+}
+
+/// A rendered cooperative-matrix conv kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CoopConvSpec {
+    pub shape: ConvShape,
+    /// Cooperative tile size S (16 on NVIDIA, 8 on Apple).
+    pub size: u32,
+    /// Lanes per subgroup the kernel is rendered for.
+    pub subgroup: u32,
+    /// Cooperative tiles per subgroup along M (output channels) and N (output columns): the
+    /// block is `2·tm·S × 2·tn·S`.
+    pub tm: u32,
+    pub tn: u32,
+    /// Weights read 8 halves at a time (`K % 8 == 0`, offset a multiple of 4 halves).
+    pub w_vec: bool,
+    /// Input read 4 columns at a time (pointwise, stride 1, `P % 4 == 0`, offset a multiple of
+    /// 4 halves).
+    pub x_vec: bool,
+    pub has_bias: bool,
+    /// The bias is f16 (else f32).
+    pub bias_f16: bool,
+    /// An f16 residual (NCHW like the output) added before the activation.
+    pub has_res: bool,
+    pub act: MatmulAct,
+}
+
+/// The device facts [`plan_coop_conv`] reads (`DeviceProperties` in plain values, so the
+/// choice is testable without a GPU).
+#[derive(Clone, Debug)]
+pub struct CoopConvDevice<'a> {
+    pub configs: &'a [CoopConfig],
+    /// Subgroup size range (min, max).
+    pub subgroup: (u32, u32),
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    /// `max_compute_workgroup_storage_size`.
+    pub shared_limit: u32,
+    pub max_invocations: u32,
+    pub max_wg_dim: u32,
+}
+
+/// How the caller wants the route decided (`MPSRT_COOP_CONV`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoopConvRoute {
+    /// `0`: never.
+    Off,
+    /// `1`: every conv the kernel can run, however small.
+    Force,
+    /// Unset: convs with at least `min_blocks` 64×64 output blocks (smaller ones fill too
+    /// little of the GPU without split-K, which this kernel does not do: the f32 planner's
+    /// split-K route is faster there).
+    Auto { min_blocks: u32 },
+}
+
+/// SMs of the GPU the tile choice assumes (an H100/H200: 132).
+const SMS: u32 = 132;
+
+impl CoopConvSpec {
+    /// Output channels per workgroup.
+    pub fn block_m(&self) -> u32 {
+        WM * self.tm * self.size
+    }
+    /// Output columns per workgroup.
+    pub fn block_n(&self) -> u32 {
+        WN * self.tn * self.size
+    }
+    /// Threads per workgroup.
+    pub fn threads(&self) -> u32 {
+        WM * WN * self.subgroup
+    }
+    /// Workgroup-memory bytes: two A and two B slabs of f16, one f32 S×S scratch per subgroup.
+    pub fn shared_bytes(&self) -> u32 {
+        let (bm, bn, s) = (self.block_m(), self.block_n(), self.size);
+        2 * 2 * (bm * (BK + PAD) + BK * (bn + PAD)) + WM * WN * s * s * 4
+    }
+    /// Workgroups for a batch of `n` images: `[column blocks, channel blocks, 1]`.
+    pub fn grid(&self, n: u32) -> [u32; 3] {
+        let cols = n * self.shape.p();
+        [cols.div_ceil(self.block_n()), self.shape.oc.div_ceil(self.block_m()), 1]
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let s = self.size;
+        if s != 8 && s != 16 {
+            return Err(format!("conv_coop: tile size must be 8 or 16, got {s}"));
+        }
+        if !self.subgroup.is_power_of_two() || !(4..=128).contains(&self.subgroup) {
+            return Err(format!("conv_coop: unsupported subgroup size {}", self.subgroup));
+        }
+        if !matches!(self.tm, 1 | 2 | 4) || !matches!(self.tn, 1 | 2 | 4) {
+            return Err(format!("conv_coop: tm and tn must be 1, 2 or 4, got {self:?}"));
+        }
+        let sh = &self.shape;
+        if sh.k() == 0 || sh.p() == 0 || sh.oc == 0 || sh.sh == 0 || sh.sw == 0 {
+            return Err(format!("conv_coop: empty geometry {sh:?}"));
+        }
+        let (nt, qb) = (self.threads(), self.block_n() / 4);
+        // Each thread keeps the same 4 columns for every B row it loads.
+        if !nt.is_multiple_of(qb) || !(BK * qb).is_multiple_of(nt) {
+            return Err(format!("conv_coop: {nt} threads cannot tile a {BK}x{} B slab", qb * 4));
+        }
+        if self.w_vec && !sh.k().is_multiple_of(8) {
+            return Err("conv_coop: vector weight loads need K % 8 == 0".into());
+        }
+        if self.x_vec && !(sh.pointwise() && sh.sh == 1 && sh.sw == 1 && sh.p().is_multiple_of(4)) {
+            return Err(
+                "conv_coop: vector input loads need a pointwise stride-1 conv with P % 4 == 0"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Render the WGSL source; fails for parameters the planner never produces.
+    pub fn render(&self) -> Result<String, String> {
+        self.check()?;
+        let sh = self.shape;
+        let (s, nt) = (self.size, self.threads());
+        let (bm, bn, tm, tn) = (self.block_m(), self.block_n(), self.tm, self.tn);
+        let (as_, bs_) = (BK + PAD, bn + PAD);
+        let (a_stage, b_stage) = (bm * as_, BK * bs_);
+        let qb = bn / 4;
+        let mut w = String::with_capacity(24576);
+        let _ = writeln!(w, "// generated by mpsrt-kernels: conv_coop {self:?}");
+        w.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+        for (name, v) in [
+            ("CIN", sh.c),
+            ("H", sh.h),
+            ("W", sh.w),
+            ("OC", sh.oc),
+            ("OW", sh.ow),
+            ("P", sh.p()),
+            ("KW", sh.kw),
+            ("KHW", sh.kh * sh.kw),
+            ("HW", sh.h * sh.w),
+            ("K", sh.k()),
+            ("SH", sh.sh),
+            ("SW", sh.sw),
+            ("DH", sh.dh),
+            ("DW", sh.dw),
+        ] {
+            let _ = writeln!(w, "const {name}: u32 = {v}u;");
+        }
+        let _ = writeln!(w, "const PH: i32 = {}; const PW: i32 = {};", sh.ph, sh.pw);
+        w.push_str("struct Meta { w: array<vec4<u32>, 4> };\n");
+        let vty = |v: bool| if v { "vec4<f16>" } else { "f16" };
+        let mut bufs = vec![("x", vty(self.x_vec), "read"), ("wt", vty(self.w_vec), "read")];
+        if self.has_bias {
+            bufs.push(("bias", if self.bias_f16 { "f16" } else { "f32" }, "read"));
+        }
+        if self.has_res {
+            bufs.push(("res", "f16", "read"));
+        }
+        bufs.push(("out", "f16", "read_write"));
+        for (i, (name, ty, access)) in bufs.iter().enumerate() {
+            let _ =
+                writeln!(w, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
+        }
+        let _ = writeln!(w, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
+        w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
+        w.push_str(self.act.wgsl());
+        let _ = writeln!(w, "var<workgroup> As: array<vec4<f16>, {}>;", 2 * a_stage / 4);
+        let _ = writeln!(w, "var<workgroup> Bs: array<vec4<f16>, {}>;", 2 * b_stage / 4);
+        let _ = writeln!(w, "var<workgroup> Cs: array<f32, {}>;", WM * WN * s * s);
+        let _ = writeln!(w, "@compute @workgroup_size({nt})");
+        w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
+        w.push_str("        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {\n");
+        w.push_str("  let NCOLS = mw(0u); let xoff = i32(mw(1u)); let woff = mw(2u);\n");
+        let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+        let _ = writeln!(
+            w,
+            "  let sm = (sg / {WN}u) * {}u; let sn = (sg % {WN}u) * {}u;",
+            tm * s,
+            tn * s
+        );
+        // The thread's 4 B columns, decomposed once.
+        let _ = writeln!(w, "  let cq = tid % {qb}u; let cb = n0 + cq * 4u; let kr = tid / {qb}u;");
+        if self.x_vec {
+            // One image's 4 consecutive pixels (P % 4 == 0): its base in halves, or -1.
+            w.push_str("  var xv = -1;\n  if (cb < NCOLS) { xv = xoff + i32((cb / P) * CIN * P + cb % P); }\n");
+        } else {
+            for j in 0..4 {
+                let _ = writeln!(
+                    w,
+                    "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * CIN * HW) + ih{j} * i32(W) + iw{j}; }} }}"
+                );
+            }
+        }
+        for i in 0..tm {
+            for j in 0..tn {
+                let _ = writeln!(w, "  var c{i}_{j} = coop_mat{s}x{s}<f32, C>();");
+            }
+        }
+        // Register-held next slab.
+        let na = if self.w_vec { bm * (BK / 8) } else { bm * (BK / 4) }.div_ceil(nt);
+        let nbv = BK * qb / nt;
+        for t in 0..na {
+            if self.w_vec {
+                let _ = writeln!(w, "  var ra{t}l = vec4<f16>(); var ra{t}h = vec4<f16>();");
+            } else {
+                let _ = writeln!(w, "  var ra{t} = vec4<f16>();");
+            }
+        }
+        for t in 0..nbv {
+            let _ = writeln!(w, "  var rb{t} = vec4<f16>();");
+        }
+        let load = |k0: &str| self.load(k0, na, nbv);
+        let store = |st: &str| self.store(st, na, nbv);
+        w.push_str("  {\n");
+        w.push_str(&load("0u"));
+        w.push_str(&store("0u"));
+        w.push_str("  }\n  workgroupBarrier();\n  var st = 0u;\n");
+        let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {BK}u) {{");
+        let _ = writeln!(w, "    let nxt = k0 + {BK}u; let ot = 1u - st;");
+        w.push_str("    if (nxt < K) {\n");
+        w.push_str(&load("nxt"));
+        w.push_str("    }\n");
+        let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+        for kk in (0..BK).step_by(s as usize) {
+            for i in 0..tm {
+                let _ = writeln!(w, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u) >> 2u], {}u);", i * s, as_ / 4);
+            }
+            for j in 0..tn {
+                let _ = writeln!(w, "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[(bb + {kk}u * {bs_}u + sn + {}u) >> 2u], {}u);", j * s, bs_ / 4);
+            }
+            for i in 0..tm {
+                for j in 0..tn {
+                    let _ = writeln!(
+                        w,
+                        "    c{i}_{j} = coopMultiplyAdd(a{i}_{kk}, b{j}_{kk}, c{i}_{j});"
+                    );
+                }
+            }
+        }
+        w.push_str("    if (nxt < K) {\n");
+        w.push_str(&store("ot"));
+        w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
+        self.epilogue(&mut w);
+        w.push_str("}\n");
+        Ok(w)
+    }
+
+    /// Global loads of the slab starting at K row `k0` into the registers.
+    fn load(&self, k0: &str, na: u32, nbv: u32) -> String {
+        let nt = self.threads();
+        let bm = self.block_m();
+        let qb = self.block_n() / 4;
+        let mut c = String::new();
+        for t in 0..na {
+            let _ = write!(c, "    {{ let e = tid + {}u;", t * nt);
+            let tot = if self.w_vec { bm * (BK / 8) } else { bm * (BK / 4) };
+            let inb =
+                if tot.is_multiple_of(nt) { String::new() } else { format!("e < {tot}u && ") };
+            if self.w_vec {
+                let _ = writeln!(
+                    c,
+                    " let m = m0 + e / 4u; let k = {k0} + (e % 4u) * 8u; ra{t}l = vec4<f16>(); ra{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{t}l = wt[at]; ra{t}h = wt[at + 1u]; }} }}"
+                );
+            } else {
+                let _ = writeln!(
+                    c,
+                    " let m = m0 + e / 8u; let k = {k0} + (e % 8u) * 4u; var v = vec4<f16>();\n      if ({inb}m < OC) {{ let b = woff + m * K + k;"
+                );
+                for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let _ = writeln!(c, "        if (k + {i}u < K) {{ v.{comp} = wt[b + {i}u]; }}");
+                }
+                let _ = writeln!(c, "      }}\n      ra{t} = v; }}");
+            }
+        }
+        let sh = &self.shape;
+        for t in 0..nbv {
+            let _ =
+                writeln!(c, "    {{ let k = {k0} + kr + {}u; var v = vec4<f16>();", t * (nt / qb));
+            if self.x_vec {
+                c.push_str("      if (k < K && xv >= 0) { v = x[u32(xv + i32(k * P)) >> 2u]; }\n");
+            } else if sh.pointwise() {
+                c.push_str("      if (k < K) { let ko = i32(k * HW);\n");
+                for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let _ =
+                        writeln!(c, "        if (ih{j} >= 0) {{ v.{comp} = x[u32(xb{j} + ko)]; }}");
+                }
+                c.push_str("      }\n");
+            } else {
+                c.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let dy = i32((r / KW) * DH); let dx = i32((r % KW) * DW); let ko = i32(ic * HW) + dy * i32(W) + dx;\n");
+                for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let _ = writeln!(
+                        c,
+                        "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ v.{comp} = x[u32(xb{j} + ko)]; }}"
+                    );
+                }
+                c.push_str("      }\n");
+            }
+            let _ = writeln!(c, "      rb{t} = v; }}");
+        }
+        c
+    }
+
+    /// Stores of the registers into slab stage `st`.
+    fn store(&self, st: &str, na: u32, nbv: u32) -> String {
+        let nt = self.threads();
+        let (bm, bn) = (self.block_m(), self.block_n());
+        let (as_, bs_) = (BK + PAD, bn + PAD);
+        let (a_stage, b_stage) = (bm * as_, BK * bs_);
+        let qb = bn / 4;
+        let mut c = String::new();
+        for t in 0..na {
+            let _ = write!(c, "    {{ let e = tid + {}u;", t * nt);
+            let tot = if self.w_vec { bm * (BK / 8) } else { bm * (BK / 4) };
+            let open = if tot.is_multiple_of(nt) { "{" } else { "if (e < TOT) {" };
+            let open = open.replace("TOT", &format!("{tot}u"));
+            if self.w_vec {
+                let _ = writeln!(
+                    c,
+                    " {open} let at = ({st} * {a_stage}u + (e / 4u) * {as_}u + (e % 4u) * 8u) >> 2u; As[at] = ra{t}l; As[at + 1u] = ra{t}h; }} }}"
+                );
+            } else {
+                let _ = writeln!(
+                    c,
+                    " {open} As[({st} * {a_stage}u + (e / 8u) * {as_}u + (e % 8u) * 4u) >> 2u] = ra{t}; }} }}"
+                );
+            }
+        }
+        for t in 0..nbv {
+            let _ = writeln!(
+                c,
+                "    Bs[({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u] = rb{t};",
+                t * (nt / qb)
+            );
+        }
+        c
+    }
+
+    /// Bias, residual, activation and the f16 NCHW store of every accumulator tile, through
+    /// the subgroup's scratch.
+    fn epilogue(&self, w: &mut String) {
+        let (s, sg) = (self.size, self.subgroup);
+        let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+        for i in 0..self.tm {
+            for j in 0..self.tn {
+                let _ =
+                    writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
+                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+                let _ = writeln!(
+                    w,
+                    "    let m = m0 + sm + {}u + e / {s}u; let col = n0 + sn + {}u + e % {s}u;",
+                    i * s,
+                    j * s
+                );
+                w.push_str("    if (m < OC && col < NCOLS) {\n      var v = Cs[cs + e];\n");
+                if self.has_bias {
+                    w.push_str("      v = v + f32(bias[mw(4u) + m]);\n");
+                }
+                w.push_str("      let o = (col / P) * (OC * P) + m * P + col % P;\n");
+                if self.has_res {
+                    w.push_str("      v = v + f32(res[mw(6u) + o]);\n");
+                }
+                w.push_str("      out[mw(5u) + o] = f16(act(vec4<f32>(v)).x);\n    }\n");
+                w.push_str("  }\n  workgroupBarrier();\n");
+            }
+        }
+    }
+}
+
+/// Pick the cooperative conv kernel for an `n`-image conv of `shape` with `groups` groups on a
+/// device, or say why not (the caller then runs the f16 conv's fallback path). Needs a square
+/// 8×8 or 16×16 configuration with f16 A/B and **f32** accumulation, a fixed subgroup size,
+/// shader-f16 and subgroups. The tile: 128 output channels per block (64 when `OC ≤ 64`, so
+/// the 64-channel layers waste no half block) × 128 columns, and 64 × 64 when that leaves
+/// fewer blocks than an H100's 132 SMs (unmeasured heuristic, the GEMM planner's rule for
+/// small grids); `size` 8 halves both. The launcher sets the operand-dependent fields
+/// (`w_vec`, `x_vec`, bias, residual, activation) on the result.
+pub fn plan_coop_conv(
+    dev: &CoopConvDevice<'_>,
+    shape: &ConvShape,
+    n: u32,
+    groups: u32,
+    route: CoopConvRoute,
+) -> Result<CoopConvSpec, CoopDecline> {
+    if route == CoopConvRoute::Off {
+        return Err(CoopDecline::Unsupported("MPSRT_COOP_CONV=0"));
+    }
+    let usable = |c: &&CoopConfig| {
+        c.m == c.n
+            && c.n == c.k
+            && matches!(c.m, 8 | 16)
+            && c.ab == DType::F16
+            && c.cr == DType::F32
+    };
+    let best =
+        dev.configs.iter().filter(usable).max_by_key(|c| c.m).ok_or(CoopDecline::NoConfig)?;
+    let (lo, hi) = dev.subgroup;
+    if lo != hi || !lo.is_power_of_two() || !(4..=128).contains(&lo) {
+        return Err(CoopDecline::SubgroupSize(lo, hi));
+    }
+    if !dev.shader_f16 {
+        return Err(CoopDecline::Unsupported("the device lacks shader-f16"));
+    }
+    if !dev.subgroups {
+        return Err(CoopDecline::Unsupported("the device lacks subgroups"));
+    }
+    if groups != 1 {
+        return Err(CoopDecline::Unsupported(
+            "grouped and depthwise convs are not on the matrix units",
+        ));
+    }
+    let cols = u64::from(n) * u64::from(shape.p());
+    if shape.k() == 0 || cols == 0 || shape.oc == 0 {
+        return Err(CoopDecline::TooSmall);
+    }
+    if let CoopConvRoute::Auto { min_blocks } = route {
+        let blocks = u64::from(shape.oc).div_ceil(64) * cols.div_ceil(64);
+        if blocks < u64::from(min_blocks) {
+            return Err(CoopDecline::TooSmall);
+        }
+    }
+    let s = best.m;
+    let base = CoopConvSpec {
+        shape: *shape,
+        size: s,
+        subgroup: lo,
+        tm: if shape.oc <= 2 * 2 * s { 2 } else { 4 },
+        tn: 4,
+        w_vec: false,
+        x_vec: false,
+        has_bias: false,
+        bias_f16: false,
+        has_res: false,
+        act: MatmulAct::None,
+    };
+    let blocks = |sp: &CoopConvSpec| {
+        u64::from(shape.oc).div_ceil(u64::from(sp.block_m()))
+            * cols.div_ceil(u64::from(sp.block_n()))
+    };
+    let small = CoopConvSpec { tm: 2, tn: 2, ..base };
+    let mut candidates = vec![base, small];
+    if blocks(&base) < u64::from(SMS) {
+        candidates.swap(0, 1);
+    }
+    for spec in candidates {
+        let gx = cols.div_ceil(u64::from(spec.block_n()));
+        let gy = u64::from(shape.oc).div_ceil(u64::from(spec.block_m()));
+        let lim = u64::from(dev.max_wg_dim);
+        if spec.shared_bytes() <= dev.shared_limit
+            && spec.threads() <= dev.max_invocations
+            && gx <= lim
+            && gy <= lim
+        {
+            return Ok(spec);
+        }
+    }
+    Err(CoopDecline::Unsupported("the conv's grid or workgroup memory exceeds the device's limits"))
+}

@@ -1,0 +1,181 @@
+//! Launch of the cooperative-matrix implicit-GEMM conv (`mpsrt-kernels/src/conv_coop.rs`,
+//! issue 23): an f16 conv (f16 input and weights) on an adapter with cooperative matrices runs
+//! on the matrix units with f32 accumulation and its bias / residual / activation epilogue,
+//! straight from the f16 NCHW input to an f16 NCHW output. Everything else — and any conv the
+//! planner declines (`plan_coop_conv`: no f16→f32 configuration, varying subgroup size, grouped
+//! or transposed convs, too few output blocks, operands past one binding, a pending input
+//! operation) — keeps the f16 fallback: widen to f32, the f32 planner's route, narrow back.
+//!
+//! `MPSRT_COOP_CONV` (read per call): `0` never, `1` every conv the kernel can run, unset the
+//! planner's choice (`MPSRT_COOP_CONV_MIN_BLOCKS`, default 32 blocks of 64×64: smaller convs
+//! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice.
+
+use super::conv::{buffer, Epi};
+use super::matmul::{cached, SpecCache};
+use super::{alloc_out, env_knob};
+use crate::conv::ConvGeom;
+use crate::Tensor;
+use mpsrt_core::{DType, Layout, Result};
+use mpsrt_kernels::{
+    conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
+    CoopConvSpec, CoopDecline, MatmulAct,
+};
+use mpsrt_runtime::{Binding, DeviceProperties, GpuDevice, Storage};
+use std::sync::{Arc, OnceLock};
+
+/// `MPSRT_COOP_CONV` and `MPSRT_COOP_CONV_MIN_BLOCKS`, read per call so one process can
+/// compare both routes.
+fn route() -> CoopConvRoute {
+    match std::env::var("MPSRT_COOP_CONV").as_deref().map(str::trim) {
+        Ok("0") | Ok("off") => CoopConvRoute::Off,
+        Ok("1") | Ok("on") => CoopConvRoute::Force,
+        _ => CoopConvRoute::Auto { min_blocks: env_knob("MPSRT_COOP_CONV_MIN_BLOCKS", 32) as u32 },
+    }
+}
+
+/// The cooperative conv's plan for an `n`-image conv of geometry `g` on a device with `props`
+/// (the adapter's facts mapped for the pure planner), or why not.
+pub(crate) fn plan_f16_conv(
+    props: &DeviceProperties,
+    shape: &ConvShape,
+    n: u32,
+    groups: u32,
+    route: CoopConvRoute,
+) -> std::result::Result<CoopConvSpec, CoopDecline> {
+    let configs: Vec<CoopConfig> = props
+        .coop_matrix
+        .iter()
+        .map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: c.ab, cr: c.cr })
+        .collect();
+    let dev = CoopConvDevice {
+        configs: &configs,
+        subgroup: (props.subgroup_min_size, props.subgroup_max_size),
+        shader_f16: props.shader_f16,
+        subgroups: props.subgroups,
+        shared_limit: props.max_compute_workgroup_storage_size,
+        max_invocations: props.max_compute_invocations_per_workgroup,
+        max_wg_dim: props.max_compute_workgroups_per_dimension,
+    };
+    plan_coop_conv(&dev, shape, n, groups, route)
+}
+
+fn log(g: &ConvGeom, what: &str) {
+    static ON: OnceLock<bool> = OnceLock::new();
+    if *ON.get_or_init(|| std::env::var("MPSRT_CONV_PLAN_LOG").is_ok_and(|v| v == "1")) {
+        eprintln!(
+            "conv plan f16: n{} c{} {}x{} -> oc{} {}x{} k{}x{} s{}x{}: {what}",
+            g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw
+        );
+    }
+}
+
+/// The conv on the matrix units, or `None` when the planner declines it (the caller runs the
+/// fallback). `x` and `w` are f16; the result is f16.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn try_conv(
+    op: &str,
+    dev: &Arc<GpuDevice>,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    g: &ConvGeom,
+    transposed: bool,
+    epi: Epi<'_>,
+) -> Result<Option<Tensor>> {
+    if x.dtype() != DType::F16 || w.dtype() != DType::F16 || transposed {
+        return Ok(None);
+    }
+    let total = g.n * g.oc * g.oh * g.ow;
+    if total == 0 || super::conv_gemm::input_scale_pending() {
+        return Ok(None);
+    }
+    let u = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let shape = ConvShape {
+        c: u(g.c),
+        h: u(g.h),
+        w: u(g.w),
+        oc: u(g.oc),
+        oh: u(g.oh),
+        ow: u(g.ow),
+        kh: u(g.kh),
+        kw: u(g.kw),
+        sh: u(g.sh),
+        sw: u(g.sw),
+        ph: u(g.pt),
+        pw: u(g.pl),
+        dh: u(g.dh),
+        dw: u(g.dw),
+    };
+    let props = dev.properties();
+    let mut spec = match plan_f16_conv(props, &shape, u(g.n), u(g.groups), route()) {
+        Ok(s) => s,
+        Err(why) => {
+            log(g, &format!("fallback ({why})"));
+            return Ok(None);
+        }
+    };
+    let x = x.contiguous()?;
+    let w = w.contiguous()?;
+    let res = match epi.0 {
+        Some(r) => Some(r.astype(DType::F16)?.contiguous()?),
+        None => None,
+    };
+    let b = match b {
+        Some(b) if matches!(b.dtype(), DType::F16 | DType::F32) => Some(b.contiguous()?),
+        Some(b) => Some(b.astype(DType::F32)?.contiguous()?),
+        None => None,
+    };
+    // Every operand in one binding, every index in u32.
+    let lim = props.max_storage_buffer_binding_size;
+    let mut fits = (total as u64) * 2 <= lim && x.numel() < (1 << 31);
+    for t in [Some(&x), Some(&w), b.as_ref(), res.as_ref()].into_iter().flatten() {
+        fits &= buffer(op, t)?.size() <= lim;
+    }
+    if !fits {
+        log(g, "fallback (an operand exceeds one binding)");
+        return Ok(None);
+    }
+    let (xo, wo) = (x.layout().offset, w.layout().offset);
+    let k = g.c * g.kh * g.kw;
+    spec.w_vec = k.is_multiple_of(8) && wo.is_multiple_of(4);
+    spec.x_vec = shape.pointwise()
+        && g.sh == 1
+        && g.sw == 1
+        && (g.oh * g.ow).is_multiple_of(4)
+        && xo.is_multiple_of(4);
+    spec.has_bias = b.is_some();
+    spec.bias_f16 = b.as_ref().is_some_and(|b| b.dtype() == DType::F16);
+    spec.has_res = res.is_some();
+    let (kind, p0, p1) = epi.1.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    spec.act = kind;
+    log(g, &format!("coop {}x{} tile {}x{}", spec.size, spec.size, spec.block_m(), spec.block_n()));
+    static PIPELINES: SpecCache<CoopConvSpec> = OnceLock::new();
+    let pipeline = cached(&PIPELINES, dev, op, spec, CoopConvSpec::render)?;
+    let out = alloc_out(dev, op, total, 2)?;
+    let meta = conv_gemm_meta(
+        u(g.n * g.oh * g.ow),
+        [
+            u(xo),
+            u(wo),
+            b.as_ref().map_or(0, |b| u(b.layout().offset)),
+            res.as_ref().map_or(0, |r| u(r.layout().offset)),
+        ],
+        p0,
+        p1,
+    );
+    let mut bindings = vec![Binding::from(&**buffer(op, &x)?), Binding::from(&**buffer(op, &w)?)];
+    if let Some(b) = &b {
+        bindings.push(Binding::from(&**buffer(op, b)?));
+    }
+    if let Some(r) = &res {
+        bindings.push(Binding::from(&**buffer(op, r)?));
+    }
+    bindings.push(Binding::from(&out));
+    dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
+    let shape = [g.n, g.oc, g.oh, g.ow];
+    Ok(Some(Tensor::from_parts(
+        Storage::Gpu(Arc::new(out)),
+        Layout::contiguous(&shape),
+        DType::F16,
+    )))
+}
