@@ -154,8 +154,8 @@ fn from_bytes(
     place: &str,
 ) -> PyRes<PyTensor> {
     let (d, p) = (parse_dtype(dtype)?, parse_place(place)?);
-    let data = data.to_vec();
-    Ok(wrap(detach(py, "from_bytes", move || Tensor::from_bytes(&data, d, &shape, p)).py_err()?))
+    // `data` borrows the caller's immutable `bytes` object, alive for this call: no copy.
+    Ok(wrap(detach(py, "from_bytes", move || Tensor::from_bytes(data, d, &shape, p)).py_err()?))
 }
 
 #[pyfunction]
