@@ -66,6 +66,26 @@ pub struct CoopMatmulSpec {
     /// no separate cast pass. Generations 1 and 2 write f32 ([`with_variant`](Self::with_variant)
     /// clears it when it falls back to them).
     pub out_f16: bool,
+    /// Generation 3 only: `+ beta·C`, `+ residual`, activation, applied while storing.
+    pub epi: CoopEpilogue,
+}
+
+/// The store epilogue of a generation-3 kernel, as the tiled GEMM applies it: `alpha·AB +
+/// beta·C[m, n]` (f32 C bound after B, indexed `offC + m·scm + n·scn` from meta words 12–14,
+/// the same for every batch matrix), `+ res[z, m, n]` (f32, contiguous like the output, bound
+/// next), then the activation (parameters in meta words 3 and 15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CoopEpilogue {
+    pub c: bool,
+    pub res: bool,
+    pub act: crate::matmul::MatmulAct,
+}
+
+impl CoopEpilogue {
+    /// Whether anything beyond `alpha·AB` is applied.
+    pub fn any(&self) -> bool {
+        self.c || self.res || self.act != crate::matmul::MatmulAct::None
+    }
 }
 
 /// Which kernel the launcher asks for: a fixed generation or a member of generation 3's family
@@ -177,6 +197,7 @@ impl CoopMatmulSpec {
         if tune_ok && want.shared_bytes() <= shared_limit {
             CoopMatmulSpec { out_f16: want.out_f16 && want.variant == 3, ..want }
         } else {
+            // Generation 1 writes f32 and has no epilogue (`render` refuses one).
             CoopMatmulSpec { variant: 1, out_f16: false, ..self }
         }
     }
@@ -185,10 +206,11 @@ impl CoopMatmulSpec {
     pub fn variant_name(&self) -> String {
         match self.variant {
             3 => format!(
-                "v3 {}{}{}",
+                "v3 {}{}{}{}",
                 self.tune.name(),
                 if self.aligned { " aligned" } else { "" },
-                if self.out_f16 { " f16-out" } else { "" }
+                if self.out_f16 { " f16-out" } else { "" },
+                if self.epi.any() { " epilogue" } else { "" }
             ),
             v => format!("v{v}"),
         }
@@ -196,6 +218,12 @@ impl CoopMatmulSpec {
 
     /// Render the WGSL source; fails for parameters the planner never produces.
     pub fn render(&self) -> Result<String, String> {
+        if self.variant != 3 && (self.epi.any() || self.out_f16) {
+            return Err(format!(
+                "cooperative matmul generation {} has no epilogue or f16 output (generation 3 only)",
+                self.variant
+            ));
+        }
         match self.variant {
             1 => self.render_v1(),
             2 => self.render_v2(),
@@ -450,6 +478,7 @@ pub fn plan_coop_matmul(
         tune: CoopTune::default(),
         aligned: false,
         out_f16: false,
+        epi: CoopEpilogue::default(),
     })
 }
 

@@ -40,10 +40,16 @@ pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let stages = if t.db { 2 } else { 1 };
     let acc = if spec.acc == DType::F32 { 4 } else { 2 };
-    // f16 output: a row of `tn` tiles per subgroup (one tile otherwise).
-    let row = if spec.out_f16 { u32::from(t.tn) } else { 1 };
+    // f16 output or an epilogue: a row of `tn` tiles per subgroup (one tile otherwise).
+    let row = if rows_store(spec) { u32::from(t.tn) } else { 1 };
     let scratch = u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc;
     2 * stages * (bm * (bk + pad) + bk * (bn + pad)) + scratch
+}
+
+/// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
+/// rather than `coopStoreT` straight to an f32 output.
+fn rows_store(spec: &CoopMatmulSpec) -> bool {
+    spec.out_f16 || spec.epi.any()
 }
 
 /// Render a generation-3 kernel (`spec.variant == 3`, `spec.tune`). Direct loads need both
@@ -87,9 +93,21 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty(va));
     let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(vb));
     let oty = if spec.out_f16 { "f16" } else { "f32" };
-    let _ = writeln!(w, "@group(0) @binding(2) var<storage, read_write> out: array<{oty}>;");
-    w.push_str("@group(0) @binding(3) var<uniform> M: Meta;\n");
+    // Bindings in order: a, b, [C], [residual], out, then the metadata.
+    let mut bind = 2;
+    for (on, name) in [(spec.epi.c, "cin"), (spec.epi.res, "res")] {
+        if on {
+            let _ =
+                writeln!(w, "@group(0) @binding({bind}) var<storage, read> {name}: array<f32>;");
+            bind += 1;
+        }
+    }
+    let _ = writeln!(w, "@group(0) @binding({bind}) var<storage, read_write> out: array<{oty}>;");
+    let _ = writeln!(w, "@group(0) @binding({}) var<uniform> M: Meta;", bind + 1);
     crate::matmul::meta_fns(&mut w, nb);
+    if spec.epi.act != crate::matmul::MatmulAct::None {
+        w.push_str(spec.epi.act.wgsl());
+    }
     if wl {
         // Halves of word-typed operands (scalar staging paths).
         for (f, arr, v) in [("ha", "a", va), ("hb", "b", vb)] {
@@ -107,7 +125,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             };
         }
     }
-    let row = if spec.out_f16 { tn } else { 1 };
+    let row = if rows_store(spec) { tn } else { 1 };
     let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
     w.push_str("var<workgroup> Wfull: u32;\n");
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
@@ -188,8 +206,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         }
         w.push_str(&l.shared(true));
     }
-    if spec.out_f16 {
-        store_f16_rows(&mut w, tm, tn, s, sg);
+    if rows_store(spec) {
+        store_rows(&mut w, spec, tm, tn);
     } else {
         crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
     }
@@ -197,13 +215,32 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     Ok(w)
 }
 
-/// The f16-output store: for each of the subgroup's `tm` rows of tiles, the `tn` accumulators
-/// go to the subgroup's scratch as one row-major `s × tn·s` block (`coopStoreT` with stride
-/// `tn·s`), then each lane rounds `alpha ·` its elements to f16 and stores the in-bounds ones
-/// (rows of `tn·s` consecutive halves per output row). Two barriers per row of tiles.
-fn store_f16_rows(w: &mut String, tm: u32, tn: u32, s: u32, sg: u32) {
+/// The store through the scratch (f16 output or an epilogue): for each of the subgroup's `tm`
+/// rows of tiles, the `tn` accumulators go to the subgroup's scratch as one row-major
+/// `s × tn·s` block (`coopStoreT` with stride `tn·s`), then each lane applies the epilogue
+/// (`alpha·acc + beta·C + res`, activation) to its elements and stores the in-bounds ones,
+/// rounded to f16 for an f16 output (rows of `tn·s` consecutive elements per output row).
+/// Two barriers per row of tiles.
+fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
+    let (s, sg) = (spec.size, spec.subgroup);
     let row = tn * s;
     w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    if spec.epi.c {
+        w.push_str("  let beta = bitcast<f32>(mw(11u));\n");
+    }
+    let mut val = String::from("alpha * f32(Cs[cs + e])");
+    if spec.epi.c {
+        val.push_str(" + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n) * mi(14u))]");
+    }
+    if spec.epi.res {
+        val.push_str(" + res[obase + m * N + n]");
+    }
+    if spec.epi.act != crate::matmul::MatmulAct::None {
+        val = format!("act(vec4<f32>({val})).x");
+    }
+    if spec.out_f16 {
+        val = format!("f16({val})");
+    }
     let _ = writeln!(w, "  let cs = sg * {}u;", row * s);
     for i in 0..tm {
         for j in 0..tn {
@@ -221,9 +258,7 @@ fn store_f16_rows(w: &mut String, tm: u32, tn: u32, s: u32, sg: u32) {
             "    let m = m0 + sm + {}u + e / {row}u; let n = n0 + sn + e % {row}u;",
             i * s
         );
-        w.push_str(
-            "    if (m < Mr && n < N) { out[obase + m * N + n] = f16(alpha * f32(Cs[cs + e])); }\n",
-        );
+        let _ = writeln!(w, "    if (m < Mr && n < N) {{ out[obase + m * N + n] = {val}; }}");
         w.push_str("  }\n  workgroupBarrier();\n");
     }
 }

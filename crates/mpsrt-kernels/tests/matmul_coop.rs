@@ -49,6 +49,7 @@ fn every_coop_kernel_validates_and_translates_to_msl() {
                             tune: CoopTune::default(),
                             aligned: false,
                             out_f16: false,
+                            epi: Default::default(),
                         };
                         let src = spec.render().unwrap();
                         let msl =
@@ -76,6 +77,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             tune: CoopTune::default(),
             aligned: false,
             out_f16: false,
+            epi: Default::default(),
         },
         CoopMatmulSpec {
             size: 16,
@@ -88,6 +90,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             tune: CoopTune::default(),
             aligned: false,
             out_f16: false,
+            epi: Default::default(),
         },
         CoopMatmulSpec {
             size: 16,
@@ -100,6 +103,7 @@ fn render_rejects_what_the_planner_never_asks_for() {
             tune: CoopTune::default(),
             aligned: false,
             out_f16: false,
+            epi: Default::default(),
         },
     ];
     for s in bad {
@@ -185,6 +189,7 @@ fn every_family_kernel_the_sweep_times_validates_and_translates() {
         tune: CoopTune::default(),
         aligned: false,
         out_f16: false,
+        epi: Default::default(),
     };
     // The sweep's tunes, and the unverified knobs (kept rendered for investigation).
     let mut tunes = CoopTune::sweep();
@@ -319,6 +324,7 @@ fn every_structure_candidate_validates_and_translates() {
         tune: CoopTune::default(),
         aligned: false,
         out_f16: false,
+        epi: Default::default(),
     };
     let tunes = CoopTune::structures();
     assert!(tunes.len() >= 20, "{}", tunes.len());
@@ -423,4 +429,58 @@ fn f16_output_kernels_validate_and_translate() {
     let huge = CoopTune::parse("w2x4_t4x4_k64_db1").unwrap();
     let q = base.with_variant(CoopVariant::Family(huge), 49152);
     assert_eq!((q.variant, q.out_f16), (1, false));
+}
+
+/// Epilogues on generation 3 (`alpha·AB + beta·C + res`, activation), f16 or f32 output:
+/// bindings a, b, [C], [res], out, meta in that order; every combination validates and
+/// translates; generations 1 and 2 refuse an epilogue or f16 output rather than drop it.
+#[test]
+fn epilogue_kernels_validate_translate_and_bind_in_order() {
+    use mpsrt_kernels::matmul_coop::CoopEpilogue;
+    use mpsrt_kernels::MatmulAct;
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let p = plan_coop_matmul(&nv, (32, 32), [1024, 768, 3072], 1).unwrap();
+    let p = CoopMatmulSpec { vec_a: true, vec_b: true, ..p };
+    let tunes = [default_coop_variant(16, [4096; 3]), default_coop_variant(16, [1024, 768, 768])];
+    let acts = [MatmulAct::None, MatmulAct::Relu, MatmulAct::Clip, MatmulAct::Silu];
+    let mut n = 0;
+    for (ti, v) in tunes.into_iter().enumerate() {
+        for c in [false, true] {
+            for res in [false, true] {
+                for (ai, act) in acts.into_iter().enumerate() {
+                    let epi = CoopEpilogue { c, res, act };
+                    let out_f16 = (ti + ai) % 2 == 0;
+                    let spec = CoopMatmulSpec { epi, out_f16, ..p }.with_variant(v, 49152);
+                    assert_eq!((spec.variant, spec.epi, spec.out_f16), (3, epi, out_f16));
+                    let spec = CoopMatmulSpec { aligned: c, ..spec };
+                    let src = spec.render().unwrap();
+                    let mut want = vec!["a", "b"];
+                    want.extend(c.then_some("cin"));
+                    want.extend(res.then_some("res"));
+                    want.push("out");
+                    for (i, name) in want.iter().enumerate() {
+                        let decl = format!("@binding({i}) var<storage, ");
+                        let line = src.lines().find(|l| l.contains(&decl)).unwrap();
+                        assert!(line.contains(&format!(" {name}: array<")), "{line}");
+                    }
+                    let meta = format!("@binding({}) var<uniform> M: Meta", want.len());
+                    assert!(src.contains(&meta), "{spec:?}");
+                    assert_eq!(src.contains("fn act("), act != MatmulAct::None);
+                    // An epilogue or f16 output never stores the accumulators straight to
+                    // the output.
+                    assert_eq!(src.contains("&out["), !epi.any() && !out_f16, "{spec:?}");
+                    wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                    wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(n, 32);
+    let epi = CoopEpilogue { c: true, ..CoopEpilogue::default() };
+    for gen in [CoopVariant::Gen1, CoopVariant::Gen2] {
+        let spec = CoopMatmulSpec { epi, ..p }.with_variant(gen, 49152);
+        assert!(spec.render().is_err(), "{gen:?} must not drop an epilogue");
+        assert!(CoopMatmulSpec { epi: CoopEpilogue::default(), ..spec }.render().is_ok());
+    }
 }

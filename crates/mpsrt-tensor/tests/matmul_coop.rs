@@ -75,8 +75,12 @@ fn forced_and_structural_fallbacks() {
     let big = [512, 512, 512];
     // MPSRT_COOP_MATMUL=0.
     assert_eq!(plan_f16_gemm(&nv, big, 0, false, false), Err(CoopDecline::Disabled));
-    // Epilogues (C, residual, activation) stay on the tiled GEMM for now.
-    assert!(matches!(plan_f16_gemm(&nv, big, 0, true, true), Err(CoopDecline::Unsupported(_))));
+    // Epilogues (C, residual, activation) need generation 3's 16×16 tiles: planned on
+    // NVIDIA's configuration, declined on Apple's 8×8 (the tiled GEMM then runs).
+    assert_eq!(plan_f16_gemm(&nv, big, 0, true, true).map(|s| s.size), Ok(16));
+    let apple = with_units(&props, vec![cfg(8, DType::F16, DType::F32)]);
+    assert!(plan_f16_gemm(&apple, big, 0, false, true).is_ok());
+    assert!(matches!(plan_f16_gemm(&apple, big, 0, true, true), Err(CoopDecline::Unsupported(_))));
     // A device without f16 shaders or subgroups.
     let mut no_f16 = nv.clone();
     no_f16.shader_f16 = false;

@@ -21,6 +21,7 @@ use crate::matmul::epilogue_after;
 use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
+use mpsrt_kernels::matmul_coop::CoopEpilogue;
 use mpsrt_kernels::{coalesce, gemm_splitk_reduce_kernel, matmul_meta, GemvSpec, MatmulAct};
 use mpsrt_kernels::{
     coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
@@ -80,7 +81,8 @@ static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 static COOP: SpecCache<CoopMatmulSpec> = OnceLock::new();
 
 /// Whether an f16 product `[m, n, k]` (with `batch_dims` coalesced batch dims, `epilogue` when
-/// it carries C, a residual or an activation) runs on the matrix units of a device with `props`,
+/// it carries C, a residual or an activation: generation 3 applies them while storing, so they
+/// need its 16×16 tiles) runs on the matrix units of a device with `props`,
 /// and with which configuration; else why not (the tiled GEMM then runs). Pure, so the choice is
 /// tested on lavapipe with fake configuration lists; `enabled` is `MPSRT_COOP_MATMUL != 0`.
 pub fn plan_f16_gemm(
@@ -110,8 +112,11 @@ pub fn plan_f16_gemm(
     if !props.subgroups {
         return Err(CoopDecline::Unsupported("the device lacks subgroups"));
     }
-    if epilogue {
-        return Err(CoopDecline::Unsupported("C/residual/activation epilogues are not fused yet"));
+    // Epilogues are rendered by generation 3 only, whose tunes are 16×16 (NVIDIA).
+    if epilogue && spec.size != 16 {
+        return Err(CoopDecline::Unsupported(
+            "C/residual/activation epilogues need 16×16 tiles (generation 3)",
+        ));
     }
     Ok(spec)
 }
@@ -122,6 +127,13 @@ pub fn plan_f16_gemm(
 fn coop_f16_out() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_F16_OUT", 0) != 0)
+}
+
+/// Whether f16 products with C, a residual or an activation take the cooperative kernel's
+/// epilogue (`MPSRT_COOP_EPILOGUE=1`; default 0 until checked on hardware) or the tiled GEMM.
+fn coop_epilogue() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_EPILOGUE", 0) != 0)
 }
 
 fn coop_enabled() -> bool {
@@ -546,16 +558,20 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         // The GEMV kernel has no activation epilogue: a separate elementwise pass.
         return maybe_apply(result, p.act);
     }
-    if dtype == DType::F16 {
-        let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
+    let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
+    if dtype == DType::F16 && (!epilogue || coop_epilogue()) {
         let props = dev.properties();
-        if let Ok(spec) = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()) {
-            // 8 f16 per load where the operand runs contiguously along K (A) / N (B) in whole
-            // 16-byte vectors: offsets, strides and the contiguous extent multiples of 8.
+        let planned = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled());
+        // The kernel for the operands' layouts; generations 1 and 2 (forced, or a fallback
+        // for workgroup memory) have no epilogue: the tiled GEMM then runs.
+        let coop = planned.ok().map(|spec| {
             let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
             let vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
             let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
-            let spec = coop_spec(spec, [mm, nn, k], props, vec_a, vec_b);
+            let epi = CoopEpilogue { c: p.c.is_some(), res: p.res.is_some(), act };
+            coop_spec(CoopMatmulSpec { epi, ..spec }, [mm, nn, k], props, vec_a, vec_b)
+        });
+        if let Some(spec) = coop.filter(|s| !epilogue || s.variant == 3) {
             let pl = cached_coop(&dev, op, spec)?;
             let result = alloc_out(if spec.out_f16 { DType::F16 } else { DType::F32 })?;
             let outb = gpu_buffer(op, &result)?;
@@ -567,7 +583,18 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
                     format!("[{mm}, {nn}] output exceeds the dispatch limit"),
                 ));
             }
-            let binds = [abuf, bbuf, Binding::from(&**outb)];
+            // a, b, [C], [residual], out (the kernel's binding order).
+            let mut binds = vec![abuf, bbuf];
+            if let Some((c, _)) = &p.c {
+                binds.push(bind(gpu_buffer(op, c)?, w.c));
+            }
+            if let Some(r) = p.res {
+                if r.layout().offset != 0 {
+                    return Err(Error::invalid(op, "internal: residual must start at offset 0"));
+                }
+                binds.push(Binding::from(&**gpu_buffer(op, r)?));
+            }
+            binds.push(Binding::from(&**outb));
             let wg = [gx as u32, gy as u32, z as u32];
             dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
             return Ok(result);
