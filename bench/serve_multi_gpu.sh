@@ -11,13 +11,15 @@
 #   dim symbolic), INPUT_NAME to x. Environment: REQUESTS (timed requests per level, default 2000),
 #   CONCURRENCY (default 1,8,32), MAX_BATCH (config max_batch_size, default 0 = one request per
 #   execution; with N > 0 the config also gets dynamic_batching), DIMS (the input's dims after
-#   the batch dim, default "3, 224, 224").
+#   the batch dim, default "3, 224, 224"), WARMUP=1 (with MAX_BATCH > 0: a `model_warmup` sample
+#   per batch size 1..MAX_BATCH, so each size is planned while the model loads, not in a request).
 set -euo pipefail
 MODEL=${1:-/tmp/models/resnet50.onnx}
 INPUT=${2:-x}
 REQUESTS=${REQUESTS:-2000}
 CONC=${CONCURRENCY:-1,8,32}
 MAX_BATCH=${MAX_BATCH:-0}
+WARMUP=${WARMUP:-0}
 DIMS=${DIMS:-3, 224, 224}
 M=./target/release/mpsrt
 PY=${PY:-python3}
@@ -37,6 +39,15 @@ serve_with() { # gpus list "0" or "0, 1"; label
   cp "$MODEL" "$R/repo/model/1/model.onnx"
   if [ "$MAX_BATCH" -gt 0 ]; then
     dims="dims: [ $DIMS ]"; extra="dynamic_batching { }"
+    if [ "$WARMUP" = 1 ]; then
+      extra="$extra
+model_warmup ["
+      for b in $(seq 1 "$MAX_BATCH"); do
+        [ "$b" -gt 1 ] && extra="$extra,"
+        extra="$extra { name: \"b$b\" batch_size: $b inputs { key: \"$INPUT\" value: { data_type: TYPE_FP32 dims: [ $DIMS ] zero_data: true } } }"
+      done
+      extra="$extra ]"
+    fi
   else
     dims="dims: [ 1, $DIMS ]"; extra=""
   fi

@@ -32,6 +32,7 @@ pub mod scheduler;
 pub mod server;
 pub mod stats;
 pub mod types;
+pub mod warmup;
 pub mod wire;
 
 pub use backend::{

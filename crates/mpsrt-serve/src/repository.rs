@@ -586,8 +586,12 @@ impl ModelManager {
             )));
         }
         let mut instances = Vec::new();
+        // `<model>/<version>/<file>`: warmup files live in `<model>/warmup/`.
+        let model_dir = path.parent().and_then(Path::parent).unwrap_or(path);
         for device in self.instance_devices(config)? {
-            instances.push((backend.load(path, config, device)?, device));
+            let mut instance = backend.load(path, config, device)?;
+            crate::warmup::run(config, model_dir, instance.as_mut())?;
+            instances.push((instance, device));
         }
         let stats = Arc::new(ModelStats::default());
         let scheduler =

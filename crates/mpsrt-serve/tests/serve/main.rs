@@ -9,3 +9,4 @@ mod http;
 mod load;
 mod repository;
 mod tritonclient;
+mod warmup;
