@@ -68,6 +68,7 @@ fn delta(
         backpressure_ns: b.backpressure_ns - a.backpressure_ns,
         sync_ns: b.sync_ns - a.sync_ns,
         replay_parts: b.replay_parts - a.replay_parts,
+        replay_early_submits: b.replay_early_submits - a.replay_early_submits,
     })
 }
 

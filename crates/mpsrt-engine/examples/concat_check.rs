@@ -1,9 +1,10 @@
-//! A model's concats written in place and squeeze-excitation gates folded into their convs
-//! (issue 22) against the plain plan, on the GPU: runs the model with both rewrites off and
-//! on (three runs each, the third replayed) on the same inputs, prints the plan's statistics
-//! and whether the outputs are bit-identical — the SE gate fusion sums in another order, so
-//! EfficientNet's differ by rounding: the largest difference is printed, and the check fails
-//! (exit 1) past 1e-3 of the largest output magnitude.
+//! A model's concats written in place, squeeze-excitation gates folded into their convs and
+//! depthwise convs computing their pool (issue 22) against the plain plan, on the GPU: runs
+//! the model with the rewrites off and on (three runs each, the third replayed) on the same
+//! inputs, prints the plan's statistics and whether the outputs are bit-identical — the SE
+//! gate fusion and the depthwise pool sum in another order, so EfficientNet's differ by
+//! rounding: the largest difference is printed, and the check fails (exit 1) past 1e-3 of the
+//! largest output magnitude.
 //!
 //! `cargo run --release -p mpsrt-engine --example concat_check -- MODEL.onnx [BATCH]`
 //! (inputs: the model's shapes with dynamic dims as BATCH (default 1), random floats).
@@ -21,7 +22,8 @@ fn main() -> mpsrt_core::Result<()> {
     for on in [false, true] {
         let s = Session::load(path, place, SessionOptions::default())?
             .with_concat_inplace(on)
-            .with_gate_fold(on);
+            .with_gate_fold(on)
+            .with_dw_pool(on);
         let mut feeds = HashMap::new();
         let mut shapes = Vec::new();
         for (k, info) in s.inputs().iter().enumerate() {
@@ -46,10 +48,11 @@ fn main() -> mpsrt_core::Result<()> {
         }
         let (absorbed, placed, copied) = s.concat_stats(&shapes)?;
         let (folded, affine, se, fallbacks) = s.gate_folds(&shapes)?;
+        let (dw_pools, dw_fallbacks) = s.dw_pools(&shapes)?;
         println!(
             "rewrites={on}: {} concats as views, {} parts written in place, {} copied (2 runs \
              counted); {folded} gate Muls and {affine} BN+Relu folded ({fallbacks} fallbacks), {se} SE \
-             gates fused; 3 runs \
+             gates fused; {dw_pools} depthwise convs with their pool ({dw_fallbacks} fallbacks); 3 runs \
              {:.1} ms, \
              replay {}",
             absorbed,

@@ -255,6 +255,11 @@ impl GateFold {
         }
     }
 
+    /// Whether this fold changes step `s` (skips it, or runs it with a fold).
+    pub(crate) fn touches(&self, s: usize) -> bool {
+        self.skip.contains(&s) || self.at.contains_key(&s) || self.se.contains_key(&s)
+    }
+
     /// The fused gate computed at step `s`, if any.
     pub(crate) fn se_at(&self, s: usize) -> Option<SePair> {
         self.se.get(&s).copied()

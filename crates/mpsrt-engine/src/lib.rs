@@ -21,6 +21,7 @@
 mod attention;
 mod concat_inplace;
 pub mod conformance;
+mod dw_pool;
 mod einsum;
 mod elementwise;
 mod gate_fold;

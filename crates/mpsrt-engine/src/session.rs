@@ -77,6 +77,8 @@ pub(crate) struct PlanState {
     pub(crate) concat: Option<ConcatPlan>,
     /// Gate `Mul`s folded into the convs that read them (`gate_fold.rs`), GPU places only.
     pub(crate) gates: Option<GateFold>,
+    /// Depthwise convs that also compute the pool of their output (`dw_pool.rs`), GPU only.
+    pub(crate) dw_pools: Option<crate::dw_pool::DwPools>,
 }
 
 /// Host-side wall time of one step in [`Session::profile`] (the device is synchronized after
@@ -115,6 +117,9 @@ pub struct Session {
     /// GPU places (`gate_fold.rs`; off unless `MPSRT_GATE_FOLD=1` or
     /// [`Session::with_gate_fold`]: measured slower on an H200).
     gate_fold: bool,
+    /// Run a depthwise conv and the `GlobalAveragePool` of its output as one dispatch on GPU
+    /// places (`dw_pool.rs`; `MPSRT_DW_POOL` or [`Session::with_dw_pool`]).
+    dw_pool: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -181,7 +186,25 @@ impl Session {
             replay: crate::replay::enabled_by_env(),
             concat_inplace: crate::concat_inplace::enabled_by_env(),
             gate_fold: crate::gate_fold::enabled_by_env(),
+            dw_pool: crate::dw_pool::enabled_by_env(),
         })
+    }
+
+    /// Turns the depthwise conv + `GlobalAveragePool` fusion (`MPSRT_DW_POOL`) on or off for
+    /// this session (GPU places only). Plans already run keep their choice.
+    pub fn with_dw_pool(mut self, on: bool) -> Session {
+        self.dw_pool = on;
+        self
+    }
+
+    /// For the plan of these input shapes: depthwise convs that compute the pool of their
+    /// output in the same dispatch, and the runs so far in which such a pair ran as its two
+    /// steps after all (zeros before the plan's first run, on the CPU, or off).
+    pub fn dw_pools(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize)> {
+        let plan = self.compiled.plan(shapes)?;
+        let states = self.states.lock().map_err(|_| poisoned())?;
+        let st = states.iter().find(|s| Arc::ptr_eq(&s.plan, &plan));
+        Ok(st.and_then(|s| s.dw_pools.as_ref()).map_or((0, 0), |d| d.stats()))
     }
 
     /// Turns the fold of squeeze-excitation's gate `Mul` into the conv that reads its product
@@ -402,9 +425,15 @@ impl Session {
         if let Some(g) = &gates {
             g.adjust_frees(&mut frees);
         }
+        let dw_pools = if self.place.is_gpu() && self.dw_pool {
+            crate::dw_pool::DwPools::new(plan, &|s| gates.as_ref().is_some_and(|g| g.touches(s)))
+        } else {
+            None
+        };
         let st = Arc::new(PlanState {
             concat,
             gates,
+            dw_pools,
             plan: plan.clone(),
             persistent,
             frees,

@@ -1,6 +1,7 @@
 //! One step of a run with the plan's run-time rewrites (issue 22): concat groups written in
 //! place (`concat_inplace.rs`) and steps folded into the conv that reads them
-//! (`gate_fold.rs`). The session's step loops (`session.rs`, the capture in `replay.rs`) call
+//! (`gate_fold.rs`), depthwise convs computing the pool of their output (`dw_pool.rs`). The
+//! session's step loops (`session.rs`, the capture in `replay.rs`) call
 //! [`Session::run_step_at`] for every step.
 
 use crate::concat_inplace::ConcatRun;
@@ -29,7 +30,7 @@ impl Session {
         live: Option<&mpsrt_runtime::GpuDevice>,
     ) -> Result<Vec<(ValueId, Tensor)>> {
         let gates = st.gates.as_ref();
-        if gates.is_some_and(|f| f.skips(s)) {
+        if gates.is_some_and(|f| f.skips(s)) || st.dw_pools.as_ref().is_some_and(|d| d.skips(s)) {
             return Ok(Vec::new());
         }
         let folded = gates.and_then(|f| f.at(s));
@@ -66,6 +67,9 @@ impl Session {
         let step = &ctx.plan.steps[s];
         if let Some(pair) = st.gates.as_ref().and_then(|g| g.se_at(s)) {
             return self.run_se_gate(ctx, pair, step, get);
+        }
+        if let Some(pair) = st.dw_pools.as_ref().and_then(|d| d.at(s)) {
+            return self.run_dw_pool(ctx, st, pair, step, get);
         }
         let Some(f) = folded else {
             return self.run_step(ctx, step, &mut |v| get2(v));
@@ -123,5 +127,56 @@ impl Session {
             Some((_, t)) => Ok(t.clone()),
             None => get(v),
         })
+    }
+
+    /// A depthwise conv that also computes the pool of its output (`dw_pool.rs`), or the
+    /// conv's and the pool's steps where the fused kernel does not take the operands.
+    fn run_dw_pool(
+        &self,
+        ctx: &Ctx<'_>,
+        st: &PlanState,
+        pair: crate::dw_pool::DwPool,
+        step: &Step,
+        get: &dyn Fn(ValueId) -> Result<Tensor>,
+    ) -> Result<Vec<(ValueId, Tensor)>> {
+        let nodes = &ctx.plan.graph.nodes;
+        let node = &nodes[pair.conv];
+        let act = match pair.act {
+            None => Some(None),
+            Some(i) => crate::nn::epilogue_activation(&nodes[i]).map(Some),
+        };
+        if let (mpsrt_graph::Op::Conv(a), Some(act)) = (&node.op, act) {
+            let dev = |v| to_device("conv", &get(v)?, DType::F32, self.place());
+            let (x, w) = (dev(node.inputs[0])?, dev(node.inputs[1])?);
+            let b = node.inputs.get(2).map(|&v| dev(v)).transpose()?;
+            let (stride, pads, dilation) = crate::dw_pool::geometry(a);
+            let ys = ctx.plan.shape(pair.y);
+            let out = [ys[2], ys[3]];
+            let fused = mpsrt_tensor::depthwise_conv_pool(
+                &x,
+                &w,
+                b.as_ref(),
+                stride,
+                pads,
+                dilation,
+                out,
+                act,
+            )
+            .map_err(|e| ctx.wrap(node, e))?;
+            if let Some((y, p)) = fused {
+                return Ok(vec![(pair.y, y), (pair.pooled, p)]);
+            }
+        }
+        if let Some(d) = &st.dw_pools {
+            d.fell_back();
+        }
+        let first = self.run_step(ctx, step, &mut |v| get(v))?;
+        let pool = &ctx.plan.steps[pair.pool_step];
+        let second =
+            self.run_step(ctx, pool, &mut |v| match first.iter().find(|(u, _)| *u == v) {
+                Some((_, t)) => Ok(t.clone()),
+                None => get(v),
+            })?;
+        Ok(first.into_iter().chain(second).collect())
     }
 }

@@ -228,6 +228,7 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     // parallel and submitted in order. The device setting is shared by this binary's other
     // tests, which then also replay split (they check bit-identity too).
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
     dev.set_replay_split(3, 2);
     let (s, fresh) = sessions(bert_like());
     let parts0 = dev.submit_timing().replay_parts;
@@ -239,6 +240,36 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     assert!(st.starts_with("ready"), "{st}");
     assert_eq!(dev.replay_split(), (3, 2));
     assert!(dev.submit_timing().replay_parts > parts0, "no replay was recorded in parts");
+}
+
+/// Held by the tests that change how this device splits replays, which assert on it (the
+/// other tests compare outputs only, whatever the split).
+static SPLIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_replay_submitted_early_in_parts_is_bit_identical() {
+    if !gpu() {
+        return;
+    }
+    // Parts of 2, 4, 8, … commands submitted as soon as they are recorded (serial recording:
+    // early submits do not apply to a replay recorded on several threads).
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let (threads, chunk) = dev.replay_split();
+    dev.set_replay_split(1, chunk);
+    dev.set_replay_early(2);
+    let (s, fresh) = sessions(bert_like());
+    let early0 = dev.submit_timing().replay_early_submits;
+    for run in 0..4u64 {
+        let f = bert_feeds(7, 400 + run);
+        assert_eq!(bytes(&s.run(&f).unwrap()), bytes(&fresh.run(&f).unwrap()), "run {run}");
+    }
+    let st = s.replay_status(&[vec![1, 7], vec![1, 7, HIDDEN]]).unwrap();
+    assert!(st.starts_with("ready"), "{st}");
+    let early = dev.submit_timing().replay_early_submits - early0;
+    dev.set_replay_early(0);
+    dev.set_replay_split(threads, chunk);
+    assert!(early >= 2, "{early} early submits in two replays");
 }
 
 #[test]

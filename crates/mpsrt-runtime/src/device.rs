@@ -42,6 +42,8 @@ pub struct SubmitTiming {
     pub sync_ns: u64,
     /// Command buffers recorded by parallel replay parts (`replay_par.rs`).
     pub replay_parts: u64,
+    /// Early submits inside serial replays (`MPSRT_REPLAY_EARLY`).
+    pub replay_early_submits: u64,
 }
 
 /// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
@@ -67,6 +69,8 @@ pub struct GpuDevice {
     /// Recording threads and fewest commands per thread of a replay (`replay_par.rs`).
     pub(crate) replay_threads: AtomicUsize,
     pub(crate) replay_chunk: AtomicUsize,
+    /// Commands before a serial replay's first early submit (0: off; `replay.rs`).
+    pub(crate) replay_early: AtomicUsize,
     this: Weak<GpuDevice>,
 }
 
@@ -224,6 +228,7 @@ impl GpuDevice {
         config.replay_threads = config.replay_threads.or(Some(1));
         let (replay_threads, replay_chunk) =
             (config.replay_threads.unwrap_or(1), config.replay_chunk);
+        let replay_early = config.replay_early;
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -247,6 +252,7 @@ impl GpuDevice {
             errors,
             replay_threads: AtomicUsize::new(replay_threads),
             replay_chunk: AtomicUsize::new(replay_chunk),
+            replay_early: AtomicUsize::new(replay_early),
             this: this.clone(),
         }))
     }

@@ -48,6 +48,11 @@ pub struct RuntimeConfig {
     /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
     /// shorter replays are recorded on the calling thread alone.
     pub replay_chunk: usize,
+    /// Commands of a serial replay recorded before the first early submit
+    /// (`MPSRT_REPLAY_EARLY`, 0: off): the replay is submitted in parts of N, 2N, 4N, …
+    /// commands and the rest, so the GPU starts on the first part while the host records the
+    /// next (at batch 1 the host's recording is otherwise all in front of the GPU's work).
+    pub replay_early: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -65,6 +70,7 @@ impl Default for RuntimeConfig {
             sync_spin: None,
             replay_threads: None,
             replay_chunk: 48,
+            replay_early: 0,
         }
     }
 }
@@ -110,6 +116,9 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_CHUNK")? {
             c.replay_chunk = v.max(1) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_EARLY")? {
+            c.replay_early = v.min(1 << 20) as usize;
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;

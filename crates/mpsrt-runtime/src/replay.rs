@@ -543,6 +543,18 @@ impl GpuDevice {
         }
     }
 
+    /// Sets the commands a serial replay records before its first early submit (0: off; then
+    /// parts of twice as many; see `MPSRT_REPLAY_EARLY`). Overrides the environment for this
+    /// device.
+    pub fn set_replay_early(&self, commands: usize) {
+        self.replay_early.store(commands, Ordering::Relaxed);
+    }
+
+    /// The setting of [`GpuDevice::set_replay_early`].
+    pub fn replay_early(&self) -> usize {
+        self.replay_early.load(Ordering::Relaxed)
+    }
+
     /// Records one replay of `rec` into the open batch, in order after everything recorded
     /// so far (not submitted: call [`GpuDevice::flush`]). The caller must not let two replays
     /// of one recording interleave with each other's input and output copies.
@@ -564,13 +576,14 @@ impl GpuDevice {
         }
         let mut guard = self.state.lock();
         let st = &mut *guard;
-        let serial = st.batch.serial;
-        let batch = &mut st.batch;
         let (threads, chunk) = self.replay_split();
         let parts = crate::replay_par::split(cmds.len(), threads, chunk);
+        // Dispatches submitted early (serial replays only; see below).
+        let mut early = 0;
         let dispatches = if parts.len() > 1 {
             // Long replays: each part recorded (and encoded by wgpu-core) on its own thread
             // into its own command buffer, submitted in order after what the batch has so far.
+            let batch = &mut st.batch;
             batch.end_pass();
             if let Some(enc) = batch.encoder.take() {
                 batch.finished.push(enc.finish());
@@ -580,8 +593,26 @@ impl GpuDevice {
             batch.finished.extend(buffers);
             dispatches
         } else {
-            Self::replay_inline(&self.device, batch, rec, cmds)
+            // Early submits: parts of `early`, 2·`early`, … commands go to the GPU as soon as
+            // they are recorded (with what the batch held before them), so the GPU runs the
+            // first layers while the host records the rest; the rest stays in the open batch.
+            let mut part = self.replay_early.load(Ordering::Relaxed);
+            let mut done = 0;
+            while part > 0 && cmds.len() - done > part {
+                let n =
+                    Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..done + part]);
+                done += part;
+                early += n;
+                st.batch.ops += n;
+                self.submit_locked(st);
+                st.timing.replay_early_submits += 1;
+                part = part.saturating_mul(2);
+            }
+            Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..])
         };
+        // The batch the last commands went into (later than any early submit's).
+        let serial = st.batch.serial;
+        let batch = &mut st.batch;
         batch.ops += dispatches;
         if range.start == 0 {
             batch.bytes += rec.bytes;
@@ -590,7 +621,7 @@ impl GpuDevice {
             k.last_use.store(serial, Ordering::Release);
         }
         rec.last_serial.store(serial, Ordering::Release);
-        st.timing.dispatches += dispatches as u64;
+        st.timing.dispatches += (early + dispatches) as u64;
         Ok(())
     }
 

@@ -90,3 +90,113 @@ pub fn se_gate(
     );
     Ok(Some(y.astype(dtype)?))
 }
+
+/// The activation code `DW_POOL_WGSL` (and `conv_direct`) switches on: `MatmulAct`'s order.
+fn dw_act_code(kind: MatmulAct) -> u32 {
+    match kind {
+        MatmulAct::None => 0,
+        MatmulAct::Relu => 1,
+        MatmulAct::LeakyRelu => 2,
+        MatmulAct::Clip => 3,
+        MatmulAct::HardSigmoid => 4,
+        MatmulAct::HardSwish => 5,
+        MatmulAct::Sigmoid => 6,
+        MatmulAct::Silu => 7,
+    }
+}
+
+/// A depthwise conv with bias and activation, `y = act(conv(x, w, b))` for `x` `[N, C, H, W]`
+/// and `w` `[C, 1, KH, KW]` (groups = C), and the mean of each output channel,
+/// `p = mean(y, [2, 3])` `[N, C, 1, 1]`, as one dispatch (`mpsrt_kernels::DW_POOL_WGSL`; issue
+/// 22: the depthwise conv and the `GlobalAveragePool` of EfficientNet's squeeze-excitation). `y`
+/// is bit-identical to the direct depthwise kernel's; `p` matches a separate mean to float
+/// rounding. `pads` are the top and left padding, `out` the output's `[OH, OW]`. `None` when
+/// the operands are not f32 on one GPU of that form or N·C is past one grid dimension (the
+/// caller runs the two steps).
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv_pool(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    stride: [usize; 2],
+    pads: [usize; 2],
+    dilation: [usize; 2],
+    out: [usize; 2],
+    act: Option<Activation>,
+) -> Result<Option<(Tensor, Tensor)>> {
+    let op = "depthwise_conv_pool";
+    let Place::Gpu(d) = x.place() else { return Ok(None) };
+    let [n, c, h, wi] = *x.shape() else { return Ok(None) };
+    let [wc, 1, kh, kw] = *w.shape() else { return Ok(None) };
+    let [oh, ow] = out;
+    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+    let dev = mpsrt_runtime::gpu_device(d)?;
+    let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
+    let fits = f32s
+        && wc == c
+        && b.is_none_or(|b| b.shape() == [c] && b.place() == x.place())
+        && w.place() == x.place()
+        && n * c > 0
+        && n * c <= maxd
+        && kh > 0
+        && kw > 0
+        && oh > 0
+        && ow > 0
+        && stride.iter().chain(&dilation).all(|&v| v > 0)
+        && [n * c * h * wi, n * c * oh * ow].iter().all(|&v| v <= u32::MAX as usize);
+    if !fits {
+        return Ok(None);
+    }
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    let b = b.map(|b| b.contiguous()).transpose()?;
+    let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    let pipeline = dev.static_pipeline(mpsrt_kernels::DW_POOL_WGSL, "main")?;
+    let y = alloc_out(&dev, op, n * c * oh * ow, 4)?;
+    let p = alloc_out(&dev, op, n * c, 4)?;
+    let u = |v: usize| v as u32;
+    let words = [
+        u(c),
+        u(h),
+        u(wi),
+        u(oh),
+        u(ow),
+        u(kh),
+        u(kw),
+        u(stride[0]),
+        u(stride[1]),
+        u(pads[0]),
+        u(pads[1]),
+        u(dilation[0]),
+        u(dilation[1]),
+        u(x.layout().offset),
+        u(w.layout().offset),
+        u(b.as_ref().map_or(0, |b| b.layout().offset)),
+        u32::from(b.is_some()),
+        dw_act_code(kind),
+        p0.to_bits(),
+        p1.to_bits(),
+    ];
+    let bias = match &b {
+        Some(b) => buffer(op, b)?,
+        None => buffer(op, &w)?,
+    };
+    let bindings = [
+        Binding::from(&**buffer(op, &x)?),
+        Binding::from(&**buffer(op, &w)?),
+        Binding::from(&**bias),
+        Binding::from(&y),
+        Binding::from(&p),
+    ];
+    dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 5), [u(n * c), 1, 1])?;
+    let y = Tensor::from_parts(
+        Storage::Gpu(Arc::new(y)),
+        Layout::contiguous(&[n, c, oh, ow]),
+        DType::F32,
+    );
+    let p = Tensor::from_parts(
+        Storage::Gpu(Arc::new(p)),
+        Layout::contiguous(&[n, c, 1, 1]),
+        DType::F32,
+    );
+    Ok(Some((y, p)))
+}
