@@ -212,6 +212,10 @@ impl CoopTune {
             "w2x4_t4x4_k16_rp1_cl1_vs4_uc1",
             "w2x4_t4x4_k32_cl1_vs4_uc1_sw8",
             "cl1_uc1",
+            // 4×8 / 8×4 tiles per subgroup (128×256 on 2×2 subgroups, 128×128 on 2 or 1×2).
+            "w2x2_t4x8_k32_fi1_cl1_vs4_uc1",
+            "w2x1_t4x8_k32_fi1_cl1_vs4_uc1",
+            "w1x2_t8x4_k32_fi1_cl1_vs4_uc1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("structure tune"))
@@ -242,8 +246,10 @@ impl CoopTune {
                 self.name()
             ));
         }
-        if !p2(self.tm, 8) || !p2(self.tn, 8) || self.tm * self.tn > 16 {
-            return Err(format!("{}: at most 16 tiles per subgroup, 1..8 a side", self.name()));
+        // Up to 32 tiles per subgroup (4×8 / 8×4: 32 f32 accumulators of 8 registers a lane
+        // on NVIDIA, at the register file's edge; timed, not assumed).
+        if !p2(self.tm, 8) || !p2(self.tn, 8) || self.tm * self.tn > 32 {
+            return Err(format!("{}: at most 32 tiles per subgroup, 1..8 a side", self.name()));
         }
         let bk = u32::from(self.bk);
         if bk % size != 0 || bk % 8 != 0 || !(8..=64).contains(&bk) {
