@@ -41,7 +41,7 @@ pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
     let stages = if t.db { 2 } else { 1 };
     let acc = if spec.acc == DType::F32 { 4 } else { 2 };
     // f16 output or an epilogue: a row of `tn` tiles per subgroup (one tile otherwise).
-    let row = if rows_store(spec) { u32::from(t.tn) } else { 1 };
+    let row = if rows_store(spec) { row_tiles(u32::from(t.tn)) } else { 1 };
     let scratch = u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc;
     2 * stages * (bm * (bk + pad) + bk * (bn + pad)) + scratch
 }
@@ -50,6 +50,12 @@ pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
 /// rather than `coopStoreT` straight to an f32 output.
 fn rows_store(spec: &CoopMatmulSpec) -> bool {
     spec.out_f16 || spec.epi.any()
+}
+
+/// Tiles per scratch row of that store: the subgroup's row of `tn` tiles, in groups of at
+/// most 4 (16 KiB of f32 scratch for 4 subgroups; 8 tiles would push 4×8 tunes past 48 KiB).
+fn row_tiles(tn: u32) -> u32 {
+    tn.min(4)
 }
 
 /// Render a generation-3 kernel (`spec.variant == 3`, `spec.tune`). Direct loads need both
@@ -125,7 +131,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             };
         }
     }
-    let row = if rows_store(spec) { tn } else { 1 };
+    let row = if rows_store(spec) { row_tiles(tn) } else { 1 };
     let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
     w.push_str("var<workgroup> Wfull: u32;\n");
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
@@ -216,14 +222,15 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
 }
 
 /// The store through the scratch (f16 output or an epilogue): for each of the subgroup's `tm`
-/// rows of tiles, the `tn` accumulators go to the subgroup's scratch as one row-major
-/// `s × tn·s` block (`coopStoreT` with stride `tn·s`), then each lane applies the epilogue
-/// (`alpha·acc + beta·C + res`, activation) to its elements and stores the in-bounds ones,
-/// rounded to f16 for an f16 output (rows of `tn·s` consecutive elements per output row).
-/// Two barriers per row of tiles.
+/// rows of tiles, the accumulators go (at most 4 at a time, [`row_tiles`]) to the subgroup's
+/// scratch as one row-major `s × cw·s` block (`coopStoreT` with stride `cw·s`), then each
+/// lane applies the epilogue (`alpha·acc + beta·C + res`, activation) to its elements and
+/// stores the in-bounds ones, rounded to f16 for an f16 output (runs of `cw·s` consecutive
+/// elements per output row). Two barriers per group of tiles.
 fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
     let (s, sg) = (spec.size, spec.subgroup);
-    let row = tn * s;
+    let cw = row_tiles(tn);
+    let row = cw * s;
     w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
     if spec.epi.c {
         w.push_str("  let beta = bitcast<f32>(mw(11u));\n");
@@ -243,23 +250,27 @@ fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
     }
     let _ = writeln!(w, "  let cs = sg * {}u;", row * s);
     for i in 0..tm {
-        for j in 0..tn {
-            // The index is bound first (naga's SPIR-V writer needs the pointer's index cached).
+        for g in (0..tn).step_by(cw as usize) {
+            for j in g..g + cw {
+                // The index is bound first (naga's SPIR-V writer needs the pointer's index
+                // cached).
+                let _ = writeln!(
+                    w,
+                    "  let q{i}_{j} = cs + {}u;\n  coopStoreT(c{i}_{j}, &Cs[q{i}_{j}], {row}u);",
+                    (j - g) * s
+                );
+            }
+            w.push_str("  workgroupBarrier();\n");
+            let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
             let _ = writeln!(
                 w,
-                "  let q{i}_{j} = cs + {}u;\n  coopStoreT(c{i}_{j}, &Cs[q{i}_{j}], {row}u);",
-                j * s
+                "    let m = m0 + sm + {}u + e / {row}u; let n = n0 + sn + {}u + e % {row}u;",
+                i * s,
+                g * s
             );
+            let _ = writeln!(w, "    if (m < Mr && n < N) {{ out[obase + m * N + n] = {val}; }}");
+            w.push_str("  }\n  workgroupBarrier();\n");
         }
-        w.push_str("  workgroupBarrier();\n");
-        let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
-        let _ = writeln!(
-            w,
-            "    let m = m0 + sm + {}u + e / {row}u; let n = n0 + sn + e % {row}u;",
-            i * s
-        );
-        let _ = writeln!(w, "    if (m < Mr && n < N) {{ out[obase + m * N + n] = {val}; }}");
-        w.push_str("  }\n  workgroupBarrier();\n");
     }
 }
 
