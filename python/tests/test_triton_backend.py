@@ -311,15 +311,20 @@ def test_tutorial_03_matmul_autotune(mnk, activation):
     assert best is not None and best.kwargs["BLOCK_SIZE_M"] in (32, 64), best
 
 
-@pytest.mark.parametrize("vec2", ["0", "1"])
-def test_tutorial_03_staged_dot_emulated(monkeypatch, vec2):
+@pytest.mark.parametrize("slab,checked", [("f16", "1"), ("vec2", "0"), ("vec4", "0")])
+def test_tutorial_03_staged_dot_emulated(monkeypatch, slab, checked):
     """The staged cooperative tl.dot (operands straight into padded f16 slabs, pointers carried as
     offsets, branch-free full blocks) with f32 register products in place of the matrix units
     (MPSRT_TRITON_EMULATE_COOP=1), so adapters without them (lavapipe) check the staging: full
-    and edge blocks, an odd K (unaligned rows: the per-pair path), vec2<f16> slabs. Where the
-    adapter has matrix units the variable is ignored and this checks the real staged path."""
+    and edge blocks, an odd K (unaligned rows: the per-pair path; B's last halves past its
+    vector binding's length), f16 / vec2<f16> / vec4<f16> slabs (the default: operands read
+    through a second, vec4<f16> binding), self-bounded modules without wgpu's checks (the
+    default) and, for f16 slabs, with them. Where the adapter has matrix units the emulation
+    variable is ignored and this checks the real staged path."""
     monkeypatch.setenv("MPSRT_TRITON_EMULATE_COOP", "1")
-    monkeypatch.setenv("MPSRT_TRITON_VEC2_SLAB", vec2)
+    monkeypatch.setenv("MPSRT_TRITON_VEC2_SLAB", "1" if slab == "vec2" else "0")
+    monkeypatch.setenv("MPSRT_TRITON_VEC4_SLAB", "1" if slab == "vec4" else "0")
+    monkeypatch.setenv("MPSRT_TRITON_CHECKED", checked)
     kern = triton.jit(matmul_kernel.fn.fn)  # a fresh JIT cache: compiled under these settings
     for (M, N, K), (bm, bn, nw) in [((64, 64, 64), (32, 32, 4)), ((70, 45, 33), (32, 32, 4)),
                                     ((130, 96, 64), (64, 32, 4))]:
@@ -337,10 +342,12 @@ def test_tutorial_03_staged_dot_emulated(monkeypatch, vec2):
             pytest.skip("the adapter has neither matrix units nor shader-f16: no staged dot")
         # Emulated products, or (adapters with matrix units) the real staged path.
         assert "wd0(u32(g) >> 1u)" in wgsl
+        assert ("vec4<f16>, " in wgsl) == (slab == "vec4"), wgsl
+        assert ("self-bounded" in wgsl) == (checked == "0"), wgsl
         kern[grid](*args, **meta)
         ref = a.astype(np.float32) @ b.astype(np.float32)
         np.testing.assert_allclose(c.numpy().astype(np.float32), ref, rtol=2e-2, atol=3e-2,
-                                   err_msg=f"{(M, N, K)} blocks {(bm, bn)} vec2={vec2}")
+                                   err_msg=f"{(M, N, K)} blocks {(bm, bn)} slabs {slab}")
 
 
 # --------------------------------------------------------------------------------------------

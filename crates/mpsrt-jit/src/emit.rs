@@ -42,6 +42,8 @@ pub(crate) struct Emitter {
     /// `CompileOptions::emulate_coop`: `coop` only configures the staged dot, which multiplies
     /// in registers.
     pub emulate_coop: bool,
+    /// `CompileOptions::self_bounded`: storage indices go through `ix{k}` (see [`Emitter::bix`]).
+    pub self_bounded: bool,
     /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
     pub subgroups: bool,
     /// A reduction used subgroup operations: the entry point takes the subgroup builtins
@@ -64,6 +66,7 @@ impl Emitter {
             uses_f16: false,
             extra_workgroup_bytes: 0,
             emulate_coop: false,
+            self_bounded: false,
             subgroups: false,
             uses_subgroups: false,
         }

@@ -110,6 +110,19 @@ pub struct CompileOptions {
     /// than `f16` (two 2-byte stores); for A/B on drivers whose cooperative loads accept
     /// vector-typed pointers.
     pub slab_vec2: bool,
+    /// The staged dot's slabs hold `vec4<f16>` (16x16 cooperative tiles only; wins over
+    /// `slab_vec2`): full blocks staged in runs of 8 halves store two vectors per 16-byte global
+    /// load (`bitcast` of its words, no f32 round trip), and fragments load through vector
+    /// pointers with the stride in vectors — the built-in GEMM's `vs4` slabs.
+    pub slab_vec4: bool,
+    /// Every storage-buffer access of the kernel clamps its index into the buffer
+    /// (`min(i, arrayLength(&buf) - 1)`, a helper `ix{k}` per buffer), so reads and writes
+    /// through pointers a wrong mask left unguarded stay inside their binding. Workgroup and
+    /// register arrays are indexed only by construction (element ids below the block size), so
+    /// such a module may be built without wgpu's runtime checks; its WGSL then carries
+    /// [`SELF_BOUNDED_MARKER`] (after the `enable`s), which the Python extension looks for before
+    /// doing so.
+    pub self_bounded: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -127,6 +140,8 @@ impl Default for CompileOptions {
             coop: None,
             stage_dot: true,
             slab_vec2: false,
+            slab_vec4: false,
+            self_bounded: false,
             emulate_coop: false,
         }
     }
@@ -197,6 +212,9 @@ pub struct CompiledKernel {
     /// Stable key of (compiler version, source, kernel, signature, options): equal keys, equal WGSL.
     pub cache_key: String,
 }
+
+/// The comment line (after the `enable` directives) of a module compiled with [`CompileOptions::self_bounded`].
+pub const SELF_BOUNDED_MARKER: &str = "// mpsrt-jit: self-bounded (every storage index clamped)\n";
 
 /// The WGSL entry point of every compiled kernel.
 pub const ENTRY_POINT: &str = module::ENTRY;

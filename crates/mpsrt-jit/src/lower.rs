@@ -21,9 +21,13 @@ pub(crate) struct ArgInfo {
     pub stored: bool,
     /// Atomic read-modify-writes on this buffer: (kind, value type) per helper `at{k}_{kind}`.
     pub atomics: Vec<(String, DType)>,
-    /// A read-only packed buffer bound as `array<vec4<u32>>` (16-byte loads of a staged
-    /// `tl.dot` operand, `ttir::dot_stage`); its words are read through `wd{k}`.
+    /// A read-only packed buffer bound a second time as `bufv{k}: array<vec4<u32>>` (16-byte
+    /// loads of a staged `tl.dot` operand's whole runs, `ttir::dot_stage`); every other read
+    /// goes through the word binding `buf{k}`.
     pub quad: bool,
+    /// The same with `bufv{k}: array<vec4<f16>>` (the staged dot's runs of 8 halves with
+    /// `vec4<f16>` slabs: two 8-byte loads per run, stored to the slab as they are).
+    pub half4: bool,
 }
 
 /// Whether a statement list ran to its end or hit `return`.
@@ -137,6 +141,7 @@ impl<'a> Lowerer<'a> {
                 stored: false,
                 atomics: Vec::new(),
                 quad: false,
+                half4: false,
             });
             env.insert(name, val);
         }

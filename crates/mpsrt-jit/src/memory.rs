@@ -324,8 +324,9 @@ fn paired_f16_store(
         em.line("let whole = nb.w == (lid ^ 1u) && sm && nm && p_hi == p_lo + 1i && (g & 1i) == 0i;");
         em.open("if (whole)");
         em.open("if (!odd)");
+        let at = crate::module::bix(arg, "u32(g) >> 1u", em.self_bounded);
         em.line(format!(
-            "atomicStore(&buf{arg}[u32(g) >> 1u], pack2x16float(vec2<f32>(sv, bitcast<f32>(nb.x))));"
+            "atomicStore(&buf{arg}[{at}], pack2x16float(vec2<f32>(sv, bitcast<f32>(nb.x))));"
         ));
         em.close();
         em.else_();

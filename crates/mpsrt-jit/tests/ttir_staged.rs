@@ -61,11 +61,13 @@ fn operands_go_straight_into_padded_word_slabs() {
     let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
     assert_eq!(pre.matches("_ok = (").count(), 2, "{pre}");
     assert_eq!(body.matches("_ok && ((off").count(), 2, "{body}");
-    // ... in runs of 8 halves: one 16-byte load each from buffers bound as vec4<u32>.
-    assert!(k.wgsl.contains("var<storage, read> buf0: array<vec4<u32>>;"), "{}", k.wgsl);
-    assert!(k.wgsl.contains("var<storage, read> buf1: array<vec4<u32>>;"), "{}", k.wgsl);
-    assert_eq!(body.matches("let v = buf0[u32(").count(), 2, "{body}");
-    assert_eq!(body.matches("let v = buf1[u32(").count(), 2, "{body}");
+    // ... in runs of 8 halves: one 16-byte load each from the buffers bound a second time as
+    // vec4<u32> (the word bindings serve every other read).
+    assert!(k.wgsl.contains("var<storage, read> bufv0: array<vec4<u32>>;"), "{}", k.wgsl);
+    assert!(k.wgsl.contains("var<storage, read> bufv1: array<vec4<u32>>;"), "{}", k.wgsl);
+    assert!(k.wgsl.contains("var<storage, read> buf1: array<u32>;"), "{}", k.wgsl);
+    assert_eq!(body.matches("let v = bufv0[u32(").count(), 2, "{body}");
+    assert_eq!(body.matches("let v = bufv1[u32(").count(), 2, "{body}");
     // Pointers advance as a scalar offset.
     assert!(body.contains("off") && !body.contains("v42"), "{body}");
     // 8 subgroups as 2 x 4, each 4 x 2 tiles: per 16-deep step 4 A + 2 B fragments, 8 products.

@@ -169,6 +169,8 @@ fn launch_jit(
         coop: None,
         stage_dot: false,
         slab_vec2: false,
+        slab_vec4: false,
+        self_bounded: false,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -366,6 +368,19 @@ fn vec2_slab_wanted() -> bool {
     std::env::var("MPSRT_TRITON_VEC2_SLAB").is_ok_and(|v| v.trim() == "1")
 }
 
+/// Whether the staged dot's slabs are `vec4<f16>` (`mpsrt_jit::CompileOptions::slab_vec4`,
+/// 16x16 tiles): `MPSRT_TRITON_VEC4_SLAB=0` keeps the `f16` (or `MPSRT_TRITON_VEC2_SLAB`) slabs.
+fn vec4_slab_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_VEC4_SLAB").map_or(true, |v| v.trim() != "0")
+}
+
+/// `MPSRT_TRITON_CHECKED=1`: Triton kernels keep wgpu's runtime checks instead of clamping
+/// their storage indices themselves (`mpsrt_jit::CompileOptions::self_bounded`, default on;
+/// such modules are built without wgpu's checks, see `triton_load`).
+fn triton_checked_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_CHECKED").is_ok_and(|v| v.trim() == "1")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -388,8 +403,10 @@ fn triton_compiler_version() -> String {
     let sg = if subgroups_wanted() { "" } else { "-nosg" };
     let ds = if dot_stage_wanted() { "" } else { "-nods" };
     let v2 = if vec2_slab_wanted() { "-v2" } else { "" };
+    let v4 = if vec4_slab_wanted() { "" } else { "-nov4" };
+    let chk = if triton_checked_wanted() { "-chk" } else { "" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
-    format!("{}{sg}{ds}{v2}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    format!("{}{sg}{ds}{v2}{v4}{chk}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -431,6 +448,8 @@ fn triton_compile<'py>(
                 coop,
                 stage_dot: dot_stage_wanted(),
                 slab_vec2: vec2_slab_wanted(),
+                slab_vec4: vec4_slab_wanted(),
+                self_bounded: !triton_checked_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
@@ -488,8 +507,13 @@ fn triton_load(py: Python<'_>, wgsl: String, device: usize) -> PyRes<TritonPipel
     crate::guard::detach(py, "triton_load", move || {
         let dev = mpsrt_runtime::gpu_device(device)?;
         let kernel = Kernel { source: &wgsl, entry: mpsrt_jit::ENTRY_POINT };
-        let pipeline = if triton_unchecked_wanted() {
-            // SAFETY: opt-in (`MPSRT_TRITON_UNCHECKED=1`): the user asserts their kernels'
+        // A self-bounded module (every storage index clamped by the compiler, register and
+        // workgroup arrays indexed by construction) needs none of wgpu's checks.
+        let bounded = wgsl.contains(mpsrt_jit::SELF_BOUNDED_MARKER);
+        let pipeline = if bounded || triton_unchecked_wanted() {
+            // SAFETY: self-bounded modules clamp every storage index to their binding's length
+            // (a wrong mask reads or writes inside the buffer, never past it). Otherwise opt-in
+            // (`MPSRT_TRITON_UNCHECKED=1`): the user asserts their kernels'
             // masks keep every access in bounds, as Triton's CUDA backend assumes. The
             // generated code itself touches memory only under the kernel's own masks (masked-off
             // lanes never load or store) and its workgroup arrays are sized by construction.

@@ -122,14 +122,15 @@ fn zero(d: DType) -> &'static str {
 
 /// The WGSL helper `at{k}_{kind}_{ty}` for buffer `k` of `buf` elements, holding values of
 /// `elem` (the pointer's type: an f32 buffer may be reached through an i32 pointer).
-pub(crate) fn helper(w: &mut String, k: usize, buf: DType, kind: &str, elem: DType) {
+pub(crate) fn helper(w: &mut String, k: usize, buf: DType, kind: &str, elem: DType, bounded: bool) {
     let vt = Ty::D(elem).wgsl();
     let st = if buf == DType::I32 { "i32" } else { "u32" };
     // Storage word <-> register value.
     let to_s = |e: &str| if vt == st { e.to_string() } else { format!("bitcast<{st}>({e})") };
     let from_s = |e: &str| if vt == st { e.to_string() } else { format!("bitcast<{vt}>({e})") };
     let name = format!("at{k}_{kind}_{vt}");
-    let slot = format!("&buf{k}[u32(p + P.off{k})]");
+    let slot =
+        format!("&buf{k}[{}]", crate::module::bix(k, &format!("u32(p + P.off{k})"), bounded));
     if kind == "cas" {
         let _ = writeln!(
             w,

@@ -105,7 +105,8 @@ impl TtirLowerer {
         acc.passes = g.tm;
         let chunk = m * n / g.tm;
         let (ha, hb) = (m * (k + PAD), k * (n + PAD));
-        let (et, w) = if self.slab_vec2 { ("vec2<f16>", 2) } else { ("f16", 1) };
+        let w = self.slab_w;
+        let et = if w == 1 { "f16".to_string() } else { format!("vec{w}<f16>") };
         self.em.functions.push(format!(
             "var<workgroup> {}: array<{et}, {}>;\nvar<workgroup> {}: array<{et}, {}>;\nvar<workgroup> {}: array<f32, {chunk}>;\n",
             acc.ca,
@@ -245,9 +246,25 @@ impl TtirLowerer {
                 self.em.open("");
                 self.em.line(format!("let e0 = (lid + {}u) * {run}u;", j * wg));
                 let g = format!("u32({b} + {off} + P.off{arg})");
+                if run == 8 && self.slab_w == 4 {
+                    // Two vec4<f16> loads (the buffer bound as vec4<f16>), stored as they are
+                    // (no f32 round trip); the run starts a multiple of 8 halves into the
+                    // padded row (cols, ld: multiples of 8).
+                    self.args[arg].half4 = true;
+                    self.em.line(format!("let gv = {g} >> 2u;"));
+                    self.em
+                        .line(format!("let at = ((e0 / {cols}u) * {ld}u + e0 % {cols}u) >> 2u;"));
+                    let bx = |i: &str| crate::module::bixv(arg, i, self.em.self_bounded);
+                    let (i0, i1) = (bx("gv"), bx("gv + 1u"));
+                    self.em.line(format!("{slab}[at] = bufv{arg}[{i0}];"));
+                    self.em.line(format!("{slab}[at + 1u] = bufv{arg}[{i1}];"));
+                    self.em.close();
+                    continue;
+                }
                 if run == 8 {
                     self.args[arg].quad = true;
-                    self.em.line(format!("let v = buf{arg}[{g} >> 3u];"));
+                    let i = crate::module::bixv(arg, &format!("{g} >> 3u"), self.em.self_bounded);
+                    self.em.line(format!("let v = bufv{arg}[{i}];"));
                 }
                 for c in 0..run / 2 {
                     self.em.open("");
@@ -360,9 +377,10 @@ impl TtirLowerer {
     /// from the slabs in f32.
     fn emulated_products(&mut self, c: &CoopAcc, lda: usize, ldb: usize) {
         let (n, k, name) = (c.n, c.k, c.name.clone());
+        let w = self.slab_w;
         let half = |slab: &str, at: String| {
-            if self.slab_vec2 {
-                format!("f32({slab}[({at}) >> 1u][({at}) & 1u])")
+            if w > 1 {
+                format!("f32({slab}[({at}) / {w}u][({at}) % {w}u])")
             } else {
                 format!("f32({slab}[{at}])")
             }
@@ -380,7 +398,11 @@ impl TtirLowerer {
 
     /// Stores the pair `h` (a `vec2<f16>`) at half index `at` (even) of `slab`.
     fn store_pair(&mut self, slab: &str) {
-        if self.slab_vec2 {
+        if self.slab_w == 4 {
+            // `at` is even: the pair is the low or high half of one vector.
+            self.em.line(format!("{slab}[at >> 2u][at & 3u] = h.x;"));
+            self.em.line(format!("{slab}[at >> 2u][(at & 3u) + 1u] = h.y;"));
+        } else if self.slab_w == 2 {
             self.em.line(format!("{slab}[at >> 1u] = h;"));
         } else {
             self.em.line(format!("{slab}[at] = h.x;"));
@@ -390,11 +412,11 @@ impl TtirLowerer {
 
     /// Writes a register-held operand into its padded slab, one half per element.
     fn pack_into_slab(&mut self, t: &Tensor, slab: &str, cols: usize) {
-        let (v, ld, vec2) = (t.at("i"), cols + PAD, self.slab_vec2);
+        let (v, ld, w) = (t.at("i"), cols + PAD, self.slab_w);
         self.em.for_each(t.numel(), |em| {
             let at = format!("(e / {cols}u) * {ld}u + e % {cols}u");
-            em.line(if vec2 {
-                format!("{slab}[({at}) >> 1u][e & 1u] = f16({v});")
+            em.line(if w > 1 {
+                format!("{slab}[({at}) / {w}u][({at}) % {w}u] = f16({v});")
             } else {
                 format!("{slab}[{at}] = f16({v});")
             });
@@ -425,8 +447,14 @@ impl TtirLowerer {
             self.em.barrier();
             return Some(V::T(acc.clone()));
         }
-        // Indices and strides in slab elements (pairs of halves with `slab_vec2`; all even).
-        let (sh, w) = if self.slab_vec2 { (") >> 1u", 2) } else { (")", 1) };
+        // Indices and strides in slab elements (vectors of `slab_w` halves; every fragment
+        // origin and stride is a multiple of 8 halves).
+        let w = self.slab_w;
+        let sh = match w {
+            4 => ") >> 2u",
+            2 => ") >> 1u",
+            _ => ")",
+        };
         self.em.open("");
         self.em.line(format!("let sy = sg / {}u; let sx = sg % {}u;", g.wn, g.wn));
         for kk in (0..k).step_by(s) {

@@ -62,8 +62,9 @@ pub(crate) struct TtirLowerer {
     pub(super) remat: HashMap<String, String>,
     /// `CompileOptions::stage_dot`.
     pub(super) stage_dot: bool,
-    /// `CompileOptions::slab_vec2`.
-    pub(super) slab_vec2: bool,
+    /// Halves per element of the staged dot's slabs: 4 (`CompileOptions::slab_vec4`, 16x16
+    /// tiles), 2 (`slab_vec2`) or 1.
+    pub(super) slab_w: usize,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
     /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
@@ -77,6 +78,7 @@ impl TtirLowerer {
         let mut em = Emitter::new(wg);
         em.coop = opts.coop;
         em.emulate_coop = opts.emulate_coop;
+        em.self_bounded = opts.self_bounded;
         em.subgroups = opts.subgroups;
         TtirLowerer {
             em,
@@ -91,7 +93,11 @@ impl TtirLowerer {
             coop_accs: HashMap::new(),
             remat: HashMap::new(),
             stage_dot: opts.stage_dot,
-            slab_vec2: opts.slab_vec2,
+            slab_w: match opts.coop {
+                Some(c) if opts.slab_vec4 && c.size == 16 => 4,
+                _ if opts.slab_vec2 => 2,
+                _ => 1,
+            },
             staged_loads: HashMap::new(),
             carried_tpl: HashMap::new(),
             loop_marks: Vec::new(),
@@ -130,6 +136,7 @@ impl TtirLowerer {
                 stored: false,
                 atomics: Vec::new(),
                 quad: false,
+                half4: false,
             });
             self.vals.insert(name.clone(), V::T(v));
         }
