@@ -66,6 +66,13 @@ fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(vec![conv_act(ctx, node, inputs, None, None)?])
 }
 
+/// Whether 1×1 convs on 1×1 maps run as one GEMV dispatch on GPUs (`MPSRT_CONV_VEC=1`;
+/// `mpsrt_tensor::conv1x1_vec`). Read per conv (a replay does not run this) so one test
+/// process covers both routes.
+fn conv_vec_enabled() -> bool {
+    std::env::var("MPSRT_CONV_VEC").is_ok_and(|v| v.trim() == "1")
+}
+
 /// The activation `node` (Relu, LeakyRelu, Clip with both bounds) as a kernel epilogue.
 pub(crate) fn epilogue_activation(node: &Node) -> Option<t::Activation> {
     match node.op {
@@ -135,6 +142,26 @@ fn conv_act(
         dilation: two(&pad1(dilations), 1),
         groups: (*group).max(1),
     };
+    // A 1×1 conv on a 1×1 map (squeeze-excitation's): one GEMV dispatch (`conv1x1_vec`)
+    // instead of a 64×64 GEMM tile over one pixel and, for long K, a split-K pass. Not when
+    // a folded input operation waits for this conv (`gate_fold.rs`): the GEMM conv takes it.
+    let unpadded = matches!(opts.padding, ConvPadding::Explicit(p) if p == [0; 4]);
+    if residual.is_none()
+        && conv_vec_enabled()
+        && x.place().is_gpu()
+        && !one_d
+        && opts.groups == 1
+        && unpadded
+        && x.shape().get(2..) == Some(&[1, 1][..])
+        && w.shape().get(2..) == Some(&[1, 1][..])
+        && !t::input_scale_pending()
+    {
+        if let Some(y) =
+            t::conv1x1_vec(&x, &w, inputs.get(2), act).map_err(|e| ctx.wrap(node, e))?
+        {
+            return Ok(y);
+        }
+    }
     let res = match residual {
         Some(r) if one_d => Some(r.unsqueeze(2)?),
         r => r.cloned(),

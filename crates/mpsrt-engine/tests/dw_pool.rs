@@ -4,7 +4,8 @@
 //! an SE gate), run on the GPU (lavapipe in CI) with the fusion on and off, step by step and
 //! replayed, at batch 1 and 2: the depthwise outputs bit-identical, everything downstream of
 //! the pooled mean within float tolerance (another summation order), and within float
-//! tolerance of the CPU.
+//! tolerance of the CPU. Also the 1×1 convs on 1×1 maps as GEMVs (`MPSRT_CONV_VEC=1`) against
+//! the CPU.
 
 use mpsrt_core::{DType, Place};
 use mpsrt_engine::{Session, SessionOptions};
@@ -87,5 +88,34 @@ fn depthwise_conv_and_pool_in_one_dispatch_match_the_two_steps() {
                 close(&on[i], &cpu[i], &format!("{what} vs CPU, n {n} runs {runs}"));
             }
         }
+        // The SE convs and the head (1×1 convs on 1×1 maps) as GEMVs (`MPSRT_CONV_VEC=1`,
+        // read per conv; this binary's only test, so no other test sees it): the first
+        // depthwise output is upstream of them (bit-identical), the rest within tolerance.
+        std::env::set_var("MPSRT_CONV_VEC", "1");
+        for dw in [false, true] {
+            let (vec, _) = run(GPU, dw, n, 3);
+            assert_eq!(vec[1], off[1], "n {n} dw {dw}: first depthwise output differs");
+            for (i, what) in [(0, "head"), (2, "second depthwise"), (3, "gate")] {
+                close(&vec[i], &cpu[i], &format!("GEMV convs: {what} vs CPU, n {n} dw {dw}"));
+            }
+        }
+        std::env::remove_var("MPSRT_CONV_VEC");
     }
+    // The GEMV kernel itself takes such a conv (K = 300: 10 strides of its 32 lanes) and
+    // matches the CPU conv.
+    let vals = |n: usize, k: f32| (0..n).map(|i| ((i as f32 + 1.0) * k).sin()).collect::<Vec<_>>();
+    let (x, w, b) = (vals(2 * 300, 0.7), vals(37 * 300, 0.11), vals(37, 0.5));
+    let on = |p: Place| {
+        let x = Tensor::from_slice(&x, &[2, 300, 1, 1], p).unwrap();
+        let w = Tensor::from_slice(&w, &[37, 300, 1, 1], p).unwrap();
+        (x, w, Tensor::from_slice(&b, &[37], p).unwrap())
+    };
+    let act = Some(mpsrt_tensor::Activation::Silu);
+    let (xg, wg, bg) = on(GPU);
+    let y = mpsrt_tensor::conv1x1_vec(&xg, &wg, Some(&bg), act).unwrap().expect("GEMV route");
+    let (xc, wc, bc) = on(Place::Cpu);
+    let opts = mpsrt_tensor::Conv2dOptions::default();
+    let want = mpsrt_tensor::conv2d_fused(&xc, &wc, Some(&bc), &opts, None, act).unwrap();
+    assert_eq!(y.shape(), want.shape());
+    close(&y.to_vec::<f32>().unwrap(), &want.to_vec::<f32>().unwrap(), "conv1x1_vec");
 }

@@ -25,7 +25,7 @@ pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use conv_coop::{plan_coop_conv, ConvShape, CoopConvDevice, CoopConvRoute, CoopConvSpec};
 pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};
-pub use conv_se::{se_gate_kernel, DW_POOL_WGSL, SE_MAX_C, SE_MAX_C4};
+pub use conv_se::{se_gate_kernel, CONV1X1_VEC_WGSL, DW_POOL_WGSL, SE_MAX_C, SE_MAX_C4};
 pub use elementwise::{BinaryFn, ElementwiseSpec, Expr, Mode, Tuning, UnaryFn, VType, VEC4_UNROLL};
 pub use layernorm::{LayerNormSpec, LAYERNORM_WG};
 pub use layout::coalesce;

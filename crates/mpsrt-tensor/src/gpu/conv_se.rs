@@ -200,3 +200,71 @@ pub fn depthwise_conv_pool(
     );
     Ok(Some((y, p)))
 }
+
+/// A 1×1 conv with bias and activation on a `[N, C, 1, 1]` map, `y = act(conv(x, w, b))` for
+/// `w` `[OC, C, 1, 1]`, as one GEMV dispatch (`mpsrt_kernels::CONV1X1_VEC_WGSL`; issue 22:
+/// squeeze-excitation's convs, which the GEMM conv runs as a 64×64 tile over one pixel, plus
+/// a split-K pass for long K). Sums run in another order than the GEMM's (equal to float
+/// rounding). `None` when the operands are not f32 on one GPU of that form or the grid does
+/// not fit (the caller runs the conv).
+pub fn conv1x1_vec(
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    act: Option<Activation>,
+) -> Result<Option<Tensor>> {
+    let op = "conv1x1_vec";
+    let Place::Gpu(d) = x.place() else { return Ok(None) };
+    let [n, c, 1, 1] = *x.shape() else { return Ok(None) };
+    let [oc, wc, 1, 1] = *w.shape() else { return Ok(None) };
+    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+    let dev = mpsrt_runtime::gpu_device(d)?;
+    let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
+    let fits = f32s
+        && wc == c
+        && c > 0
+        && n > 0
+        && oc > 0
+        && n <= maxd
+        && oc.div_ceil(8) <= maxd
+        && b.is_none_or(|b| b.shape() == [oc] && b.place() == x.place())
+        && w.place() == x.place()
+        && [n * c, oc * c, n * oc].iter().all(|&v| v <= u32::MAX as usize);
+    if !fits {
+        return Ok(None);
+    }
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    let b = b.map(|b| b.contiguous()).transpose()?;
+    let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
+    let pipeline = dev.static_pipeline(mpsrt_kernels::CONV1X1_VEC_WGSL, "main")?;
+    let y = alloc_out(&dev, op, n * oc, 4)?;
+    let u = |v: usize| v as u32;
+    let words = [
+        u(c),
+        u(oc),
+        u(x.layout().offset),
+        u(w.layout().offset),
+        u(b.as_ref().map_or(0, |b| b.layout().offset)),
+        u32::from(b.is_some()),
+        dw_act_code(kind),
+        p0.to_bits(),
+        p1.to_bits(),
+    ];
+    let bias = match &b {
+        Some(b) => buffer(op, b)?,
+        None => buffer(op, &w)?,
+    };
+    let bindings = [
+        Binding::from(&**buffer(op, &x)?),
+        Binding::from(&**buffer(op, &w)?),
+        Binding::from(&**bias),
+        Binding::from(&y),
+    ];
+    dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 3), [u(oc.div_ceil(8)), u(n), 1])?;
+    let y = Tensor::from_parts(
+        Storage::Gpu(Arc::new(y)),
+        Layout::contiguous(&[n, oc, 1, 1]),
+        DType::F32,
+    );
+    Ok(Some(y))
+}
