@@ -96,6 +96,7 @@ fn every_shape_class_validates_and_translates() {
                     bias_f16: tn == 4,
                     has_res: i == 0,
                     act: acts[(n + i) % acts.len()],
+                    emulate: false,
                 };
                 n += 1;
                 let src = match spec.render() {
@@ -115,6 +116,13 @@ fn every_shape_class_validates_and_translates() {
                 assert_eq!(src.contains("var xv"), spec.x_vec, "{name}");
                 assert_eq!(src.contains("let dy"), !shape.pointwise(), "{name}");
                 assert_eq!(src.contains("res: array<f16>"), spec.has_res, "{name}");
+                // The emulated form (lavapipe's numerics test) needs no cooperative matrices
+                // and no subgroups.
+                if subgroup == 32 {
+                    let emu = CoopConvSpec { emulate: true, ..spec }.render().unwrap();
+                    assert!(!emu.contains("coop_mat") && !emu.contains("subgroup_id"), "{name}");
+                    wgsl_to_msl(&emu).unwrap_or_else(|e| panic!("{name} emulated: {e}\n{emu}"));
+                }
             }
         }
     }

@@ -8,19 +8,23 @@
 //!
 //! `MPSRT_COOP_CONV` (read per call): `0` never, `1` every conv the kernel can run, unset the
 //! planner's choice (`MPSRT_COOP_CONV_MIN_BLOCKS`, default 32 blocks of 64×64: smaller convs
-//! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice.
+//! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice;
+//! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
+//! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
+//! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
 
 use super::conv::{buffer, Epi};
 use super::matmul::{cached, SpecCache};
 use super::{alloc_out, env_knob};
 use crate::conv::ConvGeom;
 use crate::Tensor;
-use mpsrt_core::{DType, Layout, Result};
+use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::{
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
 };
-use mpsrt_runtime::{Binding, DeviceProperties, GpuDevice, Storage};
+use mpsrt_runtime::{Binding, DeviceProperties, GpuDevice, Kernel, Pipeline, Storage};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// `MPSRT_COOP_CONV` and `MPSRT_COOP_CONV_MIN_BLOCKS`, read per call so one process can
@@ -35,7 +39,7 @@ fn route() -> CoopConvRoute {
 
 /// The cooperative conv's plan for an `n`-image conv of geometry `g` on a device with `props`
 /// (the adapter's facts mapped for the pure planner), or why not.
-pub(crate) fn plan_f16_conv(
+pub fn plan_f16_conv(
     props: &DeviceProperties,
     shape: &ConvShape,
     n: u32,
@@ -59,6 +63,13 @@ pub(crate) fn plan_f16_conv(
     plan_coop_conv(&dev, shape, n, groups, route)
 }
 
+static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// Convs run on the cooperative kernel so far in this process (tests check the route taken).
+pub fn conv_coop_launches() -> usize {
+    LAUNCHES.load(Ordering::Relaxed)
+}
+
 fn log(g: &ConvGeom, what: &str) {
     static ON: OnceLock<bool> = OnceLock::new();
     if *ON.get_or_init(|| std::env::var("MPSRT_CONV_PLAN_LOG").is_ok_and(|v| v == "1")) {
@@ -67,6 +78,33 @@ fn log(g: &ConvGeom, what: &str) {
             g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw
         );
     }
+}
+
+/// The kernel's pipeline, compiled once per spec and device. Without wgpu's runtime checks
+/// (naga's index clamping on every access, which the cooperative GEMM measured as a large
+/// cost) unless `MPSRT_COOP_CONV_CHECKED=1`.
+fn pipeline(dev: &GpuDevice, op: &str, spec: CoopConvSpec) -> Result<Arc<Pipeline>> {
+    static CHECKED: SpecCache<CoopConvSpec> = OnceLock::new();
+    static UNCHECKED: SpecCache<CoopConvSpec> = OnceLock::new();
+    if env_knob("MPSRT_COOP_CONV_CHECKED", 0) != 0 {
+        return cached(&CHECKED, dev, op, spec, CoopConvSpec::render);
+    }
+    let cache = UNCHECKED.get_or_init(Default::default);
+    let key = (dev.index(), spec);
+    if let Some(p) = cache.lock().get(&key) {
+        return Ok(p.clone());
+    }
+    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+    // SAFETY: every access of the kernel is in bounds by construction (`conv_coop.rs`): input
+    // loads only for columns < N·P with the window inside the image (padding checks; pointwise
+    // windows are inside by geometry) and K rows < K; weight loads for rows < OC and K < K
+    // (vector loads: K % 8 == 0, so all 8 halves); bias, residual and output accesses for
+    // channels < OC and columns < N·P; workgroup indices stay inside their fixed-size arrays
+    // (the subgroup size is fixed: the planner requires min == max). The launcher binds
+    // contiguous operands of exactly the conv's shapes.
+    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
+    cache.lock().insert(key, p.clone());
+    Ok(p)
 }
 
 /// The conv on the matrix units, or `None` when the planner declines it (the caller runs the
@@ -107,7 +145,24 @@ pub(crate) fn try_conv(
         dw: u(g.dw),
     };
     let props = dev.properties();
-    let mut spec = match plan_f16_conv(props, &shape, u(g.n), u(g.groups), route()) {
+    let emulate = env_knob("MPSRT_COOP_CONV_EMULATE", 0) != 0;
+    let plan = if emulate {
+        // Testing: a 16×16 f16→f32 configuration in logical subgroups of 32, products in f32.
+        let fake = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
+        let d = CoopConvDevice {
+            configs: &fake,
+            subgroup: (32, 32),
+            shader_f16: props.shader_f16,
+            subgroups: true,
+            shared_limit: props.max_compute_workgroup_storage_size,
+            max_invocations: props.max_compute_invocations_per_workgroup,
+            max_wg_dim: props.max_compute_workgroups_per_dimension,
+        };
+        plan_coop_conv(&d, &shape, u(g.n), u(g.groups), route())
+    } else {
+        plan_f16_conv(props, &shape, u(g.n), u(g.groups), route())
+    };
+    let mut spec = match plan {
         Ok(s) => s,
         Err(why) => {
             log(g, &format!("fallback ({why})"));
@@ -148,9 +203,9 @@ pub(crate) fn try_conv(
     spec.has_res = res.is_some();
     let (kind, p0, p1) = epi.1.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     spec.act = kind;
+    spec.emulate = emulate;
     log(g, &format!("coop {}x{} tile {}x{}", spec.size, spec.size, spec.block_m(), spec.block_n()));
-    static PIPELINES: SpecCache<CoopConvSpec> = OnceLock::new();
-    let pipeline = cached(&PIPELINES, dev, op, spec, CoopConvSpec::render)?;
+    let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
     let meta = conv_gemm_meta(
         u(g.n * g.oh * g.ow),
@@ -172,6 +227,7 @@ pub(crate) fn try_conv(
     }
     bindings.push(Binding::from(&out));
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
+    LAUNCHES.fetch_add(1, Ordering::Relaxed);
     let shape = [g.n, g.oc, g.oh, g.ow];
     Ok(Some(Tensor::from_parts(
         Storage::Gpu(Arc::new(out)),

@@ -1,0 +1,136 @@
+//! The cooperative-matrix f16 conv (`gpu/conv_coop.rs`, issue 23) on a device without matrix
+//! units: `MPSRT_COOP_CONV_EMULATE=1` runs the same kernel — slabs, im2col gather, double
+//! buffering, epilogue — with its matrix products in f32 registers, so lavapipe checks the
+//! kernel's indexing on every conv class against the CPU conv of the same f16 values (the
+//! cooperative products themselves are checked on the GPU machine,
+//! `bench/conv_coop_check.py`). Also: the route is not taken for grouped convs or with
+//! `MPSRT_COOP_CONV=0`, and this device's own plan declines without matrix units. The knobs are
+//! read per call; one test function, so no other test of this binary races on them.
+
+mod common;
+use common::*;
+use mpsrt_kernels::{ConvShape, CoopConvRoute, CoopDecline};
+use mpsrt_tensor::{conv2d_fused, conv_coop_launches, plan_f16_conv, Activation};
+use mpsrt_tensor::{Conv2dOptions, ConvPadding, DType};
+
+/// `(n, c, h, w, oc, k, stride, pad [t, l, b, r], dilation, bias, residual, act)`.
+type Case = (
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 4],
+    usize,
+    bool,
+    bool,
+    Option<Activation>,
+);
+
+const CASES: &[Case] = &[
+    // 3×3 stride 1, odd K (45: scalar weight loads), residual + Relu (ResNet's block end).
+    (2, 5, 9, 9, 7, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
+    // 3×3 stride 2, K = 144 (vector weight loads), 70 channels: two channel blocks.
+    (3, 16, 11, 11, 70, 3, 2, [1, 1, 1, 1], 1, true, false, Some(Activation::Relu)),
+    // 1×1 stride 1 with P % 4 == 0 (vector input loads), columns across images.
+    (2, 24, 6, 6, 40, 1, 1, [0, 0, 0, 0], 1, true, false, None),
+    // 1×1 stride 1 with P = 25 (scalar gather), residual without activation.
+    (2, 8, 5, 5, 16, 1, 1, [0, 0, 0, 0], 1, false, true, None),
+    // 1×1 stride 2 (the downsample projection).
+    (2, 16, 9, 9, 20, 1, 2, [0, 0, 0, 0], 1, true, false, None),
+    // 7×7 stride 2 pad 3 (the stem), K = 147, Clip.
+    (1, 3, 20, 20, 8, 7, 2, [3, 3, 3, 3], 1, true, false, Some(Activation::Clip(-1.0, 6.0))),
+    // Asymmetric padding, dilation 2, Silu.
+    (2, 8, 10, 12, 12, 3, 1, [2, 1, 0, 3], 2, true, false, Some(Activation::Silu)),
+    // More columns than one 64-wide block per image row and a partial last block.
+    (1, 32, 13, 17, 33, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
+];
+
+#[test]
+fn emulated_kernel_matches_the_cpu_conv_and_routes() {
+    let Some(&gpu) = gpus().first() else { return };
+    std::env::set_var("MPSRT_COOP_CONV_EMULATE", "1");
+    std::env::set_var("MPSRT_COOP_CONV", "1");
+    let half = |shape: &[usize], seed| rnd(shape, seed, DType::F16);
+    for (i, &(n, c, h, w, oc, k, s, pad, d, bias, res, act)) in CASES.iter().enumerate() {
+        let seed = 10 * i as u64;
+        let x = half(&[n, c, h, w], seed);
+        // Weights scaled so sums stay well inside f16's range.
+        let wv: Vec<f64> =
+            values(oc * c * k * k, seed + 1, false).iter().map(|v| v / 4.0).collect();
+        let wt = tensor(&wv, &[oc, c, k, k], DType::F16);
+        let b = half(&[oc], seed + 2);
+        let o = Conv2dOptions {
+            stride: [s, s],
+            padding: ConvPadding::Explicit(pad),
+            dilation: [d, d],
+            groups: 1,
+        };
+        let f32_of = |t: &mpsrt_tensor::Tensor| t.astype(DType::F32).unwrap();
+        let out_shape =
+            conv2d_fused(&f32_of(&x), &f32_of(&wt), None, &o, None, None).unwrap().shape().to_vec();
+        let r = half(&out_shape, seed + 3);
+        let (bias, res) = (bias.then_some(&b), res.then_some(&r));
+        let want = conv2d_fused(
+            &f32_of(&x),
+            &f32_of(&wt),
+            bias.map(f32_of).as_ref(),
+            &o,
+            res.map(f32_of).as_ref(),
+            act,
+        )
+        .unwrap();
+        let g = |t: &mpsrt_tensor::Tensor| t.to(gpu).unwrap();
+        let before = conv_coop_launches();
+        let got = conv2d_fused(&g(&x), &g(&wt), bias.map(g).as_ref(), &o, res.map(g).as_ref(), act)
+            .unwrap();
+        assert_eq!(conv_coop_launches(), before + 1, "case {i}: the cooperative route ran");
+        assert_eq!(got.dtype(), DType::F16, "case {i}");
+        // f32 accumulation, one f16 rounding of the result (and of the residual's sum).
+        let (gv, wv) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+        assert_close(&format!("emulated coop conv case {i}"), &gv, &wv, 2e-3, 2e-2);
+    }
+    // Not taken: grouped convs, and MPSRT_COOP_CONV=0; both still right.
+    let (x, wt) = (half(&[2, 8, 6, 6], 1), half(&[8, 4, 3, 3], 2));
+    let o =
+        Conv2dOptions { groups: 2, padding: ConvPadding::symmetric(1, 1), ..Default::default() };
+    let before = conv_coop_launches();
+    let got =
+        conv2d_fused(&x.to(gpu).unwrap(), &wt.to(gpu).unwrap(), None, &o, None, None).unwrap();
+    let want = conv2d_fused(&x, &wt, None, &o, None, None).unwrap();
+    check_tol("grouped f16 conv", &want, &got, DType::F16, 0.0);
+    std::env::set_var("MPSRT_COOP_CONV", "0");
+    let wt = half(&[8, 8, 1, 1], 3);
+    let o = Conv2dOptions::default();
+    let got =
+        conv2d_fused(&x.to(gpu).unwrap(), &wt.to(gpu).unwrap(), None, &o, None, None).unwrap();
+    let want = conv2d_fused(&x, &wt, None, &o, None, None).unwrap();
+    check_tol("f16 conv, coop off", &want, &got, DType::F16, 0.0);
+    assert_eq!(conv_coop_launches(), before, "declined routes launch nothing");
+    std::env::remove_var("MPSRT_COOP_CONV_EMULATE");
+    std::env::remove_var("MPSRT_COOP_CONV");
+    // This device's own plan: without matrix units (lavapipe) the fallback runs.
+    let props = mpsrt_runtime::gpu_device(0).unwrap().properties().clone();
+    if props.coop_matrix.is_empty() {
+        let shape = ConvShape {
+            c: 64,
+            h: 56,
+            w: 56,
+            oc: 64,
+            oh: 56,
+            ow: 56,
+            kh: 3,
+            kw: 3,
+            sh: 1,
+            sw: 1,
+            ph: 1,
+            pw: 1,
+            dh: 1,
+            dw: 1,
+        };
+        let plan = plan_f16_conv(&props, &shape, 32, 1, CoopConvRoute::Auto { min_blocks: 32 });
+        assert_eq!(plan, Err(CoopDecline::NoConfig));
+    }
+}
