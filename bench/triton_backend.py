@@ -20,7 +20,9 @@ changed since session 10; A/B them in separate processes (Triton caches kernels 
 MPSRT_JIT_SUBGROUPS=0 (workgroup-memory reduction trees), MPSRT_TRITON_WIDEN_TO=4 (elements per
 invocation the workgroup widens to, default 16 above a 256-invocation floor; 4 was session 11's),
 MPSRT_COOP_MATMUL=0 (tl.dot off the matrix units), MPSRT_TRITON_DOT_STAGE=0 (session 11's
-register-staged cooperative tl.dot instead of operands staged straight into padded slabs).
+register-staged cooperative tl.dot instead of operands staged straight into padded slabs),
+MPSRT_TRITON_VEC4_SLAB=0 (f16 slabs instead of session 13's vec4<f16> ones),
+MPSRT_TRITON_CHECKED=1 (wgpu's runtime checks instead of the compiler's own index clamps).
 Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
        [--softmax-cols 4096] [--matmul-sizes 2048,4096]
 """
@@ -125,7 +127,8 @@ def main():
     # (both report active): select ours explicitly, through Triton's own API.
     driver.set_active(WgpuDriver())
     knobs = ("MPSRT_JIT_SUBGROUPS", "MPSRT_TRITON_WIDEN_TO", "MPSRT_COOP_MATMUL",
-             "MPSRT_TRITON_DOT_STAGE")
+             "MPSRT_TRITON_DOT_STAGE", "MPSRT_TRITON_VEC4_SLAB", "MPSRT_TRITON_VEC2_SLAB",
+             "MPSRT_TRITON_CHECKED", "MPSRT_TRITON_UNCHECKED")
     emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
          driver=type(driver.active).__name__, compiler=mpsrt._C.triton_compiler_version(),
          env={k: os.environ[k] for k in knobs if k in os.environ})

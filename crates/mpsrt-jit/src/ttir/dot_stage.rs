@@ -29,6 +29,13 @@
 //!   minimise the fragment loads per K step (`tm + tn` for `tm * tn` products). After the loop
 //!   the accumulators go through workgroup memory in `tm` passes of `wm` whole tile rows.
 //! * The workgroup keeps Triton's `num_warps * 32` invocations (no widening, see `ttir::mod`).
+//! * **`vec4<f16>` slabs** (`CompileOptions::slab_vec4`, 16x16 tiles; session 13): the built-in
+//!   GEMM's `vs4`. A full run of 8 halves is two 8-byte loads from a second binding of the
+//!   operand typed `array<vec4<f16>>` (`bufv{k}`; the word binding `buf{k}` keeps serving every
+//!   other read, since a vector binding's `arrayLength` rounds the buffer's last halves away),
+//!   stored to the slab as loaded — the word path unpacked each pair to f32, converted it back
+//!   and stored halves one at a time. Fragments load through vector pointers, strides in
+//!   vectors. Edge pairs go into vector components.
 
 use super::coop_acc::CoopAcc;
 use super::lower::{TtirLowerer, V};
