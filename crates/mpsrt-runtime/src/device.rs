@@ -63,7 +63,7 @@ pub struct GpuDevice {
     /// Explicit bind group layouts by binding signature (`pipeline.rs`).
     pub(crate) layouts: Mutex<HashMap<Vec<Slot>, Arc<SharedLayout>>>,
     /// Highest batch serial known to have completed on the GPU (set by submission callbacks).
-    completed: Arc<AtomicU64>,
+    pub(crate) completed: Arc<AtomicU64>,
     /// Errors wgpu reported outside an error scope; surfaced at the next sync point.
     errors: Arc<Mutex<Vec<String>>>,
     /// Recording threads and fewest commands per thread of a replay (`replay_par.rs`).

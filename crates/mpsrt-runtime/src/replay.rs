@@ -596,7 +596,10 @@ impl GpuDevice {
             // Early submits: parts of `early`, 2·`early`, … commands go to the GPU as soon as
             // they are recorded (with what the batch held before them), so the GPU runs the
             // first layers while the host records the rest; the rest stays in the open batch.
-            let mut part = self.replay_early.load(Ordering::Relaxed);
+            // Only while the GPU has nothing else queued (a latency-bound run): behind earlier
+            // work the extra submits would only cost host time.
+            let idle = self.completed.load(Ordering::Acquire) + 1 >= st.batch.serial;
+            let mut part = if idle { self.replay_early.load(Ordering::Relaxed) } else { 0 };
             let mut done = 0;
             while part > 0 && cmds.len() - done > part {
                 let n =
