@@ -17,9 +17,12 @@ use mpsrt_graph::{AutoPad, ConvAttrs, Op, Plan, Step, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Whether the fold is on (`MPSRT_DW_POOL`, default off until measured on the H200).
+/// The fusion when `MPSRT_DW_POOL` is unset.
+const DEFAULT_ON: bool = false;
+
+/// Whether the fusion is on (`MPSRT_DW_POOL`: `0` off, `1` on, unset [`DEFAULT_ON`]).
 pub(crate) fn enabled_by_env() -> bool {
-    std::env::var("MPSRT_DW_POOL").is_ok_and(|v| v.trim() == "1")
+    std::env::var("MPSRT_DW_POOL").map_or(DEFAULT_ON, |v| v.trim() != "0")
 }
 
 /// A depthwise conv step whose output a `GlobalAveragePool` step reads.

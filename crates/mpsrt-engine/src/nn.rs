@@ -66,11 +66,12 @@ fn conv(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     Ok(vec![conv_act(ctx, node, inputs, None, None)?])
 }
 
-/// Whether 1×1 convs on 1×1 maps run as one GEMV dispatch on GPUs (`MPSRT_CONV_VEC=1`;
-/// `mpsrt_tensor::conv1x1_vec`). Read per conv (a replay does not run this) so one test
-/// process covers both routes.
+/// Whether 1×1 convs on 1×1 maps run as one GEMV dispatch on GPUs
+/// (`mpsrt_tensor::conv1x1_vec`; `MPSRT_CONV_VEC`: `0` off, `1` on, unset: off). Read per
+/// conv (a replay does not run this) so one test process covers both routes.
 fn conv_vec_enabled() -> bool {
-    std::env::var("MPSRT_CONV_VEC").is_ok_and(|v| v.trim() == "1")
+    const DEFAULT_ON: bool = false;
+    std::env::var("MPSRT_CONV_VEC").map_or(DEFAULT_ON, |v| v.trim() != "0")
 }
 
 /// The activation `node` (Relu, LeakyRelu, Clip with both bounds) as a kernel epilogue.

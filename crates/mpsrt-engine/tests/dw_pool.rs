@@ -72,6 +72,9 @@ fn depthwise_conv_and_pool_in_one_dispatch_match_the_two_steps() {
     if !gpu() {
         return;
     }
+    // The SE convs as GEMMs first (`MPSRT_CONV_VEC` is read per conv; this binary's only
+    // test, so no other test sees it).
+    std::env::set_var("MPSRT_CONV_VEC", "0");
     for n in [1, 2] {
         let (off, fused) = run(GPU, false, n, 1);
         assert_eq!(fused, (0, 0));
@@ -88,9 +91,8 @@ fn depthwise_conv_and_pool_in_one_dispatch_match_the_two_steps() {
                 close(&on[i], &cpu[i], &format!("{what} vs CPU, n {n} runs {runs}"));
             }
         }
-        // The SE convs and the head (1×1 convs on 1×1 maps) as GEMVs (`MPSRT_CONV_VEC=1`,
-        // read per conv; this binary's only test, so no other test sees it): the first
-        // depthwise output is upstream of them (bit-identical), the rest within tolerance.
+        // The SE convs and the head (1×1 convs on 1×1 maps) as GEMVs: the first depthwise
+        // output is upstream of them (bit-identical), the rest within tolerance.
         std::env::set_var("MPSRT_CONV_VEC", "1");
         for dw in [false, true] {
             let (vec, _) = run(GPU, dw, n, 3);
@@ -99,8 +101,9 @@ fn depthwise_conv_and_pool_in_one_dispatch_match_the_two_steps() {
                 close(&vec[i], &cpu[i], &format!("GEMV convs: {what} vs CPU, n {n} dw {dw}"));
             }
         }
-        std::env::remove_var("MPSRT_CONV_VEC");
+        std::env::set_var("MPSRT_CONV_VEC", "0");
     }
+    std::env::remove_var("MPSRT_CONV_VEC");
     // The GEMV kernel itself takes such a conv (K = 300: 10 strides of its 32 lanes) and
     // matches the CPU conv.
     let vals = |n: usize, k: f32| (0..n).map(|i| ((i as f32 + 1.0) * k).sin()).collect::<Vec<_>>();

@@ -228,7 +228,11 @@ impl GpuDevice {
         config.replay_threads = config.replay_threads.or(Some(1));
         let (replay_threads, replay_chunk) =
             (config.replay_threads.unwrap_or(1), config.replay_chunk);
-        let replay_early = config.replay_early;
+        let replay_early = config.replay_early.unwrap_or(if props.device_type == "cpu" {
+            0
+        } else {
+            crate::env::DEFAULT_REPLAY_EARLY
+        });
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,

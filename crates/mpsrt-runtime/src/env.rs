@@ -49,11 +49,16 @@ pub struct RuntimeConfig {
     /// shorter replays are recorded on the calling thread alone.
     pub replay_chunk: usize,
     /// Commands of a serial replay recorded before the first early submit
-    /// (`MPSRT_REPLAY_EARLY`, 0: off): the replay is submitted in parts of N, 2N, 4N, …
-    /// commands and the rest, so the GPU starts on the first part while the host records the
-    /// next (at batch 1 the host's recording is otherwise all in front of the GPU's work).
-    pub replay_early: usize,
+    /// (`MPSRT_REPLAY_EARLY`, 0: off; unset: `DEFAULT_REPLAY_EARLY` on GPUs, off on CPU
+    /// adapters, whose workers share the host's cores): the replay is submitted in parts of
+    /// N, 2N, 4N, … commands and the rest, so the GPU starts on the first part while the host
+    /// records the next (at batch 1 the host's recording is otherwise all in front of the
+    /// GPU's work).
+    pub replay_early: Option<usize>,
 }
+
+/// `MPSRT_REPLAY_EARLY` when unset, on GPUs.
+pub(crate) const DEFAULT_REPLAY_EARLY: usize = 0;
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -70,7 +75,7 @@ impl Default for RuntimeConfig {
             sync_spin: None,
             replay_threads: None,
             replay_chunk: 48,
-            replay_early: 0,
+            replay_early: None,
         }
     }
 }
@@ -118,7 +123,7 @@ impl RuntimeConfig {
             c.replay_chunk = v.max(1) as usize;
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_EARLY")? {
-            c.replay_early = v.min(1 << 20) as usize;
+            c.replay_early = Some(v.min(1 << 20) as usize);
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;
