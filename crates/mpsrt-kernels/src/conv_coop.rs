@@ -110,6 +110,9 @@ pub struct CoopConvSpec {
     /// An f16 residual (NCHW like the output) added before the activation.
     pub has_res: bool,
     pub act: MatmulAct,
+    /// Global loads as a clamped index plus a `select` of zero instead of a branch per load
+    /// (the cooperative GEMM's `cl1`, which made its checked loop 2× faster on the H200).
+    pub clamp: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -354,6 +357,19 @@ impl CoopConvSpec {
         Ok(w)
     }
 
+    /// `dst = src[idx]` where `ok`, else zero (`dst` preset to zero): a branch around the
+    /// load, or with `clamp` a clamped index and a `select` (no branch, so a thread's loads
+    /// issue together).
+    fn guarded(&self, dst: &str, arr: &str, idx: &str, ok: &str, zero: &str) -> String {
+        if self.clamp {
+            format!(
+                "{{ let ok = {ok}; {dst} = select({zero}, {arr}[select(0u, {idx}, ok)], ok); }}"
+            )
+        } else {
+            format!("if ({ok}) {{ {dst} = {arr}[{idx}]; }}")
+        }
+    }
+
     /// Global loads of the slab starting at K row `k0` into the registers.
     fn load(&self, k0: &str, na: u32, nbv: u32) -> String {
         let nt = self.threads();
@@ -365,11 +381,33 @@ impl CoopConvSpec {
             let tot = if self.w_vec { bm * (BK / 8) } else { bm * (BK / 4) };
             let inb =
                 if tot.is_multiple_of(nt) { String::new() } else { format!("e < {tot}u && ") };
-            if self.w_vec {
+            if self.w_vec && self.clamp {
+                // The clamped index is 0 outside: the weights hold at least 8 halves (K % 8 == 0).
+                let _ = writeln!(
+                    c,
+                    " let m = m0 + e / 4u; let k = {k0} + (e % 4u) * 8u;\n      let ok = {inb}m < OC && k < K; let at = select(0u, (woff + m * K + k) >> 2u, ok); ra{t}l = select(vec4<f16>(), wt[at], ok); ra{t}h = select(vec4<f16>(), wt[at + 1u], ok); }}"
+                );
+            } else if self.w_vec {
                 let _ = writeln!(
                     c,
                     " let m = m0 + e / 4u; let k = {k0} + (e % 4u) * 8u; ra{t}l = vec4<f16>(); ra{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{t}l = wt[at]; ra{t}h = wt[at + 1u]; }} }}"
                 );
+            } else if self.clamp {
+                let _ = writeln!(
+                    c,
+                    " let m = m0 + e / 8u; let k = {k0} + (e % 8u) * 4u; var v = vec4<f16>(); let b = woff + m * K + k;"
+                );
+                for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let g = self.guarded(
+                        &format!("v.{comp}"),
+                        "wt",
+                        &format!("b + {i}u"),
+                        &format!("{inb}m < OC && k + {i}u < K"),
+                        "f16(0.0)",
+                    );
+                    let _ = writeln!(c, "      {g}");
+                }
+                let _ = writeln!(c, "      ra{t} = v; }}");
             } else {
                 let _ = writeln!(
                     c,
@@ -386,21 +424,38 @@ impl CoopConvSpec {
             let _ =
                 writeln!(c, "    {{ let k = {k0} + kr + {}u; var v = vec4<f16>();", t * (nt / qb));
             if self.x_vec {
-                c.push_str("      if (k < K && xv >= 0) { v = x[u32(xv + i32(k * P)) >> 2u]; }\n");
+                let g = self.guarded(
+                    "v",
+                    "x",
+                    "u32(xv + i32(k * P)) >> 2u",
+                    "k < K && xv >= 0",
+                    "vec4<f16>()",
+                );
+                let _ = writeln!(c, "      {g}");
             } else if sh.pointwise() {
                 c.push_str("      if (k < K) { let ko = i32(k * HW);\n");
                 for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
-                    let _ =
-                        writeln!(c, "        if (ih{j} >= 0) {{ v.{comp} = x[u32(xb{j} + ko)]; }}");
+                    let g = self.guarded(
+                        &format!("v.{comp}"),
+                        "x",
+                        &format!("u32(xb{j} + ko)"),
+                        &format!("ih{j} >= 0"),
+                        "f16(0.0)",
+                    );
+                    let _ = writeln!(c, "        {g}");
                 }
                 c.push_str("      }\n");
             } else {
                 c.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let dy = i32((r / KW) * DH); let dx = i32((r % KW) * DW); let ko = i32(ic * HW) + dy * i32(W) + dx;\n");
                 for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
-                    let _ = writeln!(
-                        c,
-                        "        if (u32(ih{j} + dy) < H && u32(iw{j} + dx) < W) {{ v.{comp} = x[u32(xb{j} + ko)]; }}"
+                    let g = self.guarded(
+                        &format!("v.{comp}"),
+                        "x",
+                        &format!("u32(xb{j} + ko)"),
+                        &format!("u32(ih{j} + dy) < H && u32(iw{j} + dx) < W"),
+                        "f16(0.0)",
                     );
+                    let _ = writeln!(c, "        {g}");
                 }
                 c.push_str("      }\n");
             }
@@ -567,6 +622,7 @@ pub fn plan_coop_conv(
         bias_f16: false,
         has_res: false,
         act: MatmulAct::None,
+        clamp: false,
         emulate: false,
     };
     let blocks = |sp: &CoopConvSpec| {

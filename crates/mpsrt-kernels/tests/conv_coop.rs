@@ -96,6 +96,7 @@ fn every_shape_class_validates_and_translates() {
                     bias_f16: tn == 4,
                     has_res: i == 0,
                     act: acts[(n + i) % acts.len()],
+                    clamp: n % 3 == 1,
                     emulate: false,
                 };
                 n += 1;

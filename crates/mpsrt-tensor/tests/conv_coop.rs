@@ -56,6 +56,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     let half = |shape: &[usize], seed| rnd(shape, seed, DType::F16);
     for (i, &(n, c, h, w, oc, k, s, pad, d, bias, res, act)) in CASES.iter().enumerate() {
         let seed = 10 * i as u64;
+        // Both load forms: branches and clamped selects.
+        std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
         let x = half(&[n, c, h, w], seed);
         // Weights scaled so sums stay well inside f16's range.
         let wv: Vec<f64> =
@@ -111,6 +113,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     assert_eq!(conv_coop_launches(), before, "declined routes launch nothing");
     std::env::remove_var("MPSRT_COOP_CONV_EMULATE");
     std::env::remove_var("MPSRT_COOP_CONV");
+    std::env::remove_var("MPSRT_COOP_CONV_CLAMP");
     // This device's own plan: without matrix units (lavapipe) the fallback runs.
     let props = mpsrt_runtime::gpu_device(0).unwrap().properties().clone();
     if props.coop_matrix.is_empty() {

@@ -10,6 +10,8 @@
 //! planner's choice (`MPSRT_COOP_CONV_MIN_BLOCKS`, default 32 blocks of 64×64: smaller convs
 //! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice;
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
+//! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_TILE=TMxTN`
+//! overrides the tile (both for timing, read per call);
 //! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
 //! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
 
@@ -61,6 +63,14 @@ pub fn plan_f16_conv(
         max_wg_dim: props.max_compute_workgroups_per_dimension,
     };
     plan_coop_conv(&dev, shape, n, groups, route)
+}
+
+/// `MPSRT_COOP_CONV_TILE=TMxTN`: cooperative tiles per subgroup (1, 2 or 4 each; the block is
+/// `2·TM·S × 2·TN·S`), for timing every tile on one shape; read per call.
+fn tile_override() -> Option<(u32, u32)> {
+    let v = std::env::var("MPSRT_COOP_CONV_TILE").ok()?;
+    let (a, b) = v.trim().split_once('x')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
@@ -204,6 +214,13 @@ pub(crate) fn try_conv(
     let (kind, p0, p1) = epi.1.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     spec.act = kind;
     spec.emulate = emulate;
+    spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
+    if let Some((tm, tn)) = tile_override() {
+        let t = CoopConvSpec { tm, tn, ..spec };
+        if t.shared_bytes() <= props.max_compute_workgroup_storage_size && t.render().is_ok() {
+            spec = t;
+        }
+    }
     log(g, &format!("coop {}x{} tile {}x{}", spec.size, spec.size, spec.block_m(), spec.block_n()));
     let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
