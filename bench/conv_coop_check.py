@@ -3,12 +3,16 @@
 
   python3 bench/conv_coop_check.py shapes [--time]   # every ResNet-50 conv shape, batch 1 and 32
   python3 bench/conv_coop_check.py model MODELS_DIR  # ResNet-50 f16 end to end vs onnxruntime f32
+  python3 bench/conv_coop_check.py sweep [TILES]     # batch 32: each tile x load form per shape
 
 `shapes`: f16 input / weights / bias (random, f16-exact) through `mpsrt`'s GPU conv with
 `MPSRT_COOP_CONV=1` (the matrix units, forced so batch 1 runs there too) and `=0` (the f16
 fallback: widened to f32), against torch's f32 conv of the same values (CUDA, TF32 off);
 prints the max absolute error over max |reference| for both (one JSON line per shape and
 batch) and, with `--time`, each route's time per call at batch 32 beside torch f16 (cuDNN).
+`sweep`: at batch 32, a few representative shapes through every tile (`MPSRT_COOP_CONV_TILE`,
+default 4x4,2x4,4x2,2x2) and both load forms (`MPSRT_COOP_CONV_CLAMP`), each checked against
+torch f32 before it is timed (ms per call, TFLOP/s).
 `model`: ResNet-50 (random weights) with `precision='f16'` in two sessions (coop off, on; the
 route is read per conv) against onnxruntime CPU f32 on the same input.
 """
@@ -95,6 +99,54 @@ def shapes(timing):
     print(json.dumps({"worst_err_coop": worst, "ok": worst < 5e-3}), flush=True)
 
 
+SWEEP = [(3, 224, 64, 7, 2, 3), (64, 56, 256, 1, 1, 0), (64, 56, 64, 3, 1, 1),
+         (128, 56, 128, 3, 2, 1), (512, 28, 128, 1, 1, 0), (256, 14, 256, 3, 1, 1),
+         (2048, 7, 512, 1, 1, 0), (512, 7, 512, 3, 1, 1)]
+
+
+def sweep(tiles):
+    import torch
+    from mpsrt import _C
+
+    torch.backends.cudnn.allow_tf32 = False
+    rng = np.random.default_rng(2)
+    os.environ["MPSRT_COOP_CONV"] = "1"
+    n = 32
+    for (c, hw, oc, k, s, p) in SWEEP:
+        x = rng.standard_normal((n, c, hw, hw), dtype=np.float32).astype(np.float16)
+        w = (rng.standard_normal((oc, c, k, k), dtype=np.float32) *
+             np.sqrt(2.0 / (c * k * k))).astype(np.float16)
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x).cuda().float(),
+                                         torch.from_numpy(w).cuda().float(), stride=s,
+                                         padding=p).cpu().numpy()
+        scale = float(np.abs(ref).max())
+        xg = _C.from_bytes(x.tobytes(), "float16", list(x.shape), "gpu")
+        wg = _C.from_bytes(w.tobytes(), "float16", list(w.shape), "gpu")
+        flop = 2.0 * n * oc * c * k * k * ((hw + 2 * p - k) // s + 1) ** 2
+        for tile in tiles:
+            for clamp in ("0", "1"):
+                os.environ["MPSRT_COOP_CONV_TILE"] = tile
+                os.environ["MPSRT_COOP_CONV_CLAMP"] = clamp
+
+                def run():
+                    return _C.conv2d(xg, wg, None, [s, s], [p, p, p, p], False, [1, 1], 1)
+
+                y = np.frombuffer(run().to("cpu").to_bytes(), dtype=np.float16)
+                err = float(np.abs(y.reshape(ref.shape).astype(np.float32) - ref).max()) / scale
+                _C.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(10):
+                    run()
+                _C.synchronize()
+                ms = (time.perf_counter() - t0) / 10 * 1e3
+                print(json.dumps({"shape": [n, c, hw, hw], "oc": oc, "k": k, "stride": s,
+                                  "tile": tile, "clamp": clamp, "err": round(err, 6),
+                                  "ms": round(ms, 4), "tflops": round(flop / ms / 1e9, 1)}),
+                      flush=True)
+    for v in ("MPSRT_COOP_CONV_TILE", "MPSRT_COOP_CONV_CLAMP"):
+        os.environ.pop(v, None)
+
+
 def model(models):
     import onnxruntime as ort
     import mpsrt.onnx
@@ -116,5 +168,7 @@ def model(models):
 if __name__ == "__main__":
     if sys.argv[1] == "shapes":
         shapes("--time" in sys.argv)
+    elif sys.argv[1] == "sweep":
+        sweep((sys.argv[2] if len(sys.argv) > 2 else "4x4,2x4,4x2,2x2").split(","))
     else:
         model(sys.argv[2])
