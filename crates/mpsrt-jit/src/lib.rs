@@ -46,6 +46,7 @@ mod expr;
 mod lower;
 mod memory;
 mod module;
+mod prune;
 mod source;
 mod ttir;
 mod value;
@@ -123,6 +124,10 @@ pub struct CompileOptions {
     /// [`SELF_BOUNDED_MARKER`] (after the `enable`s), which the Python extension looks for before
     /// doing so.
     pub self_bounded: bool,
+    /// Per-invocation arrays that are written and never read (blocks later read through their
+    /// index templates) are removed from the module with their writes (`prune`), instead of
+    /// being left to the driver's compiler.
+    pub prune_dead: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -142,6 +147,7 @@ impl Default for CompileOptions {
             slab_vec2: false,
             slab_vec4: false,
             self_bounded: false,
+            prune_dead: true,
             emulate_coop: false,
         }
     }
@@ -228,6 +234,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("coop.rs"),
         include_str!("memory.rs"),
         include_str!("module.rs"),
+        include_str!("prune.rs"),
         include_str!("value.rs"),
         include_str!("ttir/parse.rs"),
         include_str!("ttir/lower.rs"),

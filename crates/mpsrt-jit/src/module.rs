@@ -59,7 +59,7 @@ pub(crate) fn finish(
             ),
         ));
     }
-    Ok(assemble(args, em, name, wg, cache_key))
+    Ok(assemble(args, em, name, wg, cache_key, opts.prune_dead))
 }
 
 fn assemble(
@@ -68,6 +68,7 @@ fn assemble(
     name: &str,
     wg: usize,
     cache_key: String,
+    prune: bool,
 ) -> CompiledKernel {
     let mut fields = vec![
         field("num_programs_0", UniformKind::NumPrograms(0), "np0", "u32"),
@@ -208,7 +209,11 @@ fn assemble(
             let _ = writeln!(w, "    _ = arrayLength(&buf{});", b.arg_index);
         }
     }
-    for l in &em.lines {
+    let mut lines = em.lines.clone();
+    if prune {
+        crate::prune::prune_dead_arrays(&mut lines, &em.functions);
+    }
+    for l in &lines {
         w.push_str(l);
         w.push('\n');
     }

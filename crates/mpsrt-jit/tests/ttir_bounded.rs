@@ -156,3 +156,21 @@ fn self_bounded_modules_clamp_every_storage_index() {
     assert!(!k.wgsl.contains(mpsrt_jit::SELF_BOUNDED_MARKER) && !k.wgsl.contains("ix0("));
     assert!(!unclamped(&k.wgsl).is_empty(), "{}", k.wgsl);
 }
+
+#[test]
+fn write_only_blocks_leave_the_k_loop() {
+    // The carried pointer blocks and the K mask block are read through their templates: their
+    // per-invocation arrays (an integer modulo by a runtime value per element, every K step)
+    // are pruned with the loops that filled them (`CompileOptions::prune_dead`).
+    let k = compile("03_matmul_128x128", &opts(128, 16));
+    let body = loop_body(&k);
+    // Before the staging (the edge path recomputes its pointers per pair, by design).
+    let head = &body[..body.find("if (").unwrap()];
+    assert!(!head.contains("var t") && !head.contains("% P.s"), "{head}");
+    // Nor in the staging, up to the products.
+    let staging = &body[..body.find("coopLoadT").unwrap()];
+    assert!(!staging.contains("var t") && !staging.contains("for (var i ="), "{staging}");
+    let kept = compile("03_matmul_128x128", &CompileOptions { prune_dead: false, ..opts(128, 16) });
+    let body = loop_body(&kept);
+    assert!(body.contains("var t") && body.contains("% P.s"), "{body}");
+}

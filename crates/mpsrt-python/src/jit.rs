@@ -171,6 +171,7 @@ fn launch_jit(
         slab_vec2: false,
         slab_vec4: false,
         self_bounded: false,
+        prune_dead: true,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -381,6 +382,12 @@ fn triton_checked_wanted() -> bool {
     std::env::var("MPSRT_TRITON_CHECKED").is_ok_and(|v| v.trim() == "1")
 }
 
+/// `MPSRT_TRITON_PRUNE=0`: Triton kernels keep their write-only per-invocation arrays
+/// (`mpsrt_jit::CompileOptions::prune_dead`, for A/B timing).
+fn prune_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_PRUNE").map_or(true, |v| v.trim() != "0")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -405,8 +412,9 @@ fn triton_compiler_version() -> String {
     let v2 = if vec2_slab_wanted() { "-v2" } else { "" };
     let v4 = if vec4_slab_wanted() { "" } else { "-nov4" };
     let chk = if triton_checked_wanted() { "-chk" } else { "" };
+    let pr = if prune_wanted() { "" } else { "-nopr" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
-    format!("{}{sg}{ds}{v2}{v4}{chk}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    format!("{}{sg}{ds}{v2}{v4}{chk}{pr}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -450,6 +458,7 @@ fn triton_compile<'py>(
                 slab_vec2: vec2_slab_wanted(),
                 slab_vec4: vec4_slab_wanted(),
                 self_bounded: !triton_checked_wanted(),
+                prune_dead: prune_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
