@@ -21,7 +21,9 @@
 //! `COOP_VARIANTS=structures` times `CoopTune::structures()` (with it set, between runs of
 //! the default). A variant suffixed `@f32out` (`default@f32out`) runs with
 //! `MPSRT_COOP_F16_OUT=0`: the kernel writes f32 and the timed calls include the separate
-//! f32 → f16 cast of the product (what every f16 matmul did before generation 3 wrote f16).
+//! f32 → f16 cast of the product (what every f16 matmul did before generation 3 wrote f16);
+//! `@f16out` sets it to 1, `@splitk` sets `MPSRT_COOP_SPLITK=1` (suffixes combine:
+//! `default@splitk@f16out`).
 
 use mpsrt_kernels::CoopTune;
 use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
@@ -80,15 +82,22 @@ fn main() {
         }
         let mut cmd = Command::new(&exe);
         cmd.env("MPSRT_COOP_SWEEP_CHILD", v).stdout(Stdio::piped());
-        // `<variant>@f32out`: the kernel writes f32 and the product is cast in a second pass
-        // (the launcher before f16 output; A/B of `MPSRT_COOP_F16_OUT`).
-        let (v, f32out) = match v.strip_suffix("@f32out") {
-            Some(base) => (&base.to_string(), true),
-            None => (v, false),
-        };
-        if f32out {
-            cmd.env("MPSRT_COOP_F16_OUT", "0");
+        // Suffixes: `<variant>@f32out` — the kernel writes f32 and the product is cast in a
+        // second pass (A/B of `MPSRT_COOP_F16_OUT`); `@splitk` — `MPSRT_COOP_SPLITK=1`
+        // (split-K for grids of fewer than 128 blocks); `@f16out` — `MPSRT_COOP_F16_OUT=1`.
+        let mut v: &str = v;
+        let suffixes = [
+            ("@f32out", "MPSRT_COOP_F16_OUT", "0"),
+            ("@f16out", "MPSRT_COOP_F16_OUT", "1"),
+            ("@splitk", "MPSRT_COOP_SPLITK", "1"),
+        ];
+        while let Some((base, key, val)) =
+            suffixes.iter().find_map(|&(sfx, k, x)| v.strip_suffix(sfx).map(|b| (b, k, x)))
+        {
+            cmd.env(key, val);
+            v = base;
         }
+        let v = &v.to_string();
         if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental" || v == "structures") {
             cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
         }
@@ -205,6 +214,10 @@ fn check() -> Result<(bool, f64)> {
         (h(&[200, 136])?, h(&[264, 136])?.transpose(0, 1)?),
         // Nothing a multiple of 8: scalar staging everywhere, partial K slabs.
         (h(&[197, 67])?, h(&[67, 131])?),
+        // Few blocks and a long K: split into 4 slices with `MPSRT_COOP_SPLITK=1`, whole
+        // blocks and edge blocks.
+        (h(&[256, 1024])?, h(&[1024, 256])?),
+        (h(&[200, 1024])?, h(&[1024, 264])?),
     ];
     let (mut ok, mut worst) = (true, 0.0f64);
     for (a, b) in cases {

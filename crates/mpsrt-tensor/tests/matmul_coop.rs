@@ -97,3 +97,33 @@ fn forced_and_structural_fallbacks() {
     assert_eq!(plan_f16_gemm(&var_sg, big, 0, false, true), Err(CoopDecline::SubgroupSize(32, 64)));
     assert_eq!(plan_f16_gemm(&nv, [4, 512, 512], 0, false, true), Err(CoopDecline::TooSmall));
 }
+
+/// Split-K for cooperative products with few 128×128 blocks (pure): BERT-base's FFN down at
+/// batch 8 (48 blocks, K 3072) and batch 1, the attention output projection, and the shapes it
+/// leaves alone (enough blocks, short K, off).
+#[test]
+fn cooperative_split_k_plan() {
+    use mt::plan_coop_splitk as plan;
+    // 48 blocks: 3 slices of 1024 (144 workgroups; 4 would write more partials than twice
+    // the operands).
+    assert_eq!(plan([1024, 768, 3072], 1, 192), 3);
+    // Batch 1 (M = 128): 6 blocks, capped at 8 slices of 384.
+    assert_eq!(plan([128, 768, 3072], 1, 192), 8);
+    // The attention output projection (K 768): its partials would outweigh the operands.
+    assert_eq!(plan([1024, 768, 768], 1, 192), 1);
+    assert_eq!(plan([128, 768, 768], 1, 192), 3);
+    // Every slice a multiple of 32 (the K step): K 800 has no such split into ≥ 256.
+    assert_eq!(plan([1024, 768, 800], 1, 192), 1);
+    // Enough blocks (4096³: 1024), a batch that fills the grid, split-K off.
+    assert_eq!(plan([4096, 4096, 4096], 1, 192), 1);
+    assert_eq!(plan([128, 128, 4096], 200, 192), 1);
+    assert_eq!(plan([1024, 768, 3072], 1, 0), 1);
+    // Slices divide K into multiples of 32 whenever it splits.
+    for k in [512, 768, 1024, 1536, 2048, 3072, 4096, 5000] {
+        let s = plan([256, 256, k], 1, 192);
+        assert!(
+            s == 1 || (k.is_multiple_of(s) && (k / s).is_multiple_of(32) && k / s >= 256),
+            "{k}: {s}"
+        );
+    }
+}

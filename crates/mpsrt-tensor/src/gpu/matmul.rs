@@ -14,6 +14,10 @@
 //! concatenated (K halves summed, C added once), and a residual/activation epilogue is applied
 //! to the assembled product.
 
+use super::matmul_coop::{
+    cached_coop, coop_enabled, coop_epilogue, coop_spec, coop_spec_sliced, coop_splitk_target,
+};
+pub use super::matmul_coop::{matmul_kernel_name, plan_coop_splitk, plan_f16_gemm};
 use super::reduce::gpu_buffer;
 use super::window;
 use crate::activation::maybe_apply;
@@ -22,13 +26,10 @@ use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::matmul_coop::CoopEpilogue;
+use mpsrt_kernels::CoopMatmulSpec;
 use mpsrt_kernels::{coalesce, gemm_splitk_reduce_kernel, matmul_meta, GemvSpec, MatmulAct};
-use mpsrt_kernels::{
-    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
-    CoopMatmulSpec,
-};
 use mpsrt_kernels::{MatmulSpec, OperandLoad};
-use mpsrt_runtime::{Binding, DeviceProperties, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
+use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -54,156 +55,9 @@ pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
     Ok(p)
 }
 
-/// The cooperative GEMM's pipeline: [`cached`], except that a generation-3 tune with `uc`
-/// compiles without wgpu's runtime checks (naga's index clamping and loop bounding).
-fn cached_coop(dev: &GpuDevice, op: &str, spec: CoopMatmulSpec) -> Result<Arc<Pipeline>> {
-    if !(spec.variant == 3 && spec.tune.uc) {
-        return cached(&COOP, dev, op, spec, CoopMatmulSpec::render);
-    }
-    let cache = COOP.get_or_init(Mutex::default);
-    let key = (dev.index(), spec);
-    if let Some(p) = cache.lock().get(&key) {
-        return Ok(p.clone());
-    }
-    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
-    // SAFETY: every access of a generation-3 kernel is in bounds by construction: global
-    // loads are guarded against M, N, K (or run only in whole blocks), slab and scratch
-    // indices stay inside their fixed-size arrays, output stores are guarded or whole tiles
-    // of whole blocks (`matmul_coop_family.rs`).
-    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
-    cache.lock().insert(key, p.clone());
-    Ok(p)
-}
-
 pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
-static COOP: SpecCache<CoopMatmulSpec> = OnceLock::new();
-
-/// Whether an f16 product `[m, n, k]` (with `batch_dims` coalesced batch dims, `epilogue` when
-/// it carries C, a residual or an activation: generation 3 applies them while storing, so they
-/// need its 16×16 tiles) runs on the matrix units of a device with `props`,
-/// and with which configuration; else why not (the tiled GEMM then runs). Pure, so the choice is
-/// tested on lavapipe with fake configuration lists; `enabled` is `MPSRT_COOP_MATMUL != 0`.
-pub fn plan_f16_gemm(
-    props: &DeviceProperties,
-    mnk: [usize; 3],
-    batch_dims: usize,
-    epilogue: bool,
-    enabled: bool,
-) -> std::result::Result<CoopMatmulSpec, CoopDecline> {
-    if !enabled {
-        return Err(CoopDecline::Disabled);
-    }
-    let configs: Vec<CoopConfig> = props
-        .coop_matrix
-        .iter()
-        .map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: c.ab, cr: c.cr })
-        .collect();
-    let spec = plan_coop_matmul(
-        &configs,
-        (props.subgroup_min_size, props.subgroup_max_size),
-        mnk,
-        batch_dims,
-    )?;
-    if !props.shader_f16 {
-        return Err(CoopDecline::Unsupported("the device lacks shader-f16"));
-    }
-    if !props.subgroups {
-        return Err(CoopDecline::Unsupported("the device lacks subgroups"));
-    }
-    // Epilogues are rendered by generation 3 only, whose tunes are 16×16 (NVIDIA).
-    if epilogue && spec.size != 16 {
-        return Err(CoopDecline::Unsupported(
-            "C/residual/activation epilogues need 16×16 tiles (generation 3)",
-        ));
-    }
-    Ok(spec)
-}
-
-/// Whether generation-3 kernels write the f16 product themselves (`MPSRT_COOP_F16_OUT=1`)
-/// instead of an f32 product that the caller casts in a second pass (default 0 until
-/// measured correct and faster on hardware).
-fn coop_f16_out() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_F16_OUT", 0) != 0)
-}
-
-/// Whether f16 products with C, a residual or an activation take the cooperative kernel's
-/// epilogue (`MPSRT_COOP_EPILOGUE=1`; default 0 until checked on hardware) or the tiled GEMM.
-fn coop_epilogue() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_EPILOGUE", 0) != 0)
-}
-
-fn coop_enabled() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_MATMUL", 1) != 0)
-}
-
-/// The kernel a plain (no epilogue) `[m, n, k]` product of `dtype` takes on GPU `device`, in
-/// words: `"coop 16x16 float32 accumulation"`, or `"tiled (<why not coop>)"`; for benchmarks
-/// and reports.
-pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Result<String> {
-    let dev = mpsrt_runtime::gpu_device(device)?;
-    if dtype != DType::F16 {
-        return Ok(format!("tiled ({dtype})"));
-    }
-    let props = dev.properties();
-    Ok(match plan_f16_gemm(props, mnk, 0, false, coop_enabled()) {
-        Ok(s) => {
-            // Contiguous row-major operands, as benchmarks time them.
-            let s = coop_spec(s, mnk, props, mnk[2].is_multiple_of(8), mnk[1].is_multiple_of(8));
-            format!("coop {0}x{0} {1} accumulation {2}", s.size, s.acc, s.variant_name())
-        }
-        Err(why) => format!("tiled ({why})"),
-    })
-}
-
-/// The cooperative kernel for a planned product: the variant `MPSRT_COOP_VARIANT` asks for
-/// (else the planner's default for the shape), as far as workgroup memory allows, with the
-/// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both). A variant past the
-/// device's workgroup memory or invocation limit, or a tune not verified on hardware (unless
-/// `MPSRT_COOP_EXPERIMENTAL=1`), runs as generation 1.
-fn coop_spec(
-    spec: CoopMatmulSpec,
-    mnk: [usize; 3],
-    props: &DeviceProperties,
-    vec_a: bool,
-    vec_b: bool,
-) -> CoopMatmulSpec {
-    let variant = coop_variant_from_env().unwrap_or_else(|| default_coop_variant(spec.size, mnk));
-    static EXP: OnceLock<bool> = OnceLock::new();
-    let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
-    let limit = props.max_compute_workgroup_storage_size;
-    let spec = CoopMatmulSpec { out_f16: coop_f16_out(), ..spec };
-    let mut spec = spec.with_variant_opts(variant, limit, experimental);
-    if spec.threads() > props.max_compute_invocations_per_workgroup {
-        spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
-    }
-    (spec.vec_a, spec.vec_b) = (vec_a, vec_b);
-    if !(vec_a && vec_b) {
-        // Direct loads need both operands row-major and aligned: the kernel ignores the knob,
-        // so clear it too (one pipeline, and the reported name says what runs).
-        spec.tune.dg = false;
-    }
-    // Whole blocks only: the interior path without its branch (only where a knob uses it, so
-    // other tunes keep one pipeline for every shape); elsewhere those knobs are dropped.
-    let t = spec.tune;
-    let [m, n, k] = mnk;
-    spec.aligned = spec.variant == 3
-        && (t.fi || t.dg)
-        && m.is_multiple_of(spec.block_m() as usize)
-        && n.is_multiple_of(spec.block_n() as usize)
-        && k.is_multiple_of(usize::from(t.bk));
-    if spec.variant == 3 && !spec.aligned {
-        // The branched interior path measured wrong on the H100: shapes with edge blocks take
-        // the checked loop everywhere.
-        (spec.tune.fi, spec.tune.dg) = (false, false);
-    }
-    spec
-}
-
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
 /// (`MPSRT_GEMM_TILE128_MIN`, default 128); fewer, and 64×64 tiles keep more workgroups busy.
 fn tile128_min() -> usize {
@@ -561,16 +415,45 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let epilogue = p.c.is_some() || p.res.is_some() || p.act.is_some();
     if dtype == DType::F16 && (!epilogue || coop_epilogue()) {
         let props = dev.properties();
-        let planned = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled());
+        let planned = plan_f16_gemm(props, [mm, nn, k], nbd, epilogue, coop_enabled()).ok();
         // The kernel for the operands' layouts; generations 1 and 2 (forced, or a fallback
         // for workgroup memory) have no epilogue: the tiled GEMM then runs.
-        let coop = planned.ok().map(|spec| {
+        let coop = planned.map(|spec| {
             let by8 = |v: &[isize]| v.iter().all(|x| x % 8 == 0);
             let vec_a = sa[1] == 1 && sa[0] % 8 == 0 && k % 8 == 0 && oa % 8 == 0 && by8(&ab);
             let vec_b = sb[1] == 1 && sb[0] % 8 == 0 && nn % 8 == 0 && ob % 8 == 0 && by8(&bb);
             let epi = CoopEpilogue { c: p.c.is_some(), res: p.res.is_some(), act };
             coop_spec(CoopMatmulSpec { epi, ..spec }, [mm, nn, k], props, vec_a, vec_b)
         });
+        let slices = match &coop {
+            Some(s) if s.vec_a && s.vec_b => plan_coop_splitk([mm, nn, k], z, coop_splitk_target()),
+            _ => 1,
+        };
+        if let (Some(spec), true) = (planned, slices > 1 && z * slices <= maxd) {
+            // The slices are an outermost batch dim (A and B advance by a slice of K): one
+            // dispatch writes f32 partials `[S, batch.., M, N]`, summed with the epilogue.
+            let ks = k / slices;
+            let (mut bs, mut ab, mut bb) = (bs.clone(), ab.clone(), bb.clone());
+            bs.insert(0, slices);
+            ab.insert(0, ks as isize * sa[1]);
+            bb.insert(0, ks as isize * sb[0]);
+            let mut smeta =
+                matmul_meta([mm, nn, ks], [oa, ob, 0], sa, sb, [0, 0], alpha, 0.0, (&bs, &ab, &bb));
+            (smeta[3], smeta[15]) = (p0.to_bits(), p1.to_bits());
+            let spec = CoopMatmulSpec { batch_dims: nbd + 1, out_f16: false, ..spec };
+            let spec = coop_spec_sliced(spec, [mm, nn, ks], slices, props, true, true);
+            let spec = CoopMatmulSpec { out_f16: false, ..spec };
+            let pl = cached_coop(&dev, op, spec)?;
+            let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
+            let wg = [nn.div_ceil(bn) as u32, mm.div_ceil(bm) as u32, (z * slices) as u32];
+            let part = dev.alloc(op, (slices * z * mm * nn * 4) as u64)?;
+            let binds = [abuf, bbuf, Binding::from(&part)];
+            dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&smeta), wg)?;
+            let result = alloc_out(DType::F32)?;
+            let sum = Slices { part: &part, slices, m: mm, n: nn, total: z * mm * nn };
+            splitk_reduce(&dev, op, p, w, &sum, (act, p0, p1), &result)?;
+            return Ok(result);
+        }
         if let Some(spec) = coop.filter(|s| !epilogue || s.variant == 3) {
             let pl = cached_coop(&dev, op, spec)?;
             let result = alloc_out(if spec.out_f16 { DType::F16 } else { DType::F32 })?;
@@ -683,30 +566,65 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let total = z * mm * nn;
     let part = dev.alloc(op, (slices * total * 4) as u64)?;
     dev.dispatch(op, &pl, &[abuf, bbuf, Binding::from(&part)], bytemuck::cast_slice(&meta), wg)?;
+    let sum = Slices { part: &part, slices, m: mm, n: nn, total };
+    splitk_reduce(&dev, op, p, w, &sum, (act, p0, p1), &result)?;
+    Ok(result)
+}
+
+/// Split-K partials `[slices, total]` (f32) of an `[m, n]` product (`total = batch·m·n`).
+struct Slices<'a> {
+    part: &'a GpuBuffer,
+    slices: usize,
+    m: usize,
+    n: usize,
+    total: usize,
+}
+
+/// Sums split-K partials into the f32 `result` with `p`'s C (beta), residual and activation
+/// (`gemm_splitk_reduce_kernel`), for the tiled and the cooperative GEMM.
+fn splitk_reduce(
+    dev: &GpuDevice,
+    op: &str,
+    p: &Problem<'_>,
+    w: &Wins,
+    s: &Slices<'_>,
+    (act, p0, p1): (MatmulAct, f32, f32),
+    result: &Tensor,
+) -> Result<()> {
+    let maxd = dev.properties().max_compute_workgroups_per_dimension;
+    let (coff, cstr) = match &p.c {
+        Some((_, l)) => (l.offset, [l.strides[0], l.strides[1]]),
+        None => (0, [0, 0]),
+    };
     static REDUCE: SpecCache<(bool, bool, MatmulAct)> = OnceLock::new();
     let key = (p.c.is_some(), p.res.is_some(), act);
-    let rpl = cached(&REDUCE, &dev, op, key, |&(c, r, a)| Ok(gemm_splitk_reduce_kernel(c, r, a)))?;
-    let rwg = super::grid((total as u64).div_ceil(256), maxd as u32);
+    let rpl = cached(&REDUCE, dev, op, key, |&(c, r, a)| Ok(gemm_splitk_reduce_kernel(c, r, a)))?;
+    let rwg = super::grid((s.total as u64).div_ceil(256), maxd);
     let mut words = [0u32; 16];
     words[..10].copy_from_slice(&[
-        total as u32,
-        nn as u32,
-        slices as u32,
+        s.total as u32,
+        s.n as u32,
+        s.slices as u32,
         p0.to_bits(),
         rwg[0] * 256,
         coff as u32,
-        beta.to_bits(),
+        (p.beta as f32).to_bits(),
         cstr[0] as i32 as u32,
         cstr[1] as i32 as u32,
-        mm as u32,
+        s.m as u32,
     ]);
     words[15] = p1.to_bits();
-    let mut binds = vec![Binding::from(&part)];
-    binds.extend(cbind);
-    binds.extend(res);
+    let mut binds = vec![Binding::from(s.part)];
+    if let Some((c, _)) = &p.c {
+        binds.push(bind(gpu_buffer(op, c)?, w.c));
+    }
+    if let Some(r) = p.res {
+        binds.push(Binding::from(&**gpu_buffer(op, r)?));
+    }
+    let outb = gpu_buffer(op, result)?;
     binds.push(Binding::from(&**outb));
     dev.dispatch(op, &rpl, &binds, bytemuck::cast_slice(&words), rwg)?;
-    Ok(result)
+    Ok(())
 }
 
 /// `b` bound whole, or the byte window `w`.

@@ -11,6 +11,7 @@ pub(crate) mod conv_split;
 pub(crate) mod elementwise;
 pub(crate) mod layernorm;
 pub(crate) mod matmul;
+pub(crate) mod matmul_coop;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;

@@ -1,0 +1,217 @@
+//! The cooperative-matrix (matrix-unit) side of the GPU matmul (issue 23): whether an f16
+//! product takes it ([`plan_f16_gemm`], pure), which generation-3 tune and options it runs
+//! (`coop_spec`: `MPSRT_COOP_VARIANT`, the planner's default per shape, workgroup-memory
+//! fallbacks, f16 output `MPSRT_COOP_F16_OUT`, the epilogue `MPSRT_COOP_EPILOGUE`), split-K
+//! for small grids ([`plan_coop_splitk`], `MPSRT_COOP_SPLITK`), and its pipeline cache (an
+//! unchecked module for `uc` tunes). `matmul.rs` dispatches.
+
+use super::matmul::{cached, SpecCache};
+use mpsrt_core::{DType, Error, Result};
+use mpsrt_kernels::{
+    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
+    CoopMatmulSpec,
+};
+use mpsrt_runtime::{DeviceProperties, GpuDevice, Kernel, Pipeline};
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
+
+/// The cooperative GEMM's pipeline: [`cached`], except that a generation-3 tune with `uc`
+/// compiles without wgpu's runtime checks (naga's index clamping and loop bounding).
+pub(crate) fn cached_coop(
+    dev: &GpuDevice,
+    op: &str,
+    spec: CoopMatmulSpec,
+) -> Result<Arc<Pipeline>> {
+    if !(spec.variant == 3 && spec.tune.uc) {
+        return cached(&COOP, dev, op, spec, CoopMatmulSpec::render);
+    }
+    let cache = COOP.get_or_init(Mutex::default);
+    let key = (dev.index(), spec);
+    if let Some(p) = cache.lock().get(&key) {
+        return Ok(p.clone());
+    }
+    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+    // SAFETY: every access of a generation-3 kernel is in bounds by construction: global
+    // loads are guarded against M, N, K (or run only in whole blocks), slab and scratch
+    // indices stay inside their fixed-size arrays, output stores are guarded or whole tiles
+    // of whole blocks (`matmul_coop_family.rs`).
+    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
+    cache.lock().insert(key, p.clone());
+    Ok(p)
+}
+
+static COOP: SpecCache<CoopMatmulSpec> = OnceLock::new();
+
+/// Whether an f16 product `[m, n, k]` (with `batch_dims` coalesced batch dims, `epilogue` when
+/// it carries C, a residual or an activation: generation 3 applies them while storing, so they
+/// need its 16×16 tiles) runs on the matrix units of a device with `props`,
+/// and with which configuration; else why not (the tiled GEMM then runs). Pure, so the choice is
+/// tested on lavapipe with fake configuration lists; `enabled` is `MPSRT_COOP_MATMUL != 0`.
+pub fn plan_f16_gemm(
+    props: &DeviceProperties,
+    mnk: [usize; 3],
+    batch_dims: usize,
+    epilogue: bool,
+    enabled: bool,
+) -> std::result::Result<CoopMatmulSpec, CoopDecline> {
+    if !enabled {
+        return Err(CoopDecline::Disabled);
+    }
+    let configs: Vec<CoopConfig> = props
+        .coop_matrix
+        .iter()
+        .map(|c| CoopConfig { m: c.m, n: c.n, k: c.k, ab: c.ab, cr: c.cr })
+        .collect();
+    let spec = plan_coop_matmul(
+        &configs,
+        (props.subgroup_min_size, props.subgroup_max_size),
+        mnk,
+        batch_dims,
+    )?;
+    if !props.shader_f16 {
+        return Err(CoopDecline::Unsupported("the device lacks shader-f16"));
+    }
+    if !props.subgroups {
+        return Err(CoopDecline::Unsupported("the device lacks subgroups"));
+    }
+    // Epilogues are rendered by generation 3 only, whose tunes are 16×16 (NVIDIA).
+    if epilogue && spec.size != 16 {
+        return Err(CoopDecline::Unsupported(
+            "C/residual/activation epilogues need 16×16 tiles (generation 3)",
+        ));
+    }
+    Ok(spec)
+}
+
+/// Whether generation-3 kernels write the f16 product themselves (`MPSRT_COOP_F16_OUT=1`)
+/// instead of an f32 product that the caller casts in a second pass (default 0 until
+/// measured correct and faster on hardware).
+pub(crate) fn coop_f16_out() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_F16_OUT", 0) != 0)
+}
+
+/// Whether f16 products with C, a residual or an activation take the cooperative kernel's
+/// epilogue (`MPSRT_COOP_EPILOGUE=1`; default 0 until checked on hardware) or the tiled GEMM.
+pub(crate) fn coop_epilogue() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_EPILOGUE", 0) != 0)
+}
+
+/// Workgroups a split-K cooperative launch aims for (`MPSRT_COOP_SPLITK_WGS`, default 192;
+/// 0 turns it off; `MPSRT_COOP_SPLITK=1` turns it on, default off until measured).
+pub(crate) fn coop_splitk_target() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| {
+        if super::env_knob("MPSRT_COOP_SPLITK", 0) == 0 {
+            0
+        } else {
+            super::env_knob("MPSRT_COOP_SPLITK_WGS", 192)
+        }
+    })
+}
+
+/// K slices for a cooperative f16 product `[m, n, k]` over `batch` matrices (1: none). Fewer
+/// than 128 blocks of 128×128 (the default tune's threshold: below it, 64×64 blocks run) —
+/// BERT-base's `[1024, 3072]·[3072, 768]` at batch 8 has 48 — and K cut into `S` slices of
+/// at least 256 (a multiple of 32, the K step, so every slice stays whole-block) until the
+/// 128×128 grid reaches about `target` workgroups, at most 8 slices, with the partials' bytes
+/// (`2·S·M·N` f32) no more than twice the operands' (`M·K + K·N` f16). The slices then run the
+/// 128×128 tune as an extra batch dim and `gemm_splitk_reduce_kernel` sums them. Pure.
+pub fn plan_coop_splitk(mnk: [usize; 3], batch: usize, target: usize) -> usize {
+    let [m, n, k] = mnk;
+    let blocks = m.div_ceil(128) * n.div_ceil(128) * batch;
+    if target == 0 || blocks == 0 || blocks >= 128 || blocks >= target {
+        return 1;
+    }
+    // Partials `2·S·M·N` f32 against twice the operands' `M·K + K·N` f16, in bytes.
+    let traffic = (m * k + k * n) / (2 * m * n).max(1);
+    let mut s = target.div_ceil(blocks).min(k / 256).min(traffic).min(8);
+    while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(32)) {
+        s -= 1;
+    }
+    s.max(1)
+}
+
+pub(crate) fn coop_enabled() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_MATMUL", 1) != 0)
+}
+
+/// The kernel a plain (no epilogue) `[m, n, k]` product of `dtype` takes on GPU `device`, in
+/// words: `"coop 16x16 float32 accumulation"`, or `"tiled (<why not coop>)"`; for benchmarks
+/// and reports.
+pub fn matmul_kernel_name(device: usize, dtype: DType, mnk: [usize; 3]) -> Result<String> {
+    let dev = mpsrt_runtime::gpu_device(device)?;
+    if dtype != DType::F16 {
+        return Ok(format!("tiled ({dtype})"));
+    }
+    let props = dev.properties();
+    Ok(match plan_f16_gemm(props, mnk, 0, false, coop_enabled()) {
+        Ok(s) => {
+            // Contiguous row-major operands, as benchmarks time them.
+            let s = coop_spec(s, mnk, props, mnk[2].is_multiple_of(8), mnk[1].is_multiple_of(8));
+            format!("coop {0}x{0} {1} accumulation {2}", s.size, s.acc, s.variant_name())
+        }
+        Err(why) => format!("tiled ({why})"),
+    })
+}
+
+/// The cooperative kernel for a planned product: the variant `MPSRT_COOP_VARIANT` asks for
+/// (else the planner's default for the shape), as far as workgroup memory allows, with the
+/// 8-wide staging paths `vec_a` / `vec_b` (direct tile loads need both). A variant past the
+/// device's workgroup memory or invocation limit, or a tune not verified on hardware (unless
+/// `MPSRT_COOP_EXPERIMENTAL=1`), runs as generation 1.
+pub(crate) fn coop_spec(
+    spec: CoopMatmulSpec,
+    mnk: [usize; 3],
+    props: &DeviceProperties,
+    vec_a: bool,
+    vec_b: bool,
+) -> CoopMatmulSpec {
+    coop_spec_sliced(spec, mnk, 1, props, vec_a, vec_b)
+}
+
+/// [`coop_spec`] for one of `slices` K slices (split-K): the default tune is chosen as if the
+/// slices' blocks were more rows of blocks (`default_coop_variant` counts output blocks).
+pub(crate) fn coop_spec_sliced(
+    spec: CoopMatmulSpec,
+    mnk: [usize; 3],
+    slices: usize,
+    props: &DeviceProperties,
+    vec_a: bool,
+    vec_b: bool,
+) -> CoopMatmulSpec {
+    let [m, n, k] = mnk;
+    let variant = coop_variant_from_env()
+        .unwrap_or_else(|| default_coop_variant(spec.size, [m * slices, n, k]));
+    static EXP: OnceLock<bool> = OnceLock::new();
+    let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
+    let limit = props.max_compute_workgroup_storage_size;
+    let spec = CoopMatmulSpec { out_f16: coop_f16_out(), ..spec };
+    let mut spec = spec.with_variant_opts(variant, limit, experimental);
+    if spec.threads() > props.max_compute_invocations_per_workgroup {
+        spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
+    }
+    (spec.vec_a, spec.vec_b) = (vec_a, vec_b);
+    if !(vec_a && vec_b) {
+        // Direct loads need both operands row-major and aligned: the kernel ignores the knob,
+        // so clear it too (one pipeline, and the reported name says what runs).
+        spec.tune.dg = false;
+    }
+    // Whole blocks only: the interior path without its branch (only where a knob uses it, so
+    // other tunes keep one pipeline for every shape); elsewhere those knobs are dropped.
+    let t = spec.tune;
+    let [m, n, k] = mnk;
+    spec.aligned = spec.variant == 3
+        && (t.fi || t.dg)
+        && m.is_multiple_of(spec.block_m() as usize)
+        && n.is_multiple_of(spec.block_n() as usize)
+        && k.is_multiple_of(usize::from(t.bk));
+    if spec.variant == 3 && !spec.aligned {
+        // The branched interior path measured wrong on the H100: shapes with edge blocks take
+        // the checked loop everywhere.
+        (spec.tune.fi, spec.tune.dg) = (false, false);
+    }
+    spec
+}
