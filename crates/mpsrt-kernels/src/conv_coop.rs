@@ -295,12 +295,17 @@ impl CoopConvSpec {
                 );
             }
         }
+        if self.emulate {
+            // All tiles' elements of this lane in one array; `rt` is 1, read from the metadata
+            // so the compiler cannot unroll the emulation's loops (lavapipe compiled the
+            // unrolled form for ~25 s per kernel).
+            let qn = s * s / self.subgroup;
+            let _ = writeln!(w, "  var acc = array<f32, {}>();", tm * tn * qn);
+            w.push_str("  let rt = min(mw(0u), 1u);\n");
+        }
         for i in 0..tm {
             for j in 0..tn {
-                if self.emulate {
-                    let _ =
-                        writeln!(w, "  var c{i}_{j} = array<f32, {}>();", s * s / self.subgroup);
-                } else {
+                if !self.emulate {
                     let _ = writeln!(w, "  var c{i}_{j} = coop_mat{s}x{s}<f32, C>();");
                 }
             }
@@ -506,18 +511,12 @@ impl CoopConvSpec {
         let (s, sg) = (self.size, self.subgroup);
         let (as_, bs_) = (BK + PAD, self.block_n() + PAD);
         let h = |arr: &str, i: &str| format!("f32({arr}[({i}) >> 2u][({i}) & 3u])");
-        for i in 0..self.tm {
-            for j in 0..self.tn {
-                let _ = writeln!(w, "    for (var q = 0u; q < {}u; q = q + 1u) {{ let e = lane + q * {sg}u; let r = e / {s}u; let cc = e % {s}u;", s * s / sg);
-                let _ = writeln!(w, "      for (var t = 0u; t < {BK}u; t = t + 1u) {{ let ha = ab + (sm + {} + r) * {as_}u + t; let hb = bb + t * {bs_}u + sn + {} + cc;", format_args!("{}u", i * s), format_args!("{}u", j * s));
-                let _ = writeln!(
-                    w,
-                    "        c{i}_{j}[q] = c{i}_{j}[q] + {} * {}; }} }}",
-                    h("As", "ha"),
-                    h("Bs", "hb")
-                );
-            }
-        }
+        let (tm, tn, qn) = (self.tm, self.tn, s * s / sg);
+        let _ = writeln!(w, "    for (var ij = 0u; ij < {}u * rt; ij = ij + 1u) {{ let ti = ij / {tn}u; let tj = ij % {tn}u;", tm * tn);
+        let _ = writeln!(w, "      for (var q = 0u; q < {qn}u * rt; q = q + 1u) {{ let e = lane + q * {sg}u; let r = e / {s}u; let cc = e % {s}u; var sum = acc[ij * {qn}u + q];");
+        let _ = writeln!(w, "        for (var t = 0u; t < {BK}u * rt; t = t + 1u) {{ let ha = ab + (sm + ti * {s}u + r) * {as_}u + t; let hb = bb + t * {bs_}u + sn + tj * {s}u + cc;");
+        let _ = writeln!(w, "          sum = sum + {} * {}; }}", h("As", "ha"), h("Bs", "hb"));
+        let _ = writeln!(w, "        acc[ij * {qn}u + q] = sum; }} }}");
     }
 
     /// Bias, residual, activation and the f16 NCHW store of every accumulator tile, through
@@ -528,7 +527,8 @@ impl CoopConvSpec {
         for i in 0..self.tm {
             for j in 0..self.tn {
                 if self.emulate {
-                    let _ = writeln!(w, "  for (var q = 0u; q < {}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = c{i}_{j}[q]; }}\n  workgroupBarrier();", s * s / sg);
+                    let qn = s * s / sg;
+                    let _ = writeln!(w, "  for (var q = 0u; q < {qn}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}\n  workgroupBarrier();", (i * self.tn + j) * qn);
                 } else {
                     let _ = writeln!(
                         w,
