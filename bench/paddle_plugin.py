@@ -17,7 +17,10 @@ runs only the host-side tiny-op rows (`tiny_add_nosync`, mps then cpu, no GPU ne
 lavapipe): 1,000 independent `a + b` on 16-element tensors timed without a synchronize inside
 the timed region (median of 9), as wall time and as CPU time of the calling thread (what Paddle's
 dispatch plus the plugin cost the Python thread; on lavapipe the wall time also carries the
-driver's execution threads competing for the same cores).
+driver's execution threads competing for the same cores). A third row (`kernel: "noop"`, run in
+a child process with `MPSRT_PADDLE_NOOP_OP=add`) times the same adds on 'mps' with the plugin's
+`add` reduced to allocating its output through Paddle's allocator: Paddle's own custom-device
+path, the floor under the plugin's cost (its results are garbage; nothing reads them).
 """
 
 import json
@@ -125,7 +128,7 @@ def paddle_rows(device):
     tiny_rows(device)
 
 
-def tiny_rows(device, n=1000, repeat=9):
+def tiny_rows(device, n=1000, repeat=9, **extra):
     """Per-op host cost of tiny eager adds, no synchronize inside the timed region."""
     paddle.set_device(device)
     sync = (lambda: paddle.device.synchronize(device)) if device.startswith("mps") else (lambda: None)
@@ -148,7 +151,23 @@ def tiny_rows(device, n=1000, repeat=9):
         device=device,
         us_per_op=float(np.median(wall)) * 1e6 / n,
         thread_cpu_us_per_op=float(np.median(cpu)) * 1e6 / n,
+        **extra,
     )
+
+
+def tiny_noop_row():
+    """`tiny_rows('mps')` in a child process whose plugin `add` only allocates its output."""
+    import subprocess
+
+    env = dict(os.environ, MPSRT_PADDLE_NOOP_OP="add")
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "tiny-noop"], env=env, capture_output=True, text=True
+    )
+    rows = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not rows:
+        emit(bench="tiny_add_nosync", device="mps", kernel="noop", error=out.stderr.strip()[-300:])
+    for line in rows:
+        print(line, flush=True)
 
 
 def torch_rows():
@@ -195,6 +214,10 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["tiny"]:
         for d in ["mps", "cpu"]:
             tiny_rows(d)
+        tiny_noop_row()
+        sys.exit(0)
+    if sys.argv[1:] == ["tiny-noop"]:
+        tiny_rows("mps", kernel="noop")
         sys.exit(0)
     devices = sys.argv[1:] or ["mps", "cpu"]
     if "mps" in devices:

@@ -24,7 +24,12 @@ pub(crate) struct Batch {
     pub finished: Vec<wgpu::CommandBuffer>,
     pub pass: Option<wgpu::ComputePass<'static>>,
     pub ops: usize,
+    /// `ops` at which a batch kept open (small work, or a busy GPU) is next considered for
+    /// submission (0: at `max_ops_per_batch`; see `GpuDevice::batch_full_locked`).
+    pub next_check: usize,
     pub bytes: u64,
+    /// Bytes of the binding windows of this batch's dispatches (its work's size).
+    pub touched: u64,
     /// Arenas written by this batch (the last one is being filled).
     pub arenas: Vec<Arena>,
     /// Arenas of submitted batches, reusable once their serial has completed.
@@ -51,7 +56,9 @@ impl Batch {
             finished: Vec::new(),
             pass: None,
             ops: 0,
+            next_check: 0,
             bytes: 0,
+            touched: 0,
             arenas: Vec::new(),
             in_flight: Vec::new(),
             spare: Vec::new(),

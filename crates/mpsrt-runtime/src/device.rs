@@ -609,7 +609,9 @@ impl GpuDevice {
         batch.retire_arenas(serial);
         batch.serial += 1;
         batch.ops = 0;
+        batch.next_check = 0;
         batch.bytes = 0;
+        batch.touched = 0;
         let t1 = std::time::Instant::now();
         // Non-blocking: run callbacks of finished submissions so their buffers become reusable.
         let _ = self.device.poll(wgpu::PollType::Poll);
@@ -640,7 +642,7 @@ impl GpuDevice {
         st.timing.backpressure_ns += t2.elapsed().as_nanos() as u64;
     }
 
-    fn reap_locked(&self, st: &mut State) {
+    pub(crate) fn reap_locked(&self, st: &mut State) {
         let c = self.completed.load(Ordering::Acquire);
         st.alloc.reap(c);
         st.batch.reap(c);

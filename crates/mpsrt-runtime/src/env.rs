@@ -13,8 +13,15 @@ pub struct RuntimeConfig {
     pub max_buffer_age: Duration,
     /// Hard limit on bytes held by live tensors (`MPSRT_MEMORY_LIMIT`); `None` = derived from the device.
     pub memory_limit: Option<u64>,
-    /// Dispatches recorded before a batch is submitted (`MPSRT_MAX_OPS_PER_BATCH`, default 64).
+    /// Dispatches recorded before a batch is submitted (`MPSRT_MAX_OPS_PER_BATCH`, default 64),
+    /// unless the batch may grow to `max_ops_per_long_batch` (see `GpuDevice::batch_full_locked`).
     pub max_ops_per_batch: usize,
+    /// Dispatches a batch may grow to while its work is small (under 1 MiB bound per
+    /// `max_ops_per_batch` dispatches: tiny eager ops) or the GPU still has two batches queued
+    /// (`MPSRT_MAX_OPS_PER_LONG_BATCH`, default 512; at most `max_ops_per_batch` turns this
+    /// off). A submit costs the host a fixed ~100-250 µs (wgpu-core's submission and encoder
+    /// bookkeeping, the driver's submit), which longer batches spread over more dispatches.
+    pub max_ops_per_long_batch: usize,
     /// Bytes written by recorded work before a batch is submitted (`MPSRT_MAX_MB_PER_BATCH`,
     /// default 4096, at most a quarter of the device's memory).
     pub max_bytes_per_batch: u64,
@@ -67,6 +74,7 @@ impl Default for RuntimeConfig {
             max_buffer_age: Duration::from_millis(60_000),
             memory_limit: None,
             max_ops_per_batch: 64,
+            max_ops_per_long_batch: 512,
             max_bytes_per_batch: 4 << 30,
             max_inflight_batches: 8,
             max_inflight_bytes: 4 << 30,
@@ -102,6 +110,9 @@ impl RuntimeConfig {
         c.memory_limit = var_u64("MPSRT_MEMORY_LIMIT")?;
         if let Some(v) = var_u64("MPSRT_MAX_OPS_PER_BATCH")? {
             c.max_ops_per_batch = v.max(1) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_MAX_OPS_PER_LONG_BATCH")? {
+            c.max_ops_per_long_batch = v.max(1) as usize;
         }
         if let Some(v) = var_u64("MPSRT_MAX_MB_PER_BATCH")? {
             c.max_bytes_per_batch = v.max(1) << 20;

@@ -539,6 +539,17 @@ pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call
             c.dst.set(unsafe { capi::allocate(name, c.dev_ctx, c.outs[0]) }.ok());
         }
     }
+    if noop_op().is_some_and(|f| f == name) {
+        // Measurement hook: Paddle's own per-op cost on 'mps' (dispatch, InferMeta, its
+        // allocator) with the plugin's work reduced to allocating the outputs.
+        if let Ok(c) = &built {
+            for &o in c.outs.iter().filter(|o| !o.is_null()).skip(usize::from(direct)) {
+                // SAFETY: live pointers of this launch.
+                let _ = unsafe { capi::allocate(name, c.dev_ctx, o) };
+            }
+        }
+        return;
+    }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let c = built?;
         let first = c.ins.iter().chain(c.lists.iter().flatten()).find(|t| !t.is_null());
@@ -609,6 +620,14 @@ fn finish(c: &Call) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// Measurement hook: `MPSRT_PADDLE_NOOP_OP=<kernel>` makes that kernel allocate its outputs and
+/// return without computing them (their contents are undefined), so `bench/paddle_plugin.py
+/// noop` can time what Paddle's custom-device path costs by itself.
+fn noop_op() -> Option<&'static str> {
+    static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    F.get_or_init(|| std::env::var("MPSRT_PADDLE_NOOP_OP").ok()).as_deref()
 }
 
 /// Test hook: `MPSRT_PADDLE_FAIL_OP=<kernel>` makes that kernel fail, to exercise the error path.
