@@ -180,7 +180,7 @@ pub fn meta(op: &str, t: *const T) -> Result<Meta> {
         let strides = if ns == nd {
             (0..ns).map(|i| (a.PD_TensorGetStride)(t, i, &mut st) as isize).collect()
         } else {
-            Layout::contiguous(&dims).strides
+            mpsrt_core::contiguous_strides(&dims)
         };
         Ok(Meta { dtype, dims, strides })
     }

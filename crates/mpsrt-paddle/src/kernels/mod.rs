@@ -115,8 +115,9 @@ pub struct Call {
     pub pending: std::cell::RefCell<Vec<Pending>>,
     /// The address of output 0 when it was allocated before the body ran (a `direct` kernel).
     pub dst: std::cell::Cell<Option<usize>>,
-    /// Output 0's metadata and the tensor over its memory that the body may compute into.
-    out0: std::cell::RefCell<Option<(capi::Meta, Tensor)>>,
+    /// Output 0's metadata, and the buffer and element offset of its memory, which the body
+    /// may compute into (a tensor there is output 0 itself: see [`Call::is_out0`]).
+    out0: std::cell::RefCell<Option<(capi::Meta, std::sync::Arc<mpsrt_runtime::GpuBuffer>, usize)>>,
     /// Inputs already wrapped (by [`Call::destination`]'s overlap check), so the body's first
     /// [`Call::input`] does not query Paddle and the address map a second time.
     ins_t: std::cell::RefCell<Vec<Option<Tensor>>>,
@@ -178,8 +179,8 @@ impl Call {
         let es = m.dtype.size();
         let layout = mpsrt_core::Layout::contiguous(&m.dims);
         let layout = mpsrt_core::Layout { offset: off / es, ..layout };
-        let t = Tensor::from_storage(mpsrt_runtime::Storage::Gpu(buf), layout, m.dtype)?;
-        *self.out0.borrow_mut() = Some((m, t.clone()));
+        let t = Tensor::from_storage(mpsrt_runtime::Storage::Gpu(buf.clone()), layout, m.dtype)?;
+        *self.out0.borrow_mut() = Some((m, buf, off / es));
         Ok(Some(t))
     }
 
@@ -187,14 +188,11 @@ impl Call {
     fn is_out0(&self, t: &Tensor) -> bool {
         use mpsrt_runtime::Storage::Gpu;
         match (&*self.out0.borrow(), t.storage()) {
-            (Some((_, o)), Gpu(b)) => match o.storage() {
-                Gpu(ob) => {
-                    std::sync::Arc::ptr_eq(b, ob)
-                        && t.layout().offset == o.layout().offset
-                        && t.layout().is_contiguous()
-                }
-                _ => false,
-            },
+            (Some((_, ob, offset)), Gpu(b)) => {
+                std::sync::Arc::ptr_eq(b, ob)
+                    && t.layout().offset == *offset
+                    && t.layout().is_contiguous()
+            }
             _ => false,
         }
     }
@@ -238,7 +236,15 @@ impl Call {
             return Ok(());
         }
         let t = match (i, &*self.out0.borrow()) {
-            (0, Some((m, _))) => capi::prepare(self.name, m, t)?,
+            // Computed in place with Paddle's dtype and size: nothing to cast or copy later.
+            (0, Some((m, _, _)))
+                if t.dtype() == m.dtype
+                    && t.numel() == m.dims.iter().product::<usize>()
+                    && self.is_out0(t) =>
+            {
+                return Ok(());
+            }
+            (0, Some((m, _, _))) => capi::prepare(self.name, m, t)?,
             _ => capi::prepare(self.name, &capi::meta(self.name, self.outs[i])?, t)?,
         };
         self.pending.borrow_mut().push(Pending::Out { out: i, tensor: t });
