@@ -23,14 +23,18 @@ use mpsrt_graph::{BinaryOp, Op, Plan, Step, UnaryOp, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// `MPSRT_GATE_FOLD=1` turns the folds on (default off: on an H200 at batch 1 they measured
-/// slower — EfficientNet-B0 1.51–1.53 ms with the `Mul` fold against 1.37–1.41 without,
-/// DenseNet-121 3.35–3.36 with the BN-ReLU fold against 3.31–3.33 — the gather's extra loads
-/// cost more than the dispatch they save; 2026-11-26 A/B, fresh processes, 2 rounds — a later
-/// call read the `Mul` fold 0.06–0.1 ms faster: within the H200's run-to-run noise, so the
-/// default waits for an A/B with more rounds).
-pub(crate) fn enabled_by_env() -> bool {
-    std::env::var("MPSRT_GATE_FOLD").is_ok_and(|v| v.trim() == "1")
+/// Which folds `MPSRT_GATE_FOLD` asks for: `(gate Muls, BN-ReLUs)`. Unset: the gate `Mul`
+/// fold only — with the depthwise pool (`dw_pool.rs`) and the GEMV SE convs it measured
+/// EfficientNet-B0 batch 1 at 0.98 ms in three fresh processes against 1.01–1.06 without it
+/// (H200, 2026-11-26; alone it was within the H200's ±0.1 ms run-to-run noise in earlier
+/// calls). `1`: the BN-ReLU fold as well (opt-in: DenseNet-121 measured level with it, batch
+/// 32 perhaps slower). `0`: neither.
+pub(crate) fn enabled_by_env() -> (bool, bool) {
+    match std::env::var("MPSRT_GATE_FOLD").as_deref().map(str::trim) {
+        Ok("0") => (false, false),
+        Ok("1") => (true, true),
+        _ => (true, false),
+    }
 }
 
 /// `MPSRT_SE_FUSE=1` runs the gate's two convs as one dispatch (with the folds on; default
@@ -92,7 +96,8 @@ pub(crate) struct GateFold {
 }
 
 impl GateFold {
-    pub(crate) fn new(plan: &Plan) -> Option<GateFold> {
+    /// The folds of `plan`: gate `Mul`s, and with `affine` BN-ReLU steps.
+    pub(crate) fn new(plan: &Plan, affine: bool) -> Option<GateFold> {
         let g = &plan.graph;
         let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
         for (s, step) in plan.steps.iter().enumerate() {
@@ -127,7 +132,9 @@ impl GateFold {
                 fold.at.insert(t, Folded { m, x, op: InputFold::Gate(gate), step: s });
             }
         }
-        fold.find_affine_relus(plan, &readers);
+        if affine {
+            fold.find_affine_relus(plan, &readers);
+        }
         if se_fuse_by_env() {
             fold.find_se_pairs(plan, &readers);
         }

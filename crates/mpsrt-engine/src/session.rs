@@ -114,9 +114,9 @@ pub struct Session {
     /// [`Session::with_concat_inplace`] off).
     concat_inplace: bool,
     /// Fold squeeze-excitation's gate `Mul` and BN-ReLU steps into the conv reading them on
-    /// GPU places (`gate_fold.rs`; off unless `MPSRT_GATE_FOLD=1` or
-    /// [`Session::with_gate_fold`]: measured slower on an H200).
-    gate_fold: bool,
+    /// GPU places (`gate_fold.rs`; `MPSRT_GATE_FOLD` or [`Session::with_gate_fold`]): the
+    /// gate `Mul` fold (default on) and the BN-ReLU fold (default off).
+    gate_fold: (bool, bool),
     /// Run a depthwise conv and the `GlobalAveragePool` of its output as one dispatch on GPU
     /// places (`dw_pool.rs`; `MPSRT_DW_POOL` or [`Session::with_dw_pool`]).
     dw_pool: bool,
@@ -207,11 +207,12 @@ impl Session {
         Ok(st.and_then(|s| s.dw_pools.as_ref()).map_or((0, 0), |d| d.stats()))
     }
 
-    /// Turns the fold of squeeze-excitation's gate `Mul` into the conv that reads its product
-    /// on or off for this session (off by default unless `MPSRT_GATE_FOLD=1`; GPU places only).
-    /// Plans already run keep their choice.
+    /// Turns the folds of `gate_fold.rs` — squeeze-excitation's gate `Mul` and constant
+    /// BN-ReLU steps into the conv that reads them — both on or both off for this session (by
+    /// default the `Mul` fold only, see `MPSRT_GATE_FOLD`; GPU places only). Plans already run
+    /// keep their choice.
     pub fn with_gate_fold(mut self, on: bool) -> Session {
-        self.gate_fold = on;
+        self.gate_fold = (on, on);
         self
     }
 
@@ -421,7 +422,10 @@ impl Session {
         let mut frees = liveness(plan, self.options.memory_planning);
         let concat =
             if self.place.is_gpu() && self.concat_inplace { ConcatPlan::new(plan) } else { None };
-        let gates = if self.place.is_gpu() && self.gate_fold { GateFold::new(plan) } else { None };
+        let gates = match self.gate_fold {
+            (true, affine) if self.place.is_gpu() => GateFold::new(plan, affine),
+            _ => None,
+        };
         if let Some(g) = &gates {
             g.adjust_frees(&mut frees);
         }

@@ -104,21 +104,24 @@ fn depthwise_conv_and_pool_in_one_dispatch_match_the_two_steps() {
         std::env::set_var("MPSRT_CONV_VEC", "0");
     }
     std::env::remove_var("MPSRT_CONV_VEC");
-    // The GEMV kernel itself takes such a conv (K = 300: 10 strides of its 32 lanes) and
-    // matches the CPU conv.
+    // The GEMV kernel itself takes such convs (K = 20, 300 and 2000: 32, 64 and 256 lanes
+    // per output) and matches the CPU conv.
     let vals = |n: usize, k: f32| (0..n).map(|i| ((i as f32 + 1.0) * k).sin()).collect::<Vec<_>>();
-    let (x, w, b) = (vals(2 * 300, 0.7), vals(37 * 300, 0.11), vals(37, 0.5));
-    let on = |p: Place| {
-        let x = Tensor::from_slice(&x, &[2, 300, 1, 1], p).unwrap();
-        let w = Tensor::from_slice(&w, &[37, 300, 1, 1], p).unwrap();
-        (x, w, Tensor::from_slice(&b, &[37], p).unwrap())
-    };
-    let act = Some(mpsrt_tensor::Activation::Silu);
-    let (xg, wg, bg) = on(GPU);
-    let y = mpsrt_tensor::conv1x1_vec(&xg, &wg, Some(&bg), act).unwrap().expect("GEMV route");
-    let (xc, wc, bc) = on(Place::Cpu);
-    let opts = mpsrt_tensor::Conv2dOptions::default();
-    let want = mpsrt_tensor::conv2d_fused(&xc, &wc, Some(&bc), &opts, None, act).unwrap();
-    assert_eq!(y.shape(), want.shape());
-    close(&y.to_vec::<f32>().unwrap(), &want.to_vec::<f32>().unwrap(), "conv1x1_vec");
+    for k in [20, 300, 2000] {
+        let (x, w, b) = (vals(2 * k, 0.7), vals(37 * k, 0.11), vals(37, 0.5));
+        let on = |p: Place| {
+            let x = Tensor::from_slice(&x, &[2, k, 1, 1], p).unwrap();
+            let w = Tensor::from_slice(&w, &[37, k, 1, 1], p).unwrap();
+            (x, w, Tensor::from_slice(&b, &[37], p).unwrap())
+        };
+        let act = Some(mpsrt_tensor::Activation::Silu);
+        let (xg, wg, bg) = on(GPU);
+        let y = mpsrt_tensor::conv1x1_vec(&xg, &wg, Some(&bg), act).unwrap().expect("GEMV route");
+        let (xc, wc, bc) = on(Place::Cpu);
+        let opts = mpsrt_tensor::Conv2dOptions::default();
+        let want = mpsrt_tensor::conv2d_fused(&xc, &wc, Some(&bc), &opts, None, act).unwrap();
+        assert_eq!(y.shape(), want.shape());
+        let (y, want) = (y.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        close(&y, &want, &format!("conv1x1_vec K {k}"));
+    }
 }

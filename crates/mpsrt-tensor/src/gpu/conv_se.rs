@@ -201,6 +201,12 @@ pub fn depthwise_conv_pool(
     Ok(Some((y, p)))
 }
 
+/// Lanes per output of `CONV1X1_VEC_WGSL` for rows of `k` inputs: about 8 loads per lane,
+/// 32 to 256.
+fn vec_lanes(k: usize) -> usize {
+    k.div_ceil(8).next_power_of_two().clamp(32, 256)
+}
+
 /// A 1×1 conv with bias and activation on a `[N, C, 1, 1]` map, `y = act(conv(x, w, b))` for
 /// `w` `[OC, C, 1, 1]`, as one GEMV dispatch (`mpsrt_kernels::CONV1X1_VEC_WGSL`; issue 22:
 /// squeeze-excitation's convs, which the GEMM conv runs as a 64×64 tile over one pixel, plus
@@ -226,7 +232,7 @@ pub fn conv1x1_vec(
         && n > 0
         && oc > 0
         && n <= maxd
-        && oc.div_ceil(8) <= maxd
+        && oc.div_ceil(256 / vec_lanes(c)) <= maxd
         && b.is_none_or(|b| b.shape() == [oc] && b.place() == x.place())
         && w.place() == x.place()
         && [n * c, oc * c, n * oc].iter().all(|&v| v <= u32::MAX as usize);
@@ -237,6 +243,7 @@ pub fn conv1x1_vec(
     let b = b.map(|b| b.contiguous()).transpose()?;
     let (kind, p0, p1) = act.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     let pipeline = dev.static_pipeline(mpsrt_kernels::CONV1X1_VEC_WGSL, "main")?;
+    let lanes = vec_lanes(c);
     let y = alloc_out(&dev, op, n * oc, 4)?;
     let u = |v: usize| v as u32;
     let words = [
@@ -249,6 +256,7 @@ pub fn conv1x1_vec(
         dw_act_code(kind),
         p0.to_bits(),
         p1.to_bits(),
+        u(lanes),
     ];
     let bias = match &b {
         Some(b) => buffer(op, b)?,
@@ -260,7 +268,8 @@ pub fn conv1x1_vec(
         Binding::from(&**bias),
         Binding::from(&y),
     ];
-    dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 3), [u(oc.div_ceil(8)), u(n), 1])?;
+    let groups = oc.div_ceil(256 / lanes);
+    dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 3), [u(groups), u(n), 1])?;
     let y = Tensor::from_parts(
         Storage::Gpu(Arc::new(y)),
         Layout::contiguous(&[n, oc, 1, 1]),
