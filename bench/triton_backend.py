@@ -24,7 +24,7 @@ register-staged cooperative tl.dot instead of operands staged straight into padd
 MPSRT_TRITON_VEC4_SLAB=0 (f16 slabs instead of session 13's vec4<f16> ones),
 MPSRT_TRITON_CHECKED=1 (wgpu's runtime checks instead of the compiler's own index clamps).
 Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
-       [--softmax-cols 4096] [--matmul-sizes 2048,4096]
+       [--softmax-cols 4096] [--matmul-sizes 2048,4096] [--matmul-mnk 4096x4096x8192] [--sweep]
 """
 import argparse
 import importlib.util
@@ -112,6 +112,11 @@ def main():
     p.add_argument("--only", default="add,softmax,matmul")
     p.add_argument("--softmax-cols", default="", help="comma-separated column counts (default: all)")
     p.add_argument("--matmul-sizes", default="", help="comma-separated sizes (default: all)")
+    p.add_argument("--matmul-mnk", default="",
+                   help="comma-separated MxNxK problems, timed after --matmul-sizes")
+    p.add_argument("--sweep", action="store_true",
+                   help="time every matmul config on its own (matmul_f16_cfg lines) instead of "
+                        "autotuning: which shape wins, and by how much")
     args = p.parse_args()
     only = set(args.only.split(","))
     sizes = dict(QUICK if args.quick else FULL)
@@ -162,22 +167,47 @@ def main():
     if "matmul" in only:
         # The verbatim tutorial kernel under GPU-sized configs (the tests' configs are small).
         T.matmul_kernel = triton.autotune(configs=gpu_configs(), key=['M', 'N', 'K'])(T.matmul_kernel.fn)
-        for size in sizes["matmul"]:
-            a = rng.standard_normal((size, size)).astype(np.float16)
-            b = rng.standard_normal((size, size)).astype(np.float16)
+        tuned = T.matmul_kernel
+        problems = [(n, n, n) for n in sizes["matmul"]]
+        problems += [tuple(int(x) for x in p.split("x")) for p in args.matmul_mnk.split(",") if p]
+        for (M, N, K) in problems:
+            size = M if M == N == K else f"{M}x{N}x{K}"
+            flop = 2.0 * M * N * K
+            a = rng.standard_normal((M, K)).astype(np.float16)
+            b = rng.standard_normal((K, N)).astype(np.float16)
             ta, tb = mpsrt.to_tensor(a, place=GPU), mpsrt.to_tensor(b, place=GPU)
-            got = T.matmul(ta, tb).numpy().astype(np.float32)
             want = a.astype(np.float32) @ b.astype(np.float32)
-            err = float(np.abs(got - want).max() / (np.abs(want).max() + 1e-6))
-            # tl.dot may run on cooperative matrices here (never on lavapipe): fail loudly.
-            assert err < 1e-2, f"matmul {size}: relative error {err}"
+
+            def check(label):
+                got = T.matmul(ta, tb).numpy().astype(np.float32)
+                err = float(np.abs(got - want).max() / (np.abs(want).max() + 1e-6))
+                # tl.dot may run on cooperative matrices here (never on lavapipe): fail loudly.
+                assert err < 1e-2, f"matmul {size} {label}: relative error {err}"
+                return err
+
+            if args.sweep:
+                # One fresh single-config autotuner per config: no benchmarking inside Triton.
+                for cfg in gpu_configs():
+                    T.matmul_kernel = triton.autotune(configs=[cfg], key=['M', 'N', 'K'])(tuned.fn)
+                    try:
+                        err = check(str(cfg))
+                    except Exception as e:  # noqa: BLE001 (out of resources: reported, skipped)
+                        emit(bench="matmul_f16_cfg", size=size, config=str(cfg), error=str(e)[:200])
+                        continue
+                    fn = lambda: T.matmul(ta, tb)  # noqa: E731
+                    timed(fn, 3)
+                    d = device_ms(fn) / 1e3
+                    emit(bench="matmul_f16_cfg", size=size, config=str(cfg), device_ms=d * 1e3,
+                         device_tflops=flop / d / 1e12, rel_err=err)
+                T.matmul_kernel = tuned
+            err = check("autotuned")
             res = {}
             for impl, fn in (("triton", lambda: T.matmul(ta, tb)), ("builtin", lambda: mpsrt.matmul(ta, tb))):
                 s, d = timed(fn, max(3, args.iters // 4)), device_ms(fn) / 1e3
                 res[impl] = (s, d)
                 emit(bench="matmul_f16", impl=impl, size=size, ms=s * 1e3,
-                     tflops=2.0 * size**3 / s / 1e12, device_ms=d * 1e3,
-                     device_tflops=2.0 * size**3 / d / 1e12, rel_err=err,
+                     tflops=flop / s / 1e12, device_ms=d * 1e3,
+                     device_tflops=flop / d / 1e12, rel_err=err,
                      config=str(T.matmul_kernel.best_config) if impl == "triton" else None)
             ratio("matmul_f16", "size", size, res)
 
