@@ -247,3 +247,54 @@ fn f16_precision_graph_still_fuses() {
         }
     }
 }
+
+/// transformers' SDPA export guards fully masked rows after the softmax:
+/// `p = Where(IsNaN(softmax), 0, softmax)` feeds the second product (BERT-base from
+/// `bench/engine_torch.py export`). `g` with that guard inserted.
+fn with_nan_guard(mut g: Graph, dt: DType) -> Graph {
+    let probs = g.find("probs").unwrap();
+    let flag = g.add_value("probs_nan", DType::Bool, None).unwrap();
+    let guarded = g.add_value("probs_guarded", dt, None).unwrap();
+    let zero = g.add_initializer("zero", HostTensor::from_f64(dt, vec![], &[0.0])).unwrap();
+    g.add_node("isnan", Op::Unary(UnaryOp::IsNaN), vec![probs], vec![flag]);
+    g.add_node("guard", Op::Where, vec![flag, zero, probs], vec![guarded]);
+    let pv = g.nodes.iter().position(|n| n.name == "pv").unwrap();
+    g.nodes[pv].inputs[0] = guarded;
+    // Nodes in topological order: the product after its new producers.
+    let n = g.nodes.remove(pv);
+    g.nodes.push(n);
+    g
+}
+
+/// The NaN-guarded pattern fuses in f32 and under precision=f16 (guard, casts and all), and
+/// matches the unfused f32 graph (whose guard never fires: the mask is finite).
+#[test]
+fn nan_guarded_softmax_fuses() {
+    let shape = [2, 2, 11, 32];
+    for f16 in [false, true] {
+        let mut g = with_nan_guard(pattern(DType::F32, shape, true), DType::F32);
+        if f16 {
+            mpsrt_engine::apply_precision(&mut g, mpsrt_engine::Precision::F16).unwrap();
+        }
+        let c = CompiledGraph::new(g.clone(), PlanOptions::default()).unwrap();
+        let ops: Vec<String> = c.graph().nodes.iter().map(|n| n.op.name()).collect();
+        assert!(ops.contains(&"Attention".to_string()), "f16={f16}: {ops:?}");
+        for gone in ["Softmax", "Where", "IsNaN"] {
+            assert!(!ops.contains(&gone.to_string()), "f16={f16}: {ops:?}");
+        }
+        let off = SessionOptions { fusion: false, ..SessionOptions::default() };
+        let plain = with_nan_guard(pattern(DType::F32, shape, true), DType::F32);
+        let want = Session::from_graph(plain, Place::Cpu, off).unwrap();
+        let want = want.run(&feeds(DType::F32, shape, true, Place::Cpu)).unwrap()[0].1.to_f64_vec();
+        let want = want.unwrap();
+        let tol = if f16 { 4e-3 } else { 2e-5 };
+        for place in places() {
+            let s = Session::from_graph(g.clone(), place, SessionOptions::default()).unwrap();
+            let got = s.run(&feeds(DType::F32, shape, true, place)).unwrap();
+            let got = got[0].1.astype(DType::F32).unwrap().to_f64_vec().unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= tol, "f16={f16} {place:?}: [{i}] {a} vs {b}");
+            }
+        }
+    }
+}

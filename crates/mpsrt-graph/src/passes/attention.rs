@@ -6,7 +6,9 @@
 //!
 //! (`c₁`, `c₂` optional scalar constants: torch's exported `scaled_dot_product_attention`
 //! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`; with
-//! `precision=f16` the softmax sits between `Cast(f32)` and `Cast(f16)`, which go too.) Every
+//! `precision=f16` the softmax sits between `Cast(f32)` and `Cast(f16)`, which go too; the
+//! NaN guard transformers' SDPA export writes after the softmax, `Where(IsNaN(p), 0, p)`,
+//! goes too — it gives zeros for fully masked rows, as the fused kernel does.) Every
 //! intermediate must feed only the next node of the chain, operands must be 4-D
 //! (`[batch, heads, seq, head]`, kᵀ as `[batch, heads, head, keys]`) with matching dims where
 //! known, f32 or f16. The rewrite is `Transpose(kᵀ, [0, 1, 3, 2])` — a view at run time — then
@@ -20,7 +22,7 @@
 use super::fold_bn::rebuild;
 use crate::attention::AttentionAttrs;
 use crate::ir::{Dim, Graph, Node, ValueId};
-use crate::op::{BinaryOp, Op};
+use crate::op::{BinaryOp, Op, UnaryOp};
 use mpsrt_core::DType;
 
 /// The scalar value of a constant (initializer with one element), or of a one-element value
@@ -138,6 +140,43 @@ impl Walk<'_> {
     }
 }
 
+impl Walk<'_> {
+    /// The NaN guard torch's SDPA export puts after the softmax `s`: `Where(IsNaN(s), 0, s)`,
+    /// or with precision=f16 (an f32 softmax) `Where(IsNaN(s), 0, Cast(s, f16))`, when those
+    /// are `s`'s only uses and private: `(nodes, the Where's output, whether the f16 cast was
+    /// among them)` (otherwise a `Cast(f16)` may follow the Where).
+    fn nan_guard(&self, s: ValueId) -> Option<(Vec<usize>, ValueId, bool)> {
+        let g = self.g;
+        if self.uses[s.0] != 2 || g.outputs.contains(&s) {
+            return None;
+        }
+        let users = &self.consumers[s.0];
+        let is_nan = *users.iter().find(|&&i| g.nodes[i].op == Op::Unary(UnaryOp::IsNaN))?;
+        let other = *users.iter().find(|&&i| i != is_nan)?;
+        let mut nodes = vec![is_nan];
+        let flag = g.nodes[is_nan].outputs[0];
+        let sel = self.only_consumer(flag)?;
+        let cast = matches!(g.nodes[other].op, Op::Cast { to: DType::F16 });
+        let x = if cast {
+            nodes.push(other);
+            let x = g.nodes[other].outputs[0];
+            (self.only_consumer(x) == Some(sel)).then_some(x)?
+        } else {
+            (other == sel).then_some(s)?
+        };
+        let n = &g.nodes[sel];
+        match (&n.op, &n.inputs[..], &n.outputs[..]) {
+            (Op::Where, &[c, zero, y], &[out])
+                if c == flag && y == x && scalar_const(g, zero) == Some(0.0) =>
+            {
+                nodes.push(sel);
+                Some((nodes, out, cast))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One match: the nodes to remove and the replacement's parts.
 struct Found {
     nodes: Vec<usize>,
@@ -220,8 +259,15 @@ fn match_at(w: &Walk, first: usize) -> Option<Found> {
     }
     nodes.push(next);
     let mut p = node(next).outputs[0];
+    let mut narrowed = false;
+    if let Some((guard, out, cast)) = w.nan_guard(p) {
+        // torch's SDPA export zeroes fully masked rows (`Where(IsNaN(p), 0, p)`): the fused
+        // kernel's rule for such rows, so the guard goes with the chain (casts included).
+        nodes.extend(guard);
+        (p, narrowed) = (out, cast);
+    }
     let mut fin = w.only_consumer(p)?;
-    if widened {
+    if widened && !narrowed {
         if !cast_to(fin, DType::F16) {
             return None;
         }
