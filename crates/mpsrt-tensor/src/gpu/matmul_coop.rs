@@ -83,19 +83,33 @@ pub fn plan_f16_gemm(
     Ok(spec)
 }
 
-/// Whether generation-3 kernels write the f16 product themselves (`MPSRT_COOP_F16_OUT=1`)
-/// instead of an f32 product that the caller casts in a second pass (default 0 until
-/// measured correct and faster on hardware).
-pub(crate) fn coop_f16_out() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_F16_OUT", 0) != 0)
+/// Whether generation-3 kernels write the f16 product themselves instead of an f32 product
+/// that the caller casts in a second pass: `MPSRT_COOP_F16_OUT=1` always, `0` never, unset
+/// ([`f16_out_auto`]) for tunes at most 2 tiles wide per subgroup. Checked correct on the H200
+/// (session 13 call 2: every `matmul_f16_check` and sweep check); timed there, the f16 store
+/// through the scratch won on BERT-base's 64×64-block products (attention output 0.0276 vs
+/// 0.0320–0.0347 ms, FFN down 0.0692 vs 0.0772–0.0829) and lost on 128×128 blocks (4096³
+/// 103.6 vs 186–187 TFLOP/s, FFN up 0.0771 vs 0.0565–0.0635 ms).
+pub(crate) fn coop_f16_out() -> Option<bool> {
+    static E: OnceLock<Option<bool>> = OnceLock::new();
+    *E.get_or_init(|| match std::env::var("MPSRT_COOP_F16_OUT").ok()?.trim() {
+        "" => None,
+        v => Some(v != "0"),
+    })
+}
+
+/// The unset `MPSRT_COOP_F16_OUT`'s choice for a tune: f16 output for tunes at most 2 tiles
+/// wide per subgroup (measured faster there; slower on 4-wide ones, see [`coop_f16_out`]).
+pub(crate) fn f16_out_auto(tune: &mpsrt_kernels::CoopTune) -> bool {
+    tune.tn <= 2
 }
 
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
-/// epilogue (`MPSRT_COOP_EPILOGUE=1`; default 0 until checked on hardware) or the tiled GEMM.
+/// epilogue (default; checked against the f32 CPU on the H200, session 13 call 2:
+/// `gemm_f16_epilogue_check`) or the tiled GEMM (`MPSRT_COOP_EPILOGUE=0`).
 pub(crate) fn coop_epilogue() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_EPILOGUE", 0) != 0)
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_EPILOGUE", 1) != 0)
 }
 
 /// Workgroups a split-K cooperative launch aims for (`MPSRT_COOP_SPLITK_WGS`, default 192;
@@ -188,8 +202,12 @@ pub(crate) fn coop_spec_sliced(
     static EXP: OnceLock<bool> = OnceLock::new();
     let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
     let limit = props.max_compute_workgroup_storage_size;
-    let spec = CoopMatmulSpec { out_f16: coop_f16_out(), ..spec };
+    let knob = coop_f16_out();
+    let spec = CoopMatmulSpec { out_f16: knob != Some(false), ..spec };
     let mut spec = spec.with_variant_opts(variant, limit, experimental);
+    if knob.is_none() && !f16_out_auto(&spec.tune) {
+        spec.out_f16 = false;
+    }
     if spec.threads() > props.max_compute_invocations_per_workgroup {
         spec = spec.with_variant(mpsrt_kernels::CoopVariant::Gen1, u32::MAX);
     }
