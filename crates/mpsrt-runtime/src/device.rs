@@ -581,6 +581,14 @@ impl GpuDevice {
     }
 
     pub(crate) fn submit_locked(&self, st: &mut State) {
+        self.submit_locked_with(st, true);
+    }
+
+    /// Submits the open batch; with `maintain`, then runs the finished submissions' callbacks
+    /// (non-blocking poll), recycles what they freed and applies backpressure. A replay's
+    /// early submits skip that: more of the run is recorded right after, and its final flush
+    /// maintains.
+    pub(crate) fn submit_locked_with(&self, st: &mut State, maintain: bool) {
         let batch = &mut st.batch;
         batch.end_pass();
         if batch.encoder.is_none() && batch.arenas.is_empty() && batch.finished.is_empty() {
@@ -613,6 +621,11 @@ impl GpuDevice {
         batch.bytes = 0;
         batch.touched = 0;
         let t1 = std::time::Instant::now();
+        if !maintain {
+            st.timing.submits += 1;
+            st.timing.submit_ns += (t1 - t0).as_nanos() as u64;
+            return;
+        }
         // Non-blocking: run callbacks of finished submissions so their buffers become reusable.
         let _ = self.device.poll(wgpu::PollType::Poll);
         self.reap_locked(st);

@@ -607,7 +607,7 @@ impl GpuDevice {
                 done += part;
                 early += n;
                 st.batch.ops += n;
-                self.submit_locked(st);
+                self.submit_locked_with(st, false);
                 st.timing.replay_early_submits += 1;
                 part = part.saturating_mul(2);
             }
