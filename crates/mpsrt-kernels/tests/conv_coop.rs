@@ -96,6 +96,7 @@ fn every_shape_class_validates_and_translates() {
                     bias_f16: tn == 4,
                     has_res: i == 0,
                     act: acts[(n + i) % acts.len()],
+                    bk: if n % 4 == 2 { 64 } else { 32 },
                     clamp: n % 3 == 1,
                     emulate: false,
                 };
@@ -139,33 +140,36 @@ fn render_refuses_what_the_planner_never_produces() {
     assert!(CoopConvSpec { x_vec: true, ..spec }.render().unwrap_err().contains("pointwise"));
     assert!(CoopConvSpec { size: 32, ..spec }.render().is_err());
     assert!(CoopConvSpec { tm: 3, ..spec }.render().is_err());
+    assert!(CoopConvSpec { bk: 48, ..spec }.render().is_err());
     let empty = ConvShape { oc: 0, ..shape };
     assert!(CoopConvSpec { shape: empty, ..spec }.render().is_err());
 }
 
 #[test]
-fn planner_picks_f32_accumulation_and_the_tile_by_grid_size() {
+fn planner_picks_f32_accumulation_and_64x64_blocks() {
     let dev = device(&NVIDIA);
     let auto = CoopConvRoute::Auto { min_blocks: 32 };
-    // ResNet-50 at batch 32, layer 1's 3×3: 64 channels → 64-row blocks × 128 columns.
+    // ResNet-50 at batch 32, layer 1's 3×3: 64 × 64 blocks, 4 subgroups of 32.
     let s = plan_coop_conv(&dev, &conv(64, 56, 64, 3, 1, 1), 32, 1, auto).unwrap();
-    assert_eq!((s.size, s.subgroup, s.block_m(), s.block_n(), s.threads()), (16, 32, 64, 128, 128));
-    // 256 channels at 56×56: 128 × 128 blocks (2 × 784 of them).
+    assert_eq!((s.size, s.subgroup, s.block_m(), s.block_n(), s.threads()), (16, 32, 64, 64, 128));
     let s = plan_coop_conv(&dev, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
+    assert_eq!(s.grid(32), [1568, 4, 1]);
+    assert!(s.shared_bytes() <= 32768);
+    // More column blocks than a grid dimension holds: 128-wide blocks halve them.
+    let few = CoopConvDevice { max_wg_dim: 1000, ..device(&NVIDIA) };
+    let s = plan_coop_conv(&few, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
     assert_eq!((s.block_m(), s.block_n()), (128, 128));
-    assert_eq!(s.grid(32), [784, 2, 1]);
-    // Layer 4's 3×3 at batch 32: 4 × 13 blocks of 128 would leave most SMs idle → 64 × 64.
-    let s = plan_coop_conv(&dev, &conv(512, 7, 512, 3, 1, 1), 32, 1, auto).unwrap();
-    assert_eq!((s.block_m(), s.block_n()), (64, 64));
-    assert!(s.shared_bytes() <= 49152);
-    // At batch 1 the same conv has 8 blocks of 64 × 64: declined unless forced.
+    let none = CoopConvDevice { max_wg_dim: 500, ..device(&NVIDIA) };
+    assert!(plan_coop_conv(&none, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).is_err());
+    // At batch 1 layer 4's 3×3 has 8 blocks of 64 × 64: declined unless forced.
     let small = conv(512, 7, 512, 3, 1, 1);
     assert_eq!(plan_coop_conv(&dev, &small, 1, 1, auto), Err(CoopDecline::TooSmall));
     assert!(plan_coop_conv(&dev, &small, 1, 1, CoopConvRoute::Force).is_ok());
-    // Apple: 8×8 f16→f32.
+    assert!(plan_coop_conv(&dev, &small, 32, 1, auto).is_ok());
+    // Apple: 8×8 f16→f32, 4 × 4 tiles per subgroup: the same 64 × 64 block.
     let apple = [cfg(8, DType::F16, DType::F32)];
     let s = plan_coop_conv(&device(&apple), &small, 32, 1, auto).unwrap();
-    assert_eq!(s.size, 8);
+    assert_eq!((s.size, s.tm, s.block_m(), s.block_n()), (8, 4, 64, 64));
 }
 
 #[test]
@@ -210,7 +214,7 @@ fn planner_falls_back_without_a_usable_adapter() {
     // Too little workgroup memory for either tile (16 KiB: WebGPU's default limit).
     let tiny = CoopConvDevice { shared_limit: 16384, ..device(&NVIDIA) };
     assert!(matches!(plan_coop_conv(&tiny, &shape, 32, 1, auto), Err(CoopDecline::Unsupported(_))));
-    // A 32 KiB limit still fits the 64 × 64 tile.
+    // A 32 KiB limit (lavapipe's) fits the 64 × 64 tile.
     let mid = CoopConvDevice { shared_limit: 32768, ..device(&NVIDIA) };
     let s = plan_coop_conv(&mid, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
     assert_eq!((s.block_m(), s.block_n()), (64, 64));

@@ -58,6 +58,10 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         let seed = 10 * i as u64;
         // Both load forms: branches and clamped selects.
         std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
+        // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
+        let (bk, tile) = if i % 3 == 2 { ("64", "1x1") } else { ("32", "") };
+        std::env::set_var("MPSRT_COOP_CONV_BK", bk);
+        std::env::set_var("MPSRT_COOP_CONV_TILE", tile);
         let x = half(&[n, c, h, w], seed);
         // Weights scaled so sums stay well inside f16's range.
         let wv: Vec<f64> =
@@ -113,7 +117,9 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     assert_eq!(conv_coop_launches(), before, "declined routes launch nothing");
     std::env::remove_var("MPSRT_COOP_CONV_EMULATE");
     std::env::remove_var("MPSRT_COOP_CONV");
-    std::env::remove_var("MPSRT_COOP_CONV_CLAMP");
+    for v in ["MPSRT_COOP_CONV_CLAMP", "MPSRT_COOP_CONV_BK", "MPSRT_COOP_CONV_TILE"] {
+        std::env::remove_var(v);
+    }
     // This device's own plan: without matrix units (lavapipe) the fallback runs.
     let props = mpsrt_runtime::gpu_device(0).unwrap().properties().clone();
     if props.coop_matrix.is_empty() {

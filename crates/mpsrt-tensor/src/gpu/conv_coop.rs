@@ -11,7 +11,8 @@
 //! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice;
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_TILE=TMxTN`
-//! overrides the tile (both for timing, read per call);
+//! overrides the tile and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
+//! ignored where the device's workgroup memory is too small);
 //! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
 //! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
 
@@ -215,13 +216,19 @@ pub(crate) fn try_conv(
     spec.act = kind;
     spec.emulate = emulate;
     spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
-    if let Some((tm, tn)) = tile_override() {
-        let t = CoopConvSpec { tm, tn, ..spec };
+    let bk = match env_knob("MPSRT_COOP_CONV_BK", 32) {
+        64 => 64,
+        _ => 32,
+    };
+    let (tm, tn) = tile_override().unwrap_or((spec.tm, spec.tn));
+    if (tm, tn, bk) != (spec.tm, spec.tn, spec.bk) {
+        let t = CoopConvSpec { tm, tn, bk, ..spec };
         if t.shared_bytes() <= props.max_compute_workgroup_storage_size && t.render().is_ok() {
             spec = t;
         }
     }
-    log(g, &format!("coop {}x{} tile {}x{}", spec.size, spec.size, spec.block_m(), spec.block_n()));
+    let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
+    log(g, &format!("coop {s}x{s} tile {bm}x{bn} k{} clamp {}", spec.bk, u8::from(spec.clamp)));
     let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
     let meta = conv_gemm_meta(
