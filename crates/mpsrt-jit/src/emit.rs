@@ -42,7 +42,7 @@ pub(crate) struct Emitter {
     /// `CompileOptions::emulate_coop`: `coop` only configures the staged dot, which multiplies
     /// in registers.
     pub emulate_coop: bool,
-    /// `CompileOptions::self_bounded`: storage indices go through `ix{k}` (see [`Emitter::bix`]).
+    /// `CompileOptions::self_bounded`: storage indices go through `ix{k}` (`module::bix`).
     pub self_bounded: bool,
     /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
     pub subgroups: bool,

@@ -128,6 +128,11 @@ pub struct CompileOptions {
     /// index templates) are removed from the module with their writes (`prune`), instead of
     /// being left to the driver's compiler.
     pub prune_dead: bool,
+    /// With `subgroups`, the staged dot's per-invocation "every run contiguous and aligned"
+    /// flag is ANDed over the subgroup (`subgroupAll`) before the K loop, so the per-step branch
+    /// between the whole-run copy and the per-pair path is subgroup-uniform for the driver
+    /// (a subgroup with one irregular lane takes the general path, which is always correct).
+    pub uniform_fast: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -148,6 +153,7 @@ impl Default for CompileOptions {
             slab_vec4: false,
             self_bounded: false,
             prune_dead: true,
+            uniform_fast: true,
             emulate_coop: false,
         }
     }

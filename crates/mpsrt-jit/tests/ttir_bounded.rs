@@ -174,3 +174,17 @@ fn write_only_blocks_leave_the_k_loop() {
     let body = loop_body(&kept);
     assert!(body.contains("var t") && body.contains("% P.s"), "{body}");
 }
+
+#[test]
+fn whole_run_flag_is_subgroup_uniform() {
+    // With subgroups, the loop-invariant "every run contiguous and aligned" flag is ANDed over
+    // the subgroup, so the per-step branch is subgroup-uniform (`uniform_fast`).
+    let k = compile("03_matmul_128x128", &opts(128, 16));
+    let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
+    assert_eq!(pre.matches("_ok = subgroupAll(").count(), 2, "{pre}");
+    let plain =
+        compile("03_matmul_128x128", &CompileOptions { uniform_fast: false, ..opts(128, 16) });
+    assert!(!plain.wgsl.contains("subgroupAll("));
+    let no_sg = compile("03_matmul_128x128", &CompileOptions { subgroups: false, ..opts(128, 16) });
+    assert!(!no_sg.wgsl.contains("subgroupAll("));
+}

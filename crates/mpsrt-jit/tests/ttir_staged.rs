@@ -59,7 +59,8 @@ fn operands_go_straight_into_padded_word_slabs() {
     // Full blocks copy branch-free: each pair's base and the contiguity of them all are
     // computed once before the loop (the carried pointer's template without its offset).
     let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
-    assert_eq!(pre.matches("_ok = (").count(), 2, "{pre}");
+    // (ANDed over the subgroup: `uniform_fast`, on by default with subgroups)
+    assert_eq!(pre.matches("_ok = subgroupAll((").count(), 2, "{pre}");
     assert_eq!(body.matches("_ok && ((off").count(), 2, "{body}");
     // ... in runs of 8 halves: one 16-byte load each from the buffers bound a second time as
     // vec4<u32> (the word bindings serve every other read).

@@ -172,6 +172,7 @@ fn launch_jit(
         slab_vec4: false,
         self_bounded: false,
         prune_dead: true,
+        uniform_fast: false,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -388,6 +389,12 @@ fn prune_wanted() -> bool {
     std::env::var("MPSRT_TRITON_PRUNE").map_or(true, |v| v.trim() != "0")
 }
 
+/// `MPSRT_TRITON_UNIFORM_FAST=0`: the staged dot's whole-run flag stays per invocation
+/// (`mpsrt_jit::CompileOptions::uniform_fast`, for A/B timing).
+fn uniform_fast_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_UNIFORM_FAST").map_or(true, |v| v.trim() != "0")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -413,8 +420,9 @@ fn triton_compiler_version() -> String {
     let v4 = if vec4_slab_wanted() { "" } else { "-nov4" };
     let chk = if triton_checked_wanted() { "-chk" } else { "" };
     let pr = if prune_wanted() { "" } else { "-nopr" };
+    let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
-    format!("{}{sg}{ds}{v2}{v4}{chk}{pr}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    format!("{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -459,6 +467,7 @@ fn triton_compile<'py>(
                 slab_vec4: vec4_slab_wanted(),
                 self_bounded: !triton_checked_wanted(),
                 prune_dead: prune_wanted(),
+                uniform_fast: uniform_fast_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };

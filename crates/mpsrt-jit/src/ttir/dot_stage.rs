@@ -370,7 +370,13 @@ impl TtirLowerer {
             bases.push(b);
         }
         let c = format!("{id}_ok");
-        lines.push(format!("let {c} = {};", conds.join(" && ")));
+        let all = conds.join(" && ");
+        lines.push(if self.uniform_fast && self.em.subgroups {
+            // Subgroup-uniform (`CompileOptions::uniform_fast`).
+            format!("let {c} = subgroupAll({all});")
+        } else {
+            format!("let {c} = {all};")
+        });
         for (k, l) in lines.iter().enumerate() {
             self.em.insert((mark.0 + k, mark.1), l);
         }

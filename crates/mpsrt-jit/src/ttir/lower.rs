@@ -65,6 +65,8 @@ pub(crate) struct TtirLowerer {
     /// Halves per element of the staged dot's slabs: 4 (`CompileOptions::slab_vec4`, 16x16
     /// tiles), 2 (`slab_vec2`) or 1.
     pub(super) slab_w: usize,
+    /// `CompileOptions::uniform_fast`.
+    pub(super) uniform_fast: bool,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
     /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
@@ -93,6 +95,7 @@ impl TtirLowerer {
             coop_accs: HashMap::new(),
             remat: HashMap::new(),
             stage_dot: opts.stage_dot,
+            uniform_fast: opts.uniform_fast,
             slab_w: match opts.coop {
                 Some(c) if opts.slab_vec4 && c.size == 16 => 4,
                 _ if opts.slab_vec2 => 2,
