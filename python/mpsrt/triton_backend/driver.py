@@ -226,7 +226,11 @@ def benchmark(kernel_call, quantiles=None, warmup=25, rep=100, **kwargs):
         kernel_call()
     sync(None)
     est = max((time.perf_counter() - t0) * 1e3 / 3, 1e-3)
-    for _ in range(max(1, int(warmup / est))):
+    # At least 0.2 s of back-to-back calls: the autotuner compiles each config on the host
+    # while the GPU idles, and NVIDIA's clocks drop meanwhile; Triton's default 25 ms did not
+    # bring them back, which favoured whichever config came first (session 13: tutorial 03 at
+    # 2048^3 picked 64x64 blocks at 72 TFLOP/s in some processes, 128x128 at 90 in others).
+    for _ in range(max(1, int(max(warmup, 200) / est))):
         kernel_call()
     sync(None)
     if os.environ.get("MPSRT_TRITON_BENCH") == "host":
