@@ -46,7 +46,7 @@ pub const BK: u32 = 32;
 /// Halves of padding per slab row: rows stay 16-byte aligned for the matrix loads while
 /// consecutive rows start in different banks.
 const PAD: u32 = 8;
-/// Subgroups per workgroup along M and along N.
+/// Subgroups per workgroup along M and along N unless a spec asks otherwise.
 const WM: u32 = 2;
 const WN: u32 = 2;
 
@@ -95,6 +95,9 @@ pub struct CoopConvSpec {
     pub size: u32,
     /// Lanes per subgroup the kernel is rendered for.
     pub subgroup: u32,
+    /// Subgroups per workgroup along M and N (2 × 2 unless timing others).
+    pub wm: u32,
+    pub wn: u32,
     /// Cooperative tiles per subgroup along M (output channels) and N (output columns): the
     /// block is `2·tm·S × 2·tn·S`.
     pub tm: u32,
@@ -154,21 +157,21 @@ pub enum CoopConvRoute {
 impl CoopConvSpec {
     /// Output channels per workgroup.
     pub fn block_m(&self) -> u32 {
-        WM * self.tm * self.size
+        self.wm * self.tm * self.size
     }
     /// Output columns per workgroup.
     pub fn block_n(&self) -> u32 {
-        WN * self.tn * self.size
+        self.wn * self.tn * self.size
     }
     /// Threads per workgroup.
     pub fn threads(&self) -> u32 {
-        WM * WN * self.subgroup
+        self.wm * self.wn * self.subgroup
     }
     /// Workgroup-memory bytes: two A and two B slabs of f16, one f32 S×S scratch per subgroup.
     pub fn shared_bytes(&self) -> u32 {
         let (bm, bn, s) = (self.block_m(), self.block_n(), self.size);
         let bk = self.bk;
-        2 * 2 * (bm * (bk + PAD) + bk * (bn + PAD)) + WM * WN * s * s * 4
+        2 * 2 * (bm * (bk + PAD) + bk * (bn + PAD)) + self.wm * self.wn * s * s * 4
     }
     /// Workgroups for a batch of `n` images: `[column blocks, channel blocks, 1]`.
     pub fn grid(&self, n: u32) -> [u32; 3] {
@@ -186,6 +189,9 @@ impl CoopConvSpec {
         }
         if self.emulate && !(s * s).is_multiple_of(self.subgroup) {
             return Err(format!("conv_coop: emulation needs S² % subgroup == 0, got {self:?}"));
+        }
+        if !matches!(self.wm, 1 | 2 | 4) || !matches!(self.wn, 1 | 2 | 4) {
+            return Err(format!("conv_coop: wm and wn must be 1, 2 or 4, got {self:?}"));
         }
         if !matches!(self.tm, 1 | 2 | 4) || !matches!(self.tn, 1 | 2 | 4) {
             return Err(format!("conv_coop: tm and tn must be 1, 2 or 4, got {self:?}"));
@@ -270,7 +276,7 @@ impl CoopConvSpec {
         w.push_str(self.act.wgsl());
         let _ = writeln!(w, "var<workgroup> As: array<vec4<f16>, {}>;", 2 * a_stage / 4);
         let _ = writeln!(w, "var<workgroup> Bs: array<vec4<f16>, {}>;", 2 * b_stage / 4);
-        let _ = writeln!(w, "var<workgroup> Cs: array<f32, {}>;", WM * WN * s * s);
+        let _ = writeln!(w, "var<workgroup> Cs: array<f32, {}>;", self.wm * self.wn * s * s);
         let _ = writeln!(w, "@compute @workgroup_size({nt})");
         w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32");
         if self.emulate {
@@ -282,9 +288,10 @@ impl CoopConvSpec {
         }
         w.push_str("  let NCOLS = mw(0u); let xoff = i32(mw(1u)); let woff = mw(2u);\n");
         let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+        let wn = self.wn;
         let _ = writeln!(
             w,
-            "  let sm = (sg / {WN}u) * {}u; let sn = (sg % {WN}u) * {}u;",
+            "  let sm = (sg / {wn}u) * {}u; let sn = (sg % {wn}u) * {}u;",
             tm * s,
             tn * s
         );
@@ -626,6 +633,8 @@ pub fn plan_coop_conv(
         shape: *shape,
         size: s,
         subgroup: lo,
+        wm: WM,
+        wn: WN,
         tm: 32 / s,
         tn: 32 / s,
         w_vec: false,

@@ -88,6 +88,8 @@ fn every_shape_class_validates_and_translates() {
                     shape,
                     size,
                     subgroup,
+                    wm: if n % 5 == 3 { 4 } else { 2 },
+                    wn: 2,
                     tm,
                     tn,
                     w_vec,

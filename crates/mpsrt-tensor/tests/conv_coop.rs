@@ -62,6 +62,12 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         let (bk, tile) = if i % 3 == 2 { ("64", "1x1") } else { ("32", "") };
         std::env::set_var("MPSRT_COOP_CONV_BK", bk);
         std::env::set_var("MPSRT_COOP_CONV_TILE", tile);
+        // 4×2 subgroups of 1×2 tiles (64×64 blocks of 256 invocations) for some cases.
+        let warps = if i % 4 == 1 { "4x2" } else { "" };
+        std::env::set_var("MPSRT_COOP_CONV_WARPS", warps);
+        if i % 4 == 1 {
+            std::env::set_var("MPSRT_COOP_CONV_TILE", "1x2");
+        }
         let x = half(&[n, c, h, w], seed);
         // Weights scaled so sums stay well inside f16's range.
         let wv: Vec<f64> =
@@ -117,7 +123,12 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     assert_eq!(conv_coop_launches(), before, "declined routes launch nothing");
     std::env::remove_var("MPSRT_COOP_CONV_EMULATE");
     std::env::remove_var("MPSRT_COOP_CONV");
-    for v in ["MPSRT_COOP_CONV_CLAMP", "MPSRT_COOP_CONV_BK", "MPSRT_COOP_CONV_TILE"] {
+    for v in [
+        "MPSRT_COOP_CONV_CLAMP",
+        "MPSRT_COOP_CONV_BK",
+        "MPSRT_COOP_CONV_TILE",
+        "MPSRT_COOP_CONV_WARPS",
+    ] {
         std::env::remove_var(v);
     }
     // This device's own plan: without matrix units (lavapipe) the fallback runs.

@@ -11,7 +11,8 @@
 //! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice;
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_TILE=TMxTN`
-//! overrides the tile and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
+//! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
+//! and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
 //! ignored where the device's workgroup memory is too small);
 //! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
 //! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
@@ -66,10 +67,11 @@ pub fn plan_f16_conv(
     plan_coop_conv(&dev, shape, n, groups, route)
 }
 
-/// `MPSRT_COOP_CONV_TILE=TMxTN`: cooperative tiles per subgroup (1, 2 or 4 each; the block is
-/// `2·TM·S × 2·TN·S`), for timing every tile on one shape; read per call.
-fn tile_override() -> Option<(u32, u32)> {
-    let v = std::env::var("MPSRT_COOP_CONV_TILE").ok()?;
+/// `MPSRT_COOP_CONV_TILE=TMxTN` (cooperative tiles per subgroup) or `MPSRT_COOP_CONV_WARPS=
+/// WMxWN` (subgroups per workgroup; 1, 2 or 4 each; the block is `WM·TM·S × WN·TN·S`), for
+/// timing other shapes of the kernel; read per call.
+fn pair_knob(name: &str) -> Option<(u32, u32)> {
+    let v = std::env::var(name).ok()?;
     let (a, b) = v.trim().split_once('x')?;
     Some((a.parse().ok()?, b.parse().ok()?))
 }
@@ -220,15 +222,20 @@ pub(crate) fn try_conv(
         64 => 64,
         _ => 32,
     };
-    let (tm, tn) = tile_override().unwrap_or((spec.tm, spec.tn));
-    if (tm, tn, bk) != (spec.tm, spec.tn, spec.bk) {
-        let t = CoopConvSpec { tm, tn, bk, ..spec };
-        if t.shared_bytes() <= props.max_compute_workgroup_storage_size && t.render().is_ok() {
+    let (tm, tn) = pair_knob("MPSRT_COOP_CONV_TILE").unwrap_or((spec.tm, spec.tn));
+    let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((spec.wm, spec.wn));
+    if (tm, tn, bk, wm, wn) != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn) {
+        let t = CoopConvSpec { tm, tn, bk, wm, wn, ..spec };
+        if t.shared_bytes() <= props.max_compute_workgroup_storage_size
+            && t.threads() <= props.max_compute_invocations_per_workgroup
+            && t.render().is_ok()
+        {
             spec = t;
         }
     }
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
-    log(g, &format!("coop {s}x{s} tile {bm}x{bn} k{} clamp {}", spec.bk, u8::from(spec.clamp)));
+    let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
+    log(g, &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} clamp {cl}"));
     let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
     let meta = conv_gemm_meta(
