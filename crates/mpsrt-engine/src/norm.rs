@@ -92,9 +92,10 @@ fn layer_norm(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tenso
     Ok(out)
 }
 
-/// A GPU layer norm over the last axis whose only output is `y`, f32 in and out, as the
-/// one-kernel `layer_norm_last` (one dispatch instead of six; the composition above stays the
-/// CPU's and the general path). `residual` is added to `x` first (SkipLayerNormalization).
+/// A GPU layer norm over the last axis whose only output is `y`, f32 in and out (or f16, as
+/// `precision=f16` leaves it: statistics in f32 inside the kernel), as the one-kernel
+/// `layer_norm_last` (one dispatch instead of six; the composition above stays the CPU's and
+/// the general path). `residual` is added to `x` first (SkipLayerNormalization).
 pub(crate) fn one_kernel(
     ctx: &Ctx<'_>,
     node: &Node,
@@ -105,11 +106,14 @@ pub(crate) fn one_kernel(
 ) -> Result<Option<Tensor>> {
     let x = ctx.input(node, inputs, 0)?;
     let last = axis + 1 == x.ndim();
-    if !x.place().is_gpu() || x.dtype() != DType::F32 || !last || node.outputs.len() > 1 {
+    let dt = x.dtype();
+    let float = matches!(dt, DType::F32 | DType::F16);
+    if !x.place().is_gpu() || !float || !last || node.outputs.len() > 1 {
         return Ok(None);
     }
     let wrap = |e| ctx.wrap(node, e);
-    let f32c = |t: &Tensor| t.astype(DType::F32).and_then(|t| t.contiguous()).map_err(wrap);
+    // Scale and bias in the input's dtype (the kernel reads one dtype).
+    let f32c = |t: &Tensor| t.astype(dt).and_then(|t| t.contiguous()).map_err(wrap);
     let n = x.shape()[axis];
     let scale = f32c(ctx.input(node, inputs, 1)?)?;
     let bias = inputs.get(2).map(f32c).transpose()?;

@@ -1,5 +1,6 @@
 //! Layer normalization over the last axis in one kernel (issue 23): one workgroup per row
-//! (256 threads, rows beyond 65535 on a 2-D grid), f32 throughout. Each thread strides over
+//! (256 threads, rows beyond 65535 on a 2-D grid), f32 arithmetic (f32 rows, or f16 rows of a
+//! multiple of 4 packed two halves per word: `LayerNormSpec::f16`). Each thread strides over
 //! the row (vec4 loads when the row length is a multiple of 4); the mean and then the variance
 //! of the deviations (two passes over the row, which stays in cache, for the precision of a
 //! centered variance) are tree-reduced in workgroup memory; the third pass normalizes and
@@ -24,12 +25,19 @@ pub struct LayerNormSpec {
     pub residual: bool,
     pub sum_out: bool,
     pub bias: bool,
+    /// Every operand and result is f16 (with `vec4`: 4 halves per `vec2<u32>`, unpacked to f32
+    /// on load, statistics and arithmetic in f32, packed on store — no shader-f16 needed), so a
+    /// `precision=f16` graph runs its norms without casts around them.
+    pub f16: bool,
 }
 
 impl LayerNormSpec {
     /// The WGSL text.
     pub fn render(&self) -> String {
         let ty = if self.vec4 { "vec4<f32>" } else { "f32" };
+        // Storage element type: f16 rows as two packed words per 4 halves (vec4 only).
+        let h = self.f16 && self.vec4;
+        let st = if h { "vec2<u32>" } else { ty };
         let mut w = String::new();
         let _ = writeln!(
             w,
@@ -46,7 +54,7 @@ impl LayerNormSpec {
         }
         let mut b = 0;
         for n in &names {
-            let _ = writeln!(w, "@group(0) @binding({b}) var<storage, read> {n}: array<{ty}>;");
+            let _ = writeln!(w, "@group(0) @binding({b}) var<storage, read> {n}: array<{st}>;");
             b += 1;
         }
         let mut outs = vec!["y"];
@@ -55,16 +63,24 @@ impl LayerNormSpec {
         }
         for n in &outs {
             let _ =
-                writeln!(w, "@group(0) @binding({b}) var<storage, read_write> {n}: array<{ty}>;");
+                writeln!(w, "@group(0) @binding({b}) var<storage, read_write> {n}: array<{st}>;");
             b += 1;
         }
         let _ = writeln!(w, "struct Meta {{ w: array<vec4<u32>, 2> }};");
         let _ = writeln!(w, "@group(0) @binding({b}) var<uniform> prm: Meta;");
         let _ = writeln!(w, "var<workgroup> red: array<f32, {LAYERNORM_WG}>;");
-        let load = if self.residual {
-            "x[i + prm.w[1].x] + r[i + prm.w[1].y]"
+        // `u(..)` reads a stored element as f32, `p(..)` packs a result for storing.
+        if h {
+            w.push_str("fn u(v: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)); }\n");
+            w.push_str("fn p(v: vec4<f32>) -> vec2<u32> { return vec2<u32>(pack2x16float(v.xy), pack2x16float(v.zw)); }\n");
         } else {
-            "x[i + prm.w[1].x]"
+            let _ = writeln!(w, "fn u(v: {ty}) -> {ty} {{ return v; }}");
+            let _ = writeln!(w, "fn p(v: {ty}) -> {ty} {{ return v; }}");
+        }
+        let load = if self.residual {
+            "u(x[i + prm.w[1].x]) + u(r[i + prm.w[1].y])"
+        } else {
+            "u(x[i + prm.w[1].x])"
         };
         let _ = writeln!(w, "fn load(i: u32) -> {ty} {{ return {load}; }}");
         let total = if self.vec4 { "dot(v, vec4<f32>(1.0))" } else { "v" };
@@ -102,13 +118,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
     let inv = inverseSqrt(reduce_sum(acc2, lid) / count + eps);
     for (var i = lid; i < n; i = i + {LAYERNORM_WG}u) {{
         let v = load(base + i);
-{store_sum}        y[base + i] = (v - {ty}(mean)) * inv * gamma[i + prm.w[1].z]{add_beta};
+{store_sum}        y[base + i] = p((v - {ty}(mean)) * inv * u(gamma[i + prm.w[1].z]){add_beta});
     }}
 }}
 ",
             half = LAYERNORM_WG / 2,
-            store_sum = if self.sum_out { "        s[base + i] = v;\n" } else { "" },
-            add_beta = if self.bias { " + beta[i + prm.w[1].w]" } else { "" },
+            store_sum = if self.sum_out { "        s[base + i] = p(v);\n" } else { "" },
+            add_beta = if self.bias { " + u(beta[i + prm.w[1].w])" } else { "" },
         ));
         w
     }
@@ -120,12 +136,13 @@ mod tests {
 
     #[test]
     fn every_variant_validates_and_translates_to_msl() {
-        for bits in 0..16u32 {
+        for bits in 0..32u32 {
             let spec = LayerNormSpec {
                 vec4: bits & 1 != 0,
                 residual: bits & 2 != 0,
                 sum_out: bits & 4 != 0 && bits & 2 != 0,
                 bias: bits & 8 != 0,
+                f16: bits & 16 != 0 && bits & 1 != 0,
             };
             let src = spec.render();
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));

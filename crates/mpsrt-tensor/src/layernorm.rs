@@ -41,7 +41,7 @@ pub fn layer_norm_last(
         let mut ops = vec![x, weight];
         ops.extend(residual);
         ops.extend(bias);
-        if gpu::layernorm::fits(d, &ops) {
+        if gpu::layernorm::fits(d, &ops, n) {
             return gpu::layernorm::layer_norm_rows(
                 d, x, residual, weight, bias, eps as f32, sum_out,
             );

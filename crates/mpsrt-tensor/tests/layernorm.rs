@@ -73,3 +73,60 @@ fn bad_parameters_name_the_op() {
     let e = layer_norm_last(&x, Some(&r), &t(&[4], 2, Place::Cpu), None, 1e-5, false);
     assert!(e.unwrap_err().to_string().contains("residual"));
 }
+
+/// f16 rows (`precision=f16` graphs): the kernel's packed path (rows and offsets a multiple of
+/// 4) and the composition otherwise, against the CPU composition of the same f16 values in f32
+/// (tolerance: the f16 rounding of unit-scale outputs, 2^-11 relative, plus 1e-3).
+#[test]
+fn f16_rows_match_the_f32_composition() {
+    use mpsrt_tensor::DType;
+    let cases: &[(&[usize], bool, bool, bool, usize)] = &[
+        (&[3, 5, 768], true, true, true, 0),
+        (&[2, 3, 768], false, true, false, 0),
+        (&[5, 12], true, true, false, 1),
+        (&[3, 9], false, false, false, 0),
+    ];
+    for place in common::gpus() {
+        for &(shape, res, bias, sum_out, skip) in cases {
+            let n = *shape.last().unwrap();
+            let mut big = shape.to_vec();
+            big[0] += skip;
+            let h = |shape: &[usize], seed| t(shape, seed, Place::Cpu).astype(DType::F16).unwrap();
+            let view = |seed| h(&big, seed).slice(0, Some(skip as isize), None, 1).unwrap();
+            let (x, r) = (view(1), res.then(|| view(2)));
+            let (w, b) = (h(&[n], 3), bias.then(|| h(&[n], 4)));
+            let f32s = |t: &Tensor| t.astype(DType::F32).unwrap();
+            let (want, want_s) = layer_norm_last(
+                &f32s(&x),
+                r.as_ref().map(f32s).as_ref(),
+                &f32s(&w),
+                b.as_ref().map(f32s).as_ref(),
+                1e-5,
+                sum_out,
+            )
+            .unwrap();
+            let g = |t: &Tensor| t.to(place).unwrap();
+            let (got, got_s) = layer_norm_last(
+                &g(&x),
+                r.as_ref().map(g).as_ref(),
+                &g(&w),
+                b.as_ref().map(g).as_ref(),
+                1e-5,
+                sum_out,
+            )
+            .unwrap();
+            assert_eq!((got.dtype(), got.shape()), (DType::F16, shape));
+            let close = |a: &Tensor, b: &Tensor, what: &str| {
+                let (a, b) = (host(&f32s(a)), host(b));
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                    let tol = 1e-3 + y.abs() / 2048.0;
+                    assert!((x - y).abs() <= tol, "{shape:?} {what} [{i}]: {x} vs {y}");
+                }
+            };
+            close(&got, &want, "y");
+            if let (Some(gs), Some(ws)) = (got_s, want_s) {
+                close(&gs, &ws, "sum");
+            }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! `precision=f16` for float32 models (issue 23): rewrites a graph so its heavy ops (Conv,
-//! MatMul, Gemm, elementwise chains, pooling, data movement) read and write float16 while the
-//! numerically sensitive ones keep float32 — Softmax/LogSoftmax, every normalization, reductions
+//! MatMul, Gemm, elementwise chains, pooling, data movement, LayerNormalization's rows — its
+//! statistics stay f32 in the engine) read and write float16 while the
+//! numerically sensitive ones keep float32 — Softmax/LogSoftmax, the other normalizations, reductions
 //! (including global pooling), cumulative sums/products, Exp/Log/Pow/Softplus, attention, losses —
 //! and so does everything outside a known-safe list. Casts are inserted on the boundaries, once
 //! per value and direction. The graph's inputs and outputs keep their float32 types (the caller
@@ -142,6 +143,14 @@ fn f16_safe(op: &Op) -> bool {
     }
 }
 
+/// A LayerNormalization with only its normalized output (no mean / inverse-std outputs): its
+/// rows are stored in f16 like a GEMM's while the engine computes the statistics in f32 (the
+/// GPU kernel unpacks f16 rows to f32, the composition widens first), so the norm needs no
+/// casts around it — two passes per norm that `precision=f16` BERT paid (25 `Cast` steps).
+fn f16_norm(n: &Node) -> bool {
+    matches!(n.op, Op::LayerNormalization { .. }) && n.outputs.len() == 1
+}
+
 /// Nodes whose inputs are all constants (or outputs of such nodes): the planner runs them once.
 fn constant_nodes(g: &Graph) -> Vec<bool> {
     let mut constant = vec![false; g.values.len()];
@@ -207,7 +216,7 @@ pub fn convert_to_f16(g: &mut Graph) -> Result<F16Report> {
         .iter()
         .zip(&constant)
         .map(|(n, &c)| {
-            !c && f16_safe(&n.op)
+            !c && (f16_safe(&n.op) || f16_norm(n))
                 && n.inputs.iter().chain(&n.outputs).any(|&v| g.value(v).dtype == DType::F32)
         })
         .collect();

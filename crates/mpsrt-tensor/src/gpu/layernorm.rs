@@ -1,5 +1,5 @@
-//! GPU launch for the one-kernel layer norm (`mpsrt_kernels::layernorm`): contiguous f32
-//! rows, one workgroup per row; offsets of views passed in the metadata.
+//! GPU launch for the one-kernel layer norm (`mpsrt_kernels::layernorm`): contiguous f32 (or
+//! f16, 4-aligned) rows, one workgroup per row; offsets of views passed in the metadata.
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
@@ -12,17 +12,21 @@ use std::sync::{Arc, OnceLock};
 const OP: &str = "layer_norm";
 static LN: SpecCache<LayerNormSpec> = OnceLock::new();
 
-/// Whether the kernel takes these operands: contiguous f32 tensors on one GPU, each within
-/// one storage binding (else the caller composes the op from reductions).
-pub(crate) fn fits(index: usize, ts: &[&Tensor]) -> bool {
+/// Whether the kernel takes these operands: contiguous tensors of one dtype on one GPU — f32,
+/// or f16 with rows (`n`) and offsets a multiple of 4 (its packed vec4 path) — each within one
+/// storage binding (else the caller composes the op from reductions).
+pub(crate) fn fits(index: usize, ts: &[&Tensor], n: usize) -> bool {
     let Ok(dev) = mpsrt_runtime::gpu_device(index) else { return false };
     let max = dev.properties().max_storage_buffer_binding_size;
-    ts.iter().all(|t| {
-        t.dtype() == DType::F32
-            && t.is_contiguous()
-            && t.place() == mpsrt_core::Place::Gpu(index)
-            && gpu_buffer(OP, t).is_ok_and(|b| b.size() <= max)
-    })
+    let dt = ts.first().map_or(DType::F32, |t| t.dtype());
+    let f16_ok = n.is_multiple_of(4) && ts.iter().all(|t| t.layout().offset.is_multiple_of(4));
+    (dt == DType::F32 || (dt == DType::F16 && f16_ok))
+        && ts.iter().all(|t| {
+            t.dtype() == dt
+                && t.is_contiguous()
+                && t.place() == mpsrt_core::Place::Gpu(index)
+                && gpu_buffer(OP, t).is_ok_and(|b| b.size() <= max)
+        })
 }
 
 /// `y = (s - mean(s)) / sqrt(var(s) + eps) * gamma + beta` over the last `n` elements of each
@@ -47,11 +51,19 @@ pub(crate) fn layer_norm_rows(
     ];
     let vec4 = n.is_multiple_of(4) && offs.iter().flatten().all(|o| o.is_multiple_of(4));
     let unit = if vec4 { 4 } else { 1 };
-    let spec = LayerNormSpec { vec4, residual: r.is_some(), sum_out, bias: beta.is_some() };
+    let f16 = x.dtype() == DType::F16;
+    let spec = LayerNormSpec {
+        vec4,
+        residual: r.is_some(),
+        sum_out,
+        bias: beta.is_some(),
+        f16: f16 && vec4,
+    };
     let layout = Layout::contiguous(x.shape());
+    let dt = x.dtype();
     let out = |_| -> Result<Tensor> {
-        let b = Arc::new(super::alloc_out(&dev, OP, x.numel(), 4)?);
-        Ok(Tensor::from_parts(Storage::Gpu(b), layout.clone(), DType::F32))
+        let b = Arc::new(super::alloc_out(&dev, OP, x.numel(), dt.size())?);
+        Ok(Tensor::from_parts(Storage::Gpu(b), layout.clone(), dt))
     };
     let y = out(())?;
     let s = if sum_out { Some(out(())?) } else { None };
