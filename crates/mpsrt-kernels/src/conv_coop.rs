@@ -577,13 +577,16 @@ impl CoopConvSpec {
 /// Pick the cooperative conv kernel for an `n`-image conv of `shape` with `groups` groups on a
 /// device, or say why not (the caller then runs the f16 conv's fallback path). Needs a square
 /// 8×8 or 16×16 configuration with f16 A/B and **f32** accumulation, a fixed subgroup size,
-/// shader-f16 and subgroups. The tile: 64 × 64 outputs per workgroup (2 × 2 subgroups of
-/// 2 × 2 16×16 tiles; 4 × 4 8×8 tiles), the fastest of 128×128, 64×128, 128×64 and 64×64 on
-/// every batch-32 ResNet-50 shape timed on the H200 (session 13 call 2: the stem 0.34 ms vs
-/// 0.50–0.71, 3×3 64-channel 0.24 vs 0.37–0.51, 3×3 stride-2 0.26 vs 0.30–0.41, 1×1 64→256
-/// 0.18 vs 0.24–0.27); 128×128 stays the fallback where 64×64 does not fit the device's
-/// limits. The launcher sets the operand-dependent fields (`w_vec`, `x_vec`, bias, residual,
-/// activation) on the result.
+/// shader-f16 and subgroups. The block: 128 × 64 outputs of 4 × 2 subgroups with 2 × 2 16×16
+/// tiles each (4 × 4 8×8 tiles), else — where the device's workgroup memory, invocations or
+/// grid do not allow it — 64 × 64 of 2 × 2 subgroups, then 128 × 128 of 2 × 2 subgroups with
+/// 4 × 4 tiles. Measured on the H200 (session 13): per shape, 64 × 64 of 4 subgroups beat
+/// 128×128, 64×128 and 128×64 of 4 subgroups on every batch-32 ResNet-50 shape timed (call 2:
+/// the stem 0.34 ms vs 0.50–0.71, 3×3 64-channel 0.24 vs 0.37–0.51, 3×3 stride-2 0.26 vs
+/// 0.30–0.41, 1×1 64→256 0.18 vs 0.24–0.27); end to end (ResNet-50 b32 f16, call 3, fresh
+/// processes alternated), 128 × 64 of 8 subgroups ran 8.78–8.81 ms against 9.14 for 64 × 64
+/// of 4 and 17.1 for 64 × 64 with a K step of 64. The launcher sets the operand-dependent
+/// fields (`w_vec`, `x_vec`, bias, residual, activation) on the result.
 pub fn plan_coop_conv(
     dev: &CoopConvDevice<'_>,
     shape: &ConvShape,
@@ -633,7 +636,7 @@ pub fn plan_coop_conv(
         shape: *shape,
         size: s,
         subgroup: lo,
-        wm: WM,
+        wm: 4,
         wn: WN,
         tm: 32 / s,
         tn: 32 / s,
@@ -647,8 +650,9 @@ pub fn plan_coop_conv(
         clamp: false,
         emulate: false,
     };
-    let wide = CoopConvSpec { tm: 64 / s, tn: 64 / s, ..base };
-    for spec in [base, wide] {
+    let square = CoopConvSpec { wm: WM, ..base };
+    let wide = CoopConvSpec { wm: WM, tm: 64 / s, tn: 64 / s, ..base };
+    for spec in [base, square, wide] {
         let gx = cols.div_ceil(u64::from(spec.block_n()));
         let gy = u64::from(shape.oc).div_ceil(u64::from(spec.block_m()));
         let lim = u64::from(dev.max_wg_dim);

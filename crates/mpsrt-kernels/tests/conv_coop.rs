@@ -148,15 +148,21 @@ fn render_refuses_what_the_planner_never_produces() {
 }
 
 #[test]
-fn planner_picks_f32_accumulation_and_64x64_blocks() {
+fn planner_picks_f32_accumulation_and_the_block() {
     let dev = device(&NVIDIA);
     let auto = CoopConvRoute::Auto { min_blocks: 32 };
-    // ResNet-50 at batch 32, layer 1's 3×3: 64 × 64 blocks, 4 subgroups of 32.
+    // ResNet-50 at batch 32, layer 1's 3×3: 128 × 64 blocks of 8 subgroups of 32.
     let s = plan_coop_conv(&dev, &conv(64, 56, 64, 3, 1, 1), 32, 1, auto).unwrap();
-    assert_eq!((s.size, s.subgroup, s.block_m(), s.block_n(), s.threads()), (16, 32, 64, 64, 128));
+    let got = (s.size, s.subgroup, s.block_m(), s.block_n(), s.threads());
+    assert_eq!(got, (16, 32, 128, 64, 256));
     let s = plan_coop_conv(&dev, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
-    assert_eq!(s.grid(32), [1568, 4, 1]);
-    assert!(s.shared_bytes() <= 32768);
+    assert_eq!(s.grid(32), [1568, 2, 1]);
+    assert!(s.shared_bytes() <= 49152);
+    // Too few invocations per workgroup for 8 subgroups (or too little workgroup memory, as
+    // lavapipe's 32 KiB): 64 × 64 blocks of 4 subgroups.
+    let narrow = CoopConvDevice { max_invocations: 128, ..device(&NVIDIA) };
+    let s = plan_coop_conv(&narrow, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
+    assert_eq!((s.block_m(), s.block_n(), s.threads()), (64, 64, 128));
     // More column blocks than a grid dimension holds: 128-wide blocks halve them.
     let few = CoopConvDevice { max_wg_dim: 1000, ..device(&NVIDIA) };
     let s = plan_coop_conv(&few, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
@@ -168,10 +174,10 @@ fn planner_picks_f32_accumulation_and_64x64_blocks() {
     assert_eq!(plan_coop_conv(&dev, &small, 1, 1, auto), Err(CoopDecline::TooSmall));
     assert!(plan_coop_conv(&dev, &small, 1, 1, CoopConvRoute::Force).is_ok());
     assert!(plan_coop_conv(&dev, &small, 32, 1, auto).is_ok());
-    // Apple: 8×8 f16→f32, 4 × 4 tiles per subgroup: the same 64 × 64 block.
+    // Apple: 8×8 f16→f32, 4 × 4 tiles per subgroup: the same 128 × 64 block.
     let apple = [cfg(8, DType::F16, DType::F32)];
     let s = plan_coop_conv(&device(&apple), &small, 32, 1, auto).unwrap();
-    assert_eq!((s.size, s.tm, s.block_m(), s.block_n()), (8, 4, 64, 64));
+    assert_eq!((s.size, s.tm, s.block_m(), s.block_n()), (8, 4, 128, 64));
 }
 
 #[test]
