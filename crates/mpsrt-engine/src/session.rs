@@ -77,7 +77,7 @@ pub(crate) struct PlanState {
     pub(crate) concat: Option<ConcatPlan>,
     /// Gate `Mul`s folded into the convs that read them (`gate_fold.rs`), GPU places only.
     pub(crate) gates: Option<GateFold>,
-    /// Depthwise convs that also compute the pool of their output (`dw_pool.rs`), GPU only.
+    /// Depthwise convs computing their pool too (`dw_pool.rs`), GPU places only.
     pub(crate) dw_pools: Option<crate::dw_pool::DwPools>,
 }
 
@@ -117,8 +117,7 @@ pub struct Session {
     /// GPU places (`gate_fold.rs`; `MPSRT_GATE_FOLD` or [`Session::with_gate_fold`]): the
     /// gate `Mul` fold (default on) and the BN-ReLU fold (default off).
     gate_fold: (bool, bool),
-    /// Run a depthwise conv and the `GlobalAveragePool` of its output as one dispatch on GPU
-    /// places (`dw_pool.rs`; `MPSRT_DW_POOL` or [`Session::with_dw_pool`]).
+    /// Depthwise conv + its pool in one dispatch on GPUs (`dw_pool.rs`, `MPSRT_DW_POOL`).
     dw_pool: bool,
 }
 
@@ -190,16 +189,14 @@ impl Session {
         })
     }
 
-    /// Turns the depthwise conv + `GlobalAveragePool` fusion (`MPSRT_DW_POOL`) on or off for
-    /// this session (GPU places only). Plans already run keep their choice.
+    /// Turns the depthwise conv + pool fusion (`dw_pool.rs`) on or off; plans run keep theirs.
     pub fn with_dw_pool(mut self, on: bool) -> Session {
         self.dw_pool = on;
         self
     }
 
-    /// For the plan of these input shapes: depthwise convs that compute the pool of their
-    /// output in the same dispatch, and the runs so far in which such a pair ran as its two
-    /// steps after all (zeros before the plan's first run, on the CPU, or off).
+    /// For these input shapes' plan: depthwise convs computing their pool too, and runs in
+    /// which one ran as two steps after all (zeros before the first run, on the CPU, or off).
     pub fn dw_pools(&self, shapes: &[Vec<usize>]) -> Result<(usize, usize)> {
         let plan = self.compiled.plan(shapes)?;
         let states = self.states.lock().map_err(|_| poisoned())?;
