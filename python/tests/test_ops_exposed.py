@@ -34,6 +34,14 @@ NOT_OPS = {
     "matmul_kernel_name": "a diagnostic (which GEMM kernel a device would run), not an op",
     "plan_f16_gemm": "the pure kernel planner behind f16 matmul (tested in Rust), not an op",
     "plan_gemm": "the pure tile/split-K planner behind f32 matmul (tested in Rust), not an op",
+    "plan_f16_conv": "the pure route planner behind f16 convs on the matrix units (tested in Rust)",
+    "plan_coop_splitk": "the pure split-K planner behind the f16 matrix-unit GEMM (tested in Rust)",
+    "conv_coop_launches": "a diagnostic counter (how many convs took the matrix-unit route)",
+    "conv1x1_vec": "a 1x1 conv on a 1x1 map as one GEMV dispatch for the graph engine; equals "
+                   "F.conv2d on that shape",
+    "depthwise_conv_pool": "a depthwise conv and the global average pool of its output in one "
+                           "dispatch for the graph engine; equals F.conv2d(groups=C) then "
+                           "F.adaptive_avg_pool2d(1)",
     "with_destination": "runs a closure whose last elementwise launch writes into a given "
                         "tensor's memory (the Paddle plugin's output buffers), not an op",
     "sdpa_fusable": "a planner query (does the fused attention kernel take these head sizes)",
