@@ -184,24 +184,11 @@ fn conv_direct(
 // the arithmetic of the GEMM epilogues (`MatmulAct`) and the elementwise ops: depthwise convs
 // (MobileNet, EfficientNet) need no second pass over their output.
 fn direct_act(v: f32) -> f32 {
-    let p0 = bitcast<f32>(mv(23u));
-    let p1 = bitcast<f32>(mv(24u));
-    switch mv(22u) {
-        case 1u: { return select(v, 0.0, v < 0.0); }
-        case 2u: { return select(v, v * p0, v < 0.0); }
-        case 3u: { return min(max(v, p0), p1); }
-        case 4u: { return max(0.0, min(1.0, v * p0 + p1)); }
-        case 5u: { return v * max(0.0, min(1.0, v * p0 + p1)); }
-        case 6u: { return direct_sigmoid(v); }
-        case 7u: { return v * direct_sigmoid(v); }
-        default: { return v; }
-    }
+    return conv_act(v, mv(22u), bitcast<f32>(mv(23u)), bitcast<f32>(mv(24u)));
 }
 
-fn direct_sigmoid(v: f32) -> f32 {
-    let e = exp(-abs(v));
-    return select(e, 1.0, v >= 0.0) / (1.0 + e);
-}
+// `conv_act` / `direct_sigmoid` are appended from `conv_act_wgsl!` (conv_se.rs), shared with
+// the fused depthwise + pool and GEMV kernels so their outputs stay bit-identical.
 
 // Transposed conv: weight is (C, OC/groups, KH, KW); PH/PW are the transposed conv's padding.
 @compute @workgroup_size(256)

@@ -42,10 +42,13 @@ pub use winograd::{
     winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,
 };
 
+/// `conv.wgsl` with the shared conv activation (`conv_act_wgsl!`) appended.
+pub const CONV_WGSL: &str = concat!(include_str!("conv.wgsl"), conv_act_wgsl!());
+
 /// Every hand-written WGSL file of the crate, as `(name, source)`. Op families add their file
 /// here (`("matmul", include_str!("matmul.wgsl"))`) so the naga/MSL test covers it.
 pub const STATIC_SOURCES: &[(&str, &str)] = &[
-    ("conv", include_str!("conv.wgsl")),
+    ("conv", CONV_WGSL),
     ("im2col", include_str!("im2col.wgsl")),
     ("pool", include_str!("pool.wgsl")),
     ("shape", include_str!("shape.wgsl")),

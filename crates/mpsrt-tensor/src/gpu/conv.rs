@@ -22,7 +22,7 @@ use mpsrt_kernels::{splitk_reduce_kernel, MatmulAct};
 use mpsrt_runtime::{Binding, GpuBuffer, Kernel, Pipeline, Storage};
 use std::sync::{Arc, OnceLock};
 
-const SOURCE: &str = include_str!("../../../mpsrt-kernels/src/conv.wgsl");
+const SOURCE: &str = mpsrt_kernels::CONV_WGSL;
 const IM2COL: &str = include_str!("../../../mpsrt-kernels/src/im2col.wgsl");
 const TILE: u64 = 64;
 const BIG_TILE: u64 = 128;
