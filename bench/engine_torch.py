@@ -80,9 +80,17 @@ def export(out):
         print(json.dumps({"exported": path, "bytes": os.path.getsize(path)}))
 
 
-def timed(fn, iters):
-    for _ in range(5):
+def timed(fn, iters, warm_s=0.5):
+    # Warm for at least `warm_s` seconds, not just a few calls: the GPU lowers its clock while
+    # the host builds a model (345-585 MHz read on the H200 right after loading), and a handful of
+    # calls is not enough to bring it back, which made torch's f16 rows move +-40% between calls.
+    t_end = time.perf_counter() + warm_s
+    n = 0
+    while n < 5 or time.perf_counter() < t_end:
         fn()
+        n += 1
+        if n % 5 == 0:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     lat = []
     for _ in range(iters):
