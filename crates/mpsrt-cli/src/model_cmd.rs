@@ -135,6 +135,10 @@ pub struct ModelBenchArgs {
     /// Untimed warm-up iterations.
     #[arg(long, default_value_t = 2)]
     pub warmup: usize,
+    /// On a GPU, keep warming up for at least this many seconds: GPUs lower their clock while
+    /// the host loads and plans a model, and a few runs do not bring it back.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup_s: f64,
     #[arg(long, value_enum)]
     pub device: Option<Device>,
     /// `f16`: run a float32 model's heavy ops in float16 (sensitive ones stay f32).
@@ -282,9 +286,17 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         feeds.insert(info.name.clone(), random_input(info.dtype, &shape, place)?);
     }
     let plan = session.plan_for(&shapes)?;
-    for _ in 0..a.warmup {
+    let warm_until = Instant::now()
+        + std::time::Duration::from_secs_f64(if place.is_gpu() {
+            a.warmup_s.max(0.0)
+        } else {
+            0.0
+        });
+    let mut warm = 0;
+    while warm < a.warmup || Instant::now() < warm_until {
         session.run(&feeds)?;
         sync(place)?;
+        warm += 1;
     }
     let pb = if a.json { ProgressBar::hidden() } else { ProgressBar::new(a.iterations as u64) };
     if let Ok(style) = ProgressStyle::with_template("{msg:>8} [{bar:30}] {pos}/{len} {elapsed}") {
