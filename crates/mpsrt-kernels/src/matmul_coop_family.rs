@@ -90,7 +90,14 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     w.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     let _ = writeln!(w, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
     let wl = t.wl;
+    if t.gl && !wl {
+        // Eight halves in 16 bytes (array stride 16: every element 16-byte aligned).
+        w.push_str("struct H8 { l: vec4<f16>, h: vec4<f16> };\n");
+    }
+    // 16-byte global loads (`gl`): the 8-wide staged operands bound as arrays of `H8`.
+    let gl = t.gl && !wl;
     let ty = |v: bool| match (v, wl) {
+        (true, false) if gl => "H8",
         (true, false) => "vec4<f16>",
         (false, false) => "f16",
         (true, true) => "vec4<u32>",
@@ -186,6 +193,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         vsb,
         rp: t.rp,
         cl: t.cl,
+        sp: t.sp,
+        gl,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -299,6 +308,11 @@ struct Loop {
     rp: bool,
     /// Checked loads as clamped address + select (no branch).
     cl: bool,
+    /// With `db`: A's and B's next slabs prefetched around separate halves of the products.
+    sp: bool,
+    /// 8-wide staged operands read as one `vec4<u32>` (a 16-byte load) and split into the
+    /// two `vec4<f16>` registers by bitcasts.
+    gl: bool,
 }
 
 impl Loop {
@@ -373,7 +387,12 @@ impl Loop {
 
     /// The products of one staged slab at stage offsets `ab`/`bb`.
     fn products(&self) -> String {
-        let Loop { s, tm, tn, bk, as_, bs_, .. } = *self;
+        self.products_range(0, self.bk)
+    }
+
+    /// The products of the slab's K rows `k_lo..k_hi` (multiples of the tile size).
+    fn products_range(&self, k_lo: u32, k_hi: u32) -> String {
+        let Loop { s, tm, tn, as_, bs_, .. } = *self;
         // Word-typed or vector-typed slabs: indices and strides in slab elements (every
         // offset is a multiple of 8 halves).
         let unit = |v: u32| match (self.wl, v) {
@@ -383,7 +402,7 @@ impl Loop {
         };
         let ((sha, wa), (shb, wb)) = (unit(self.vsa), unit(self.vsb));
         let mut c = String::new();
-        for kk in (0..bk).step_by(s as usize) {
+        for kk in (k_lo..k_hi).step_by(s as usize) {
             for i in 0..tm {
                 let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u){sha}], {}u);", i * s, as_ / wa);
             }
@@ -440,7 +459,16 @@ impl Loop {
             }
         };
         // Vector index of element `x` (halves): 4 per `vec4<f16>`, 8 per `vec4<u32>`.
-        let vsh = if wl { 3 } else { 2 };
+        let vsh = if wl || self.gl { 3 } else { 2 };
+        // One 16-byte element `w` (`H8`) into the two `vec4<f16>` registers, zero where
+        // `ok` (a checked load) is false.
+        let split = |regs: &[(String, &str)], decl: &str, ok: Option<&str>| {
+            let part = |p: &str| match ok {
+                Some(ok) => format!("select(vec4<f16>(), w.{p}, {ok})"),
+                None => format!("w.{p}"),
+            };
+            format!("{decl}{} = {}; {decl}{} = {};", regs[0].0, part("l"), regs[1].0, part("h"))
+        };
         // Coordinates of a checked vector load, clamped into the operand with `cl` (K and
         // N are multiples of 8 on the vector paths, and at least one 16-wide tile).
         let clamp = |x: &str, xl: &str, y: &str, yl: &str| {
@@ -474,7 +502,14 @@ impl Loop {
                     // Clamped address (always inside the operand), zero selected outside:
                     // no branch, so the loads of a step issue together.
                     let _ = writeln!(c, "      let ok = {};", conds.join(" && "));
-                    for (i, (r, ty)) in regs.iter().enumerate() {
+                    if self.gl {
+                        let _ = writeln!(
+                            c,
+                            "      let w = {arr}[{arr}_at];\n      {}",
+                            split(&regs, decl, Some("ok"))
+                        );
+                    }
+                    for (i, (r, ty)) in regs.iter().enumerate().filter(|_| !self.gl) {
                         let _ = writeln!(
                             c,
                             "      {decl}{r} = select({ty}(), {arr}[{arr}_at + {i}u], ok);"
@@ -489,7 +524,12 @@ impl Loop {
                 let mut body = format!("let at = {arr}_at;");
                 for (i, (r, ty)) in regs.iter().enumerate() {
                     let _ = write!(c, "      {decl}{r} = {ty}();");
-                    let _ = write!(body, " {r} = {arr}[at + {i}u];");
+                    if !self.gl {
+                        let _ = write!(body, " {r} = {arr}[at + {i}u];");
+                    }
+                }
+                if self.gl {
+                    let _ = write!(body, " let w = {arr}[at]; {}", split(&regs, "", None));
                 }
                 c.push('\n');
                 if conds.is_empty() {
@@ -586,6 +626,11 @@ impl Loop {
 
     /// Stores of the register-held vectors (vector paths) into stage `st`.
     fn store(&self, st: &str) -> String {
+        self.store_sel(st, (true, true))
+    }
+
+    /// [`store`](Self::store) of the operands `sel` picks (A, B).
+    fn store_sel(&self, st: &str, sel: (bool, bool)) -> String {
         let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, .. } = *self;
         let (q, qn) = (bk / 8, bn / 8);
         let mut c = String::new();
@@ -596,7 +641,7 @@ impl Loop {
                 c.push_str("    }\n");
             }
         };
-        if self.va {
+        if self.va && sel.0 {
             one(
                 bm * q,
                 "ra",
@@ -604,7 +649,7 @@ impl Loop {
                 format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u"),
             );
         }
-        if self.vb {
+        if self.vb && sel.1 {
             one(
                 bk * qn,
                 "rb",
@@ -707,10 +752,29 @@ impl Loop {
         c.push_str("    }\n    workgroupBarrier();\n    var st = 0u;\n");
         let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
         let _ = writeln!(c, "    let nxt = k0 + {bk}u; let ot = 1u - st;");
+        let _ = writeln!(c, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+        if self.sp {
+            // Split prefetch: A's next slab is in registers during the first half of the
+            // products and B's during the second, so half the staging registers are live
+            // next to the accumulators and fragments.
+            let half = (bk / self.s / 2) * self.s;
+            for (sel, lo, hi) in [((true, false), 0, half), ((false, true), half, bk)] {
+                c.push_str("    if (nxt < K) {\n");
+                c.push_str(&self.load_sel("nxt", "ot", checked, true, sel));
+                c.push_str("    }\n");
+                c.push_str(&self.products_range(lo, hi));
+                if (self.va && sel.0) || (self.vb && sel.1) {
+                    c.push_str("    if (nxt < K) {\n");
+                    c.push_str(&self.store_sel("ot", sel));
+                    c.push_str("    }\n");
+                }
+            }
+            c.push_str("    workgroupBarrier();\n    st = ot;\n    }\n");
+            return c;
+        }
         c.push_str("    if (nxt < K) {\n");
         c.push_str(&self.load("nxt", "ot", checked, true));
         c.push_str("    }\n");
-        let _ = writeln!(c, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
         c.push_str(&self.products());
         if vecs {
             c.push_str("    if (nxt < K) {\n");

@@ -49,6 +49,15 @@ pub struct CoopTune {
     /// (a branch per load serialized them: the unguarded interior path `fi1` ran 4096³ at
     /// 186 TFLOP/s against 90 for the same kernel with branches, H200 call 2); any shape.
     pub cl: bool,
+    /// Split prefetch (with `db`): the next slab of A is loaded into registers before the
+    /// first half of the slab's products and stored after them, B's around the second half,
+    /// so only half the staging registers are live beside the 4×4 tiles' accumulators (two
+    /// slabs with the whole prefetch, `db1` at K 32, spilled: 27 TFLOP/s at 4096³).
+    pub sp: bool,
+    /// 16-byte global loads: operands staged 8 wide are bound as `vec4<u32>` (one 16-byte
+    /// load per 8 halves, alignment known from the type; `vec4<f16>` elements are 8 bytes, so
+    /// the driver cannot merge their pairs) and bitcast into the `vec4<f16>` registers.
+    pub gl: bool,
 }
 
 impl Default for CoopTune {
@@ -70,6 +79,8 @@ impl Default for CoopTune {
             uc: false,
             sw: 0,
             cl: false,
+            sp: false,
+            gl: false,
         }
     }
 }
@@ -99,7 +110,13 @@ impl CoopTune {
         if self.sw != 0 {
             n.push_str(&format!("_sw{}", self.sw));
         }
-        for (on, tok) in [(self.rp, "_rp1"), (self.cl, "_cl1"), (self.uc, "_uc1")] {
+        for (on, tok) in [
+            (self.rp, "_rp1"),
+            (self.cl, "_cl1"),
+            (self.uc, "_uc1"),
+            (self.sp, "_sp1"),
+            (self.gl, "_gl1"),
+        ] {
             if on {
                 n.push_str(tok);
             }
@@ -111,7 +128,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -135,6 +152,10 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("gl") {
+                t.gl = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("sp") {
+                t.sp = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("cl") {
                 t.cl = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("rp") {
@@ -222,6 +243,31 @@ impl CoopTune {
         .collect()
     }
 
+    /// The pipelined candidates `COOP_VARIANTS=pipelined` times (issue 23, 8th session): the
+    /// default with 16-byte global loads (`gl1`), two
+    /// slabs with one barrier per step (`db1`) on the unguarded whole-block loop, with fewer
+    /// staging registers per thread — split prefetch (`sp1`), K 16, or 8 subgroups sharing
+    /// the block (4×2 / 2×4 tiles each: half the accumulators) — and 8-subgroup 128×256 /
+    /// 256×128 blocks (a quarter less L2 traffic per flop than 128×128).
+    pub fn pipelined() -> Vec<CoopTune> {
+        [
+            "fi1_cl1_vs4_uc1_gl1",
+            "sp1_db1_fi1_cl1_vs4_uc1",
+            "k16_db1_fi1_cl1_vs4_uc1",
+            "w2x4_t4x2_k32_db1_fi1_cl1_vs4_uc1",
+            "w2x4_t4x4_k16_db1_fi1_cl1_vs4_uc1",
+            "w4x2_t4x4_k16_db1_fi1_cl1_vs4_uc1",
+            "w4x2_t2x4_k32_db1_fi1_cl1_vs4_uc1",
+            "w2x4_t4x2_k32_db1_sp1_fi1_cl1_vs4_uc1",
+            "w2x4_t4x2_k32_fi1_cl1_vs4_uc1",
+            "w2x4_t4x4_k16_db1_fi1_cl1_vs4_uc1_sw8",
+            "sp1_db1_fi1_cl1_vs4_uc1_gl1",
+        ]
+        .iter()
+        .map(|t| CoopTune::parse(t).expect("pipelined tune"))
+        .collect()
+    }
+
     /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
     /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
     /// (H100, session11 call A, driver 580). `fi1`/`dg1` measured
@@ -278,6 +324,15 @@ impl CoopTune {
                 "{}: clamped loads (cl) replace pi's guards and are not rendered for wl",
                 self.name()
             ));
+        }
+        if self.sp && (!self.db || bk < 2 * size) {
+            return Err(format!(
+                "{}: split prefetch (sp) needs two slabs (db1) and at least two tile steps of K",
+                self.name()
+            ));
+        }
+        if self.gl && self.wl {
+            return Err(format!("{}: 16-byte loads (gl) are wl's already", self.name()));
         }
         if self.rp && self.db {
             return Err(format!(

@@ -485,3 +485,54 @@ fn epilogue_kernels_validate_translate_and_bind_in_order() {
         assert!(CoopMatmulSpec { epi: CoopEpilogue::default(), ..spec }.render().is_ok());
     }
 }
+
+/// The pipelined candidates (`CoopTune::pipelined`, issue 23): every operand path and both
+/// aligned forms render, validate and translate; two slabs mean one barrier per K step in the
+/// interior loop; split prefetch (`sp1`) stores A's registers before loading B's; each fits
+/// 48 KiB of workgroup memory with the f32 store, so none falls back to generation 1.
+#[test]
+fn pipelined_candidates_validate_translate_and_fit() {
+    let nv = [cfg(16, DType::F16, DType::F32)];
+    let base = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    let tunes = CoopTune::pipelined();
+    assert!(tunes.len() >= 8, "{}", tunes.len());
+    let paths = [(true, true), (false, false), (true, false), (false, true)];
+    for (i, tune) in tunes.into_iter().enumerate() {
+        let spec = base.with_variant_opts(CoopVariant::Family(tune), 49152, false);
+        assert_eq!(spec.variant, 3, "{} falls back: {} bytes", tune.name(), spec.shared_bytes());
+        for (p, (vec_a, vec_b)) in paths.into_iter().enumerate() {
+            let aligned = p == 0 || i % 2 == 0;
+            let spec = CoopMatmulSpec { vec_a, vec_b, batch_dims: (i + p) % 3, aligned, ..spec };
+            let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+            wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+            if tune.db && aligned {
+                // Prologue barrier + one per step (+ none in the direct f32 store of whole
+                // blocks with alpha 1, two per tile in the scratch fallback after it).
+                let body = src.split("for (var k0").nth(1).unwrap();
+                let lp = body.split("st = ot;").next().unwrap();
+                assert_eq!(lp.matches("workgroupBarrier()").count(), 1, "{}", tune.name());
+            }
+            if tune.gl {
+                // 16-byte loads: the 8-wide staged operands are `vec4<u32>` arrays.
+                let a16 = src.contains("var<storage, read> a: array<H8>");
+                assert_eq!(a16, vec_a, "{spec:?}");
+                assert_eq!(src.contains("= w.h;") || src.contains("w.h, ok)"), vec_a || vec_b);
+            }
+            if tune.sp && vec_a && vec_b {
+                let lp = src.split("for (var k0").nth(1).unwrap();
+                let (store_a, load_b) = (lp.find("As[at]").unwrap(), lp.find("let b_at").unwrap());
+                assert!(store_a < load_b, "{}: A stored before B is loaded", tune.name());
+            }
+        }
+        assert_eq!(CoopVariant::parse(&tune.name()), Ok(CoopVariant::Family(tune)));
+    }
+    let t = CoopTune::parse("sp1_db1").unwrap();
+    assert!(t.sp && t.db && t.name().ends_with("_sp1"), "{}", t.name());
+    for bad in ["sp1", "sp1_db1_k16"] {
+        assert!(CoopTune::parse(bad).map(|t| t.check(16)).is_ok_and(|r| r.is_err()), "{bad}");
+    }
+    assert!(CoopTune::parse("sp2").is_err());
+    assert!(CoopTune::parse("gl1_wl1").unwrap().check(16).is_err());
+    assert!(CoopTune::parse("gl1").unwrap().name().ends_with("_gl1"));
+}

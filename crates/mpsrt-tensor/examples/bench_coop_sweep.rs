@@ -19,11 +19,19 @@
 //! `wl1`: `CoopTune::unverified`) run as generation 1 unless `MPSRT_COOP_EXPERIMENTAL=1`;
 //! `COOP_VARIANTS=experimental` times `CoopTune::experimental()` with it set, and
 //! `COOP_VARIANTS=structures` times `CoopTune::structures()` (with it set, between runs of
-//! the default). A variant suffixed `@f32out` (`default@f32out`) runs with
+//! the default); `COOP_VARIANTS=pipelined` times `CoopTune::pipelined()` (`@f32out`, the
+//! default after every fourth). A variant suffixed `@f32out` (`default@f32out`) runs with
 //! `MPSRT_COOP_F16_OUT=0`: the kernel writes f32 and the timed calls include the separate
 //! f32 → f16 cast of the product (what every f16 matmul did before generation 3 wrote f16);
 //! `@f16out` sets it to 1, `@splitk` sets `MPSRT_COOP_SPLITK=1` (suffixes combine:
 //! `default@splitk@f16out`).
+//!
+//! `COOP_STATS="default sp1_db1_fi1_vs4_uc1 ..."` prints the NVIDIA compiler's statistics
+//! (registers per thread, ...) of each variant's 4096³ kernel instead (`support/coop_stats.rs`;
+//! `COOP_STATS_DIR` receives the driver's internal representations, if any).
+
+#[path = "support/coop_stats.rs"]
+mod coop_stats;
 
 use mpsrt_kernels::CoopTune;
 use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
@@ -34,6 +42,16 @@ use std::time::{Duration, Instant};
 const SHAPES: [[usize; 3]; 3] = [[4096, 4096, 4096], [2048, 3072, 768], [1024, 1024, 1024]];
 
 fn main() {
+    if let Ok(list) = std::env::var("COOP_STATS") {
+        // The driver's compile statistics (registers per thread) of each variant's 4096³
+        // kernel instead of timings (`support/coop_stats.rs`).
+        let v: Vec<String> = list.split_whitespace().map(String::from).collect();
+        let dir = std::env::var("COOP_STATS_DIR").ok();
+        if let Err(e) = coop_stats::run(&v, dir.as_deref()) {
+            println!("# coop stats failed: {e}");
+        }
+        return;
+    }
     if let Ok(variant) = std::env::var("MPSRT_COOP_SWEEP_CHILD") {
         // The row's label: the variant text the parent was given.
         match child(&variant) {
@@ -60,6 +78,19 @@ fn main() {
                 .into_iter()
                 .chain(["3".to_string()])
                 .collect()
+        }
+        // The pipelined candidates with the f32 store (`@f32out`: the scratch of an f16
+        // store would not fit their two slabs), the default after every fourth.
+        Ok(v) if v == "pipelined" => {
+            let mut names = vec!["default".to_string()];
+            for (i, t) in CoopTune::pipelined().iter().enumerate() {
+                names.push(format!("{}@f32out", t.name()));
+                if i % 4 == 3 {
+                    names.push("default".into());
+                }
+            }
+            names.push("default".into());
+            names
         }
         Ok(v) => v.split([' ', ';', '\n']).filter(|s| !s.is_empty()).map(String::from).collect(),
         Err(_) => ["tiled", "1", "2"]
@@ -98,7 +129,9 @@ fn main() {
             v = base;
         }
         let v = &v.to_string();
-        if std::env::var("COOP_VARIANTS").is_ok_and(|v| v == "experimental" || v == "structures") {
+        if std::env::var("COOP_VARIANTS")
+            .is_ok_and(|v| v == "experimental" || v == "structures" || v == "pipelined")
+        {
             cmd.env("MPSRT_COOP_EXPERIMENTAL", "1");
         }
         if v == "tiled" {
