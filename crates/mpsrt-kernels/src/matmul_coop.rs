@@ -194,8 +194,13 @@ impl CoopMatmulSpec {
         let tune_ok = want.variant != 3
             || (want.tune.check(want.size).is_ok()
                 && (experimental || want.tune.unverified().is_none()));
+        let f32_store = CoopMatmulSpec { out_f16: false, ..want };
         if tune_ok && want.shared_bytes() <= shared_limit {
             CoopMatmulSpec { out_f16: want.out_f16 && want.variant == 3, ..want }
+        } else if tune_ok && want.variant == 3 && f32_store.shared_bytes() <= shared_limit {
+            // The f16 store's row-of-tiles scratch does not fit beside this tune's slabs (two
+            // slabs of 8 subgroups): the f32 store, which the launcher casts.
+            f32_store
         } else {
             // Generation 1 writes f32 and has no epilogue (`render` refuses one).
             CoopMatmulSpec { variant: 1, out_f16: false, ..self }
