@@ -66,7 +66,9 @@ impl DwPools {
         for (s, step) in plan.steps.iter().enumerate() {
             let (anchor, act) = match step {
                 Step::Node(j) => (*j, None),
-                Step::Epilogue { anchor, add: None, activation } => (*anchor, *activation),
+                Step::Epilogue { anchor, bias: None, add: None, activation } => {
+                    (*anchor, *activation)
+                }
                 _ => continue,
             };
             if taken(s) {

@@ -204,7 +204,9 @@ impl GateFold {
         let conv_of = |step: &Step| -> Option<(usize, Option<usize>)> {
             let (anchor, act) = match step {
                 Step::Node(j) => (*j, None),
-                Step::Epilogue { anchor, add: None, activation } => (*anchor, *activation),
+                Step::Epilogue { anchor, bias: None, add: None, activation } => {
+                    (*anchor, *activation)
+                }
                 _ => return None,
             };
             let node = &g.nodes[anchor];

@@ -85,16 +85,27 @@ pub(crate) fn epilogue_activation(node: &Node) -> Option<t::Activation> {
         Op::Unary(UnaryOp::HardSwish) => Some(t::Activation::HardSwish),
         Op::Unary(UnaryOp::Sigmoid) => Some(t::Activation::Sigmoid),
         Op::Swish { alpha: 1.0 } => Some(t::Activation::Silu),
+        Op::Gelu { approximate_tanh: false } => Some(t::Activation::Gelu),
+        Op::Gelu { approximate_tanh: true } => Some(t::Activation::GeluTanh),
         _ => None,
     }
 }
 
-/// A Conv or Gemm `node` with a residual added (Conv only) and the activation node `act`
-/// applied in its epilogue (`Step::Epilogue`): one kernel on the GPU instead of two or three.
+/// The extra operands of a `Step::Epilogue`: a MatMul's constant bias, a Conv's or MatMul's
+/// residual.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct EpilogueArgs<'a> {
+    pub bias: Option<&'a Tensor>,
+    pub residual: Option<&'a Tensor>,
+}
+
+/// A Conv, Gemm or MatMul `node` with a bias (MatMul only) and a residual (Conv, MatMul)
+/// added and the activation node `act` applied in its epilogue (`Step::Epilogue`): one kernel
+/// on the GPU instead of two or three.
 pub(crate) fn run_epilogue(
     ctx: &Ctx<'_>,
     node: &Node,
-    residual: Option<&Tensor>,
+    extra: EpilogueArgs<'_>,
     act: Option<&Node>,
     inputs: &[Tensor],
 ) -> Result<Tensor> {
@@ -104,10 +115,18 @@ pub(crate) fn run_epilogue(
         })?),
         None => None,
     };
+    let EpilogueArgs { bias, residual } = extra;
     match node.op {
-        Op::Conv(_) => conv_act(ctx, node, inputs, residual, a),
-        Op::Gemm { .. } if residual.is_none() => gemm_act(ctx, node, inputs, a),
-        _ => Err(ctx.err(node, "internal: epilogues anchor on Conv (or Gemm without a residual)")),
+        Op::Conv(_) if bias.is_none() => conv_act(ctx, node, inputs, residual, a),
+        Op::Gemm { .. } if residual.is_none() && bias.is_none() => gemm_act(ctx, node, inputs, a),
+        Op::MatMul => {
+            let x = ctx.input(node, inputs, 0)?;
+            let w = ctx.input(node, inputs, 1)?;
+            t::matmul_fused(x, w, bias, residual, a).map_err(|e| ctx.wrap(node, e))
+        }
+        _ => Err(
+            ctx.err(node, "internal: epilogues anchor on Conv, Gemm without a residual, or MatMul")
+        ),
     }
 }
 

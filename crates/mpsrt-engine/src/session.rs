@@ -494,19 +494,21 @@ impl Session {
                 let r = run_fused(ctx, group, &args)?;
                 Ok(vec![(group.output, r)])
             }
-            Step::Epilogue { anchor, add, activation } => {
+            Step::Epilogue { anchor, bias, add, activation } => {
                 let node = ctx.node(*anchor)?;
                 let act = activation.map(|a| ctx.node(a)).transpose()?;
                 let n_in = node.inputs.len();
                 let args = self.node_args(ctx, node, &ins[..n_in], get)?;
-                let residual = match add {
-                    Some((_, v)) => {
-                        let t = get(*v)?;
-                        Some(to_device(&ctx.label(node), &t, ctx.dtype(*v), self.place)?)
-                    }
-                    None => None,
+                let mut operand = |v: Option<ValueId>| -> Result<Option<Tensor>> {
+                    let Some(v) = v else { return Ok(None) };
+                    let t = get(v)?;
+                    Ok(Some(to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?))
                 };
-                let y = crate::nn::run_epilogue(ctx, node, residual.as_ref(), act, &args)?;
+                let bias = operand(bias.map(|b| b.1))?;
+                let residual = operand(add.map(|a| a.1))?;
+                let extra =
+                    crate::nn::EpilogueArgs { bias: bias.as_ref(), residual: residual.as_ref() };
+                let y = crate::nn::run_epilogue(ctx, node, extra, act, &args)?;
                 Ok(outs.into_iter().zip([y]).collect())
             }
             Step::Node(i) => {
@@ -673,9 +675,12 @@ impl Session {
                         let node = ctx.node(*i)?;
                         (node.op.name().to_string(), node.name.clone())
                     }
-                    Step::Epilogue { anchor, add, activation } => {
+                    Step::Epilogue { anchor, bias, add, activation } => {
                         let node = ctx.node(*anchor)?;
                         let mut op = node.op.name().to_string();
+                        if bias.is_some() {
+                            op.push_str("+Bias");
+                        }
                         if add.is_some() {
                             op.push_str("+Add");
                         }

@@ -41,10 +41,16 @@ pub enum Step {
     Node(usize),
     /// Run a generated kernel computing the whole group.
     Fused(FusedElementwise),
-    /// Run the Conv/Gemm node `anchor` with, in its kernel's epilogue, the `Add` node `add.0`
-    /// of the residual value `add.1` (Conv only) and then the activation node `activation`;
-    /// the intermediate values are never stored.
-    Epilogue { anchor: usize, add: Option<(usize, ValueId)>, activation: Option<usize> },
+    /// Run the Conv/Gemm/MatMul node `anchor` with, in its kernel's epilogue, the `Add` node
+    /// `bias.0` of the constant bias `bias.1` (MatMul only: N values along the last axis),
+    /// the `Add` node `add.0` of the residual value `add.1` (Conv, MatMul) and then the
+    /// activation node `activation`; the intermediate values are never stored.
+    Epilogue {
+        anchor: usize,
+        bias: Option<(usize, ValueId)>,
+        add: Option<(usize, ValueId)>,
+        activation: Option<usize>,
+    },
 }
 
 /// Byte accounting of a plan.
@@ -138,10 +144,11 @@ impl Plan {
                 (self.graph.nodes[*i].inputs.clone(), self.graph.nodes[*i].outputs.clone())
             }
             Step::Fused(f) => (f.inputs.clone(), vec![f.output]),
-            Step::Epilogue { anchor, add, activation } => {
+            Step::Epilogue { anchor, bias, add, activation } => {
                 let mut ins = self.graph.nodes[*anchor].inputs.clone();
+                ins.extend(bias.map(|b| b.1));
                 ins.extend(add.map(|a| a.1));
-                let last = activation.or(add.map(|a| a.0)).unwrap_or(*anchor);
+                let last = activation.or(add.map(|a| a.0)).or(bias.map(|b| b.0)).unwrap_or(*anchor);
                 (ins, self.graph.nodes[last].outputs.clone())
             }
         }
@@ -225,13 +232,10 @@ pub fn compile(mut graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let epi = if opts.fuse_epilogues {
         choose_epilogues(&graph, &hoisted)
     } else {
-        EpilogueChoice {
-            act_of: vec![None; graph.nodes.len()],
-            add_of: vec![None; graph.nodes.len()],
-            absorbed: vec![false; graph.nodes.len()],
-        }
+        EpilogueChoice::none(graph.nodes.len())
     };
-    let anchored = |i: usize| epi.act_of[i].is_some() || epi.add_of[i].is_some();
+    let anchored =
+        |i: usize| epi.act_of[i].is_some() || epi.add_of[i].is_some() || epi.bias_of[i].is_some();
     let mut exclude = hoisted_nodes.clone();
     exclude.extend((0..graph.nodes.len()).filter(|&i| epi.absorbed[i] || anchored(i)));
     let groups =
@@ -253,7 +257,12 @@ pub fn compile(mut graph: Graph, opts: PlanOptions) -> Result<Plan> {
             continue;
         }
         if anchored(i) {
-            steps.push(Step::Epilogue { anchor: i, add: epi.add_of[i], activation: epi.act_of[i] });
+            steps.push(Step::Epilogue {
+                anchor: i,
+                bias: epi.bias_of[i],
+                add: epi.add_of[i],
+                activation: epi.act_of[i],
+            });
             continue;
         }
         match group_last[i] {

@@ -473,7 +473,7 @@ fn conv_gemm_activations_run_in_the_epilogue_step() {
     assert_eq!(
         plan.steps,
         vec![
-            Step::Epilogue { anchor: 0, add: None, activation: Some(1) },
+            Step::Epilogue { anchor: 0, bias: None, add: None, activation: Some(1) },
             Step::Node(2),
             Step::Node(3),
             Step::Node(4),
@@ -506,7 +506,10 @@ fn conv_residual_add_and_relu_run_in_the_epilogue_step() {
         CompiledGraph::new(g, PlanOptions::default()).unwrap().plan(&[vec![1, 4, 5, 5]]).unwrap();
     assert_eq!(
         plan.steps,
-        vec![Step::Node(0), Step::Epilogue { anchor: 1, add: Some((2, a)), activation: Some(3) }]
+        vec![
+            Step::Node(0),
+            Step::Epilogue { anchor: 1, bias: None, add: Some((2, a)), activation: Some(3) }
+        ]
     );
     assert_eq!(plan.step_io(&plan.steps[1]), (vec![x, w, a], vec![y]));
     assert_eq!((plan.storage[b.0], plan.storage[s.0]), (Storage::None, Storage::None));

@@ -52,6 +52,12 @@ pub enum MatmulAct {
     Sigmoid,
     /// `x * sigmoid(x)` (SiLU / Swish with alpha 1).
     Silu,
+    /// Exact GELU, `0.5 x (1 + erf(x / √2))` (BERT's FFN; `erf` as the elementwise Erf
+    /// computes it). Linear-layer epilogues only: the direct conv kernels have no code for it
+    /// ([`MatmulAct::direct_code`]).
+    Gelu,
+    /// GELU's tanh form, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+    GeluTanh,
 }
 
 /// Overflow-free vector sigmoid (`exp` of a non-positive argument only), the elementwise
@@ -59,6 +65,35 @@ pub enum MatmulAct {
 macro_rules! sigm_fn {
     () => {
         "fn sigm(v: vec4<f32>) -> vec4<f32> { let e = exp(-abs(v)); return select(e, vec4<f32>(1.0), v >= vec4<f32>(0.0)) / (vec4<f32>(1.0) + e); }\n"
+    };
+}
+
+/// Vector `erf` with the elementwise Erf's arithmetic (`h_erf` in `elementwise.rs`): the odd
+/// series below 0.5, Abramowitz–Stegun 7.1.26 above (absolute error ≤ 1.5e-7).
+macro_rules! erf_fn {
+    () => {
+        concat!(
+            "fn erf4(x: vec4<f32>) -> vec4<f32> {\n",
+            "  let a = abs(x); let x2 = x * x;\n",
+            "  let small = 1.1283791671 * x * (1.0 + x2 * (-0.33333333 + x2 * (0.1 + x2 * (-0.023809524 + x2 * (0.0046296296 - x2 * 0.00075757576)))));\n",
+            "  let t = 1.0 / (1.0 + 0.3275911 * a);\n",
+            "  let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * exp(-a * a);\n",
+            "  return select(select(y, -y, x < vec4<f32>(0.0)), small, a < vec4<f32>(0.5));\n}\n"
+        )
+    };
+}
+
+/// Vector `tanh` with the elementwise Tanh's arithmetic (`h_tanh`): a series near 0, else
+/// `(1 - e^{-2|x|}) / (1 + e^{-2|x|})` with the sign (no overflow).
+macro_rules! tanh_fn {
+    () => {
+        concat!(
+            "fn tanh4(x: vec4<f32>) -> vec4<f32> {\n",
+            "  let a = abs(x); let x2 = x * x;\n",
+            "  let small = x * (1.0 + x2 * (-0.33333333 + x2 * (0.13333333 + x2 * (-0.053968254 + x2 * 0.021869488))));\n",
+            "  let t = exp(-2.0 * a);\n",
+            "  return select(sign(x) * (1.0 - t) / (1.0 + t), small, a < vec4<f32>(0.125));\n}\n"
+        )
     };
 }
 
@@ -88,7 +123,32 @@ impl MatmulAct {
             MatmulAct::Silu => {
                 concat!(sigm_fn!(), "fn act(v: vec4<f32>) -> vec4<f32> { return v * sigm(v); }\n")
             }
+            MatmulAct::Gelu => concat!(
+                erf_fn!(),
+                "fn act(v: vec4<f32>) -> vec4<f32> { return 0.5 * v * (vec4<f32>(1.0) + erf4(v * 0.70710678118654752)); }\n"
+            ),
+            MatmulAct::GeluTanh => concat!(
+                tanh_fn!(),
+                "fn act(v: vec4<f32>) -> vec4<f32> { return 0.5 * v * (vec4<f32>(1.0) + tanh4(0.7978845608028654 * (v + 0.044715 * v * v * v))); }\n"
+            ),
         }
+    }
+
+    /// The activation's code in the direct conv kernels' metadata (`conv.wgsl` `direct_act`,
+    /// the depthwise+pool and 1×1-GEMV kernels): `None` for the GELUs, which only the GEMM
+    /// epilogues (rendered from [`wgsl`](Self::wgsl)) apply — those paths apply them after.
+    pub fn direct_code(self) -> Option<u32> {
+        Some(match self {
+            MatmulAct::None => 0,
+            MatmulAct::Relu => 1,
+            MatmulAct::LeakyRelu => 2,
+            MatmulAct::Clip => 3,
+            MatmulAct::HardSigmoid => 4,
+            MatmulAct::HardSwish => 5,
+            MatmulAct::Sigmoid => 6,
+            MatmulAct::Silu => 7,
+            MatmulAct::Gelu | MatmulAct::GeluTanh => return None,
+        })
     }
 }
 
@@ -556,6 +616,8 @@ mod tests {
                             (true, false, 2, MatmulAct::Relu, true),
                             (true, true, 1, MatmulAct::LeakyRelu, false),
                             (false, false, 0, MatmulAct::Clip, true),
+                            (true, true, 1, MatmulAct::Gelu, true),
+                            (true, false, 0, MatmulAct::GeluTanh, false),
                         ] {
                             let spec = MatmulSpec {
                                 dtype,
@@ -587,6 +649,8 @@ mod tests {
             (true, true, MatmulAct::Relu),
             (true, false, MatmulAct::Clip),
             (false, true, MatmulAct::LeakyRelu),
+            (true, true, MatmulAct::Gelu),
+            (true, false, MatmulAct::GeluTanh),
         ] {
             let src = splitk_reduce_kernel(has_bias, has_res, act);
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("split-K: {e}\n{src}"));

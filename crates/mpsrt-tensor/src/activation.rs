@@ -29,6 +29,11 @@ pub enum Activation {
     Sigmoid,
     /// `x * sigmoid(x)` (SiLU; EfficientNet's activation, exported as Sigmoid + Mul).
     Silu,
+    /// Exact GELU, `0.5 x (1 + erf(x / √2))` (BERT's FFN). GEMM epilogues only: a conv asked
+    /// for it applies it after (the direct conv kernels have no code for it).
+    Gelu,
+    /// GELU's tanh approximation.
+    GeluTanh,
 }
 
 impl Activation {
@@ -42,6 +47,8 @@ impl Activation {
             Activation::HardSwish => crate::hardswish(t),
             Activation::Sigmoid => crate::sigmoid(t),
             Activation::Silu => crate::silu(t),
+            Activation::Gelu => crate::gelu(t, false),
+            Activation::GeluTanh => crate::gelu(t, true),
         }
     }
 
@@ -55,6 +62,8 @@ impl Activation {
             Activation::HardSwish => (MatmulAct::HardSwish, 1.0 / 6.0, 0.5),
             Activation::Sigmoid => (MatmulAct::Sigmoid, 0.0, 0.0),
             Activation::Silu => (MatmulAct::Silu, 0.0, 0.0),
+            Activation::Gelu => (MatmulAct::Gelu, 0.0, 0.0),
+            Activation::GeluTanh => (MatmulAct::GeluTanh, 0.0, 0.0),
         }
     }
 }

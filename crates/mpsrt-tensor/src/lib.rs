@@ -39,7 +39,7 @@ pub use gpu::conv_gemm::{
 };
 pub use gpu::conv_se::{conv1x1_vec, depthwise_conv_pool, se_gate};
 pub use gpu::matmul::{matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, plan_gemm, GemmPlan};
-pub use matmul::{gemm, gemm_act, linear, matmul};
+pub use matmul::{gemm, gemm_act, linear, matmul, matmul_fused};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};
 pub use pool::{

@@ -292,6 +292,95 @@ pub(crate) fn matmul_epilogue(
     solve(op, &p, place)
 }
 
+/// NumPy `matmul` of operands of at least 2 dims, then `+ bias` (N values along the last
+/// axis), `+ res` (a tensor of the product's shape), then `act` — a linear layer's bias,
+/// residual and activation (BERT's `MatMul → Add → Gelu` / `MatMul → Add → Add`). On the GPU
+/// one GEMM dispatch applies them while storing (the tiled GEMM; for f16 operands the
+/// matrix-unit GEMM's epilogue), every other route computes the product and applies the same
+/// ops after, so the values equal the unfused ops' to rounding. f16 operands give an f16
+/// result (accumulated in f32); the bias and residual are read in f32.
+pub fn matmul_fused(
+    a: &Tensor,
+    b: &Tensor,
+    bias: Option<&Tensor>,
+    res: Option<&Tensor>,
+    act: Option<Activation>,
+) -> Result<Tensor> {
+    let op = "matmul_fused";
+    let mut ts = vec![a, b];
+    ts.extend(bias);
+    ts.extend(res);
+    let place = same_place(op, &ts)?;
+    let (ra, rb) = (a.ndim(), b.ndim());
+    if ra < 2 || rb < 2 || a.shape()[ra - 1] != b.shape()[rb - 2] {
+        return Err(Error::shape(
+            op,
+            format!(
+                "expected operands of at least 2 dims with matching inner dims, got {:?} and {:?}",
+                a.shape(),
+                b.shape()
+            ),
+        ));
+    }
+    let (m, k, n) = (a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1]);
+    let batch = broadcast_shapes(op, &a.shape()[..ra - 2], &b.shape()[..rb - 2])?;
+    let mut out_shape = batch.clone();
+    out_shape.extend([m, n]);
+    let (cd, out_d) = compute_dtype(op, a.dtype(), b.dtype())?;
+    let acc = if cd == DType::F64 { DType::F64 } else { DType::F32 };
+    let (a2, b2) = (a.astype(cd)?, b.astype(cd)?);
+    let c = match bias {
+        Some(t) if t.numel() == n && t.shape().iter().rev().skip(1).all(|&d| d == 1) => {
+            Some(t.reshape(&[n as isize])?.astype(acc)?)
+        }
+        Some(t) => {
+            return Err(Error::shape(
+                op,
+                format!("bias of shape {:?} is not {n} values along the last axis", t.shape()),
+            ))
+        }
+        None => None,
+    };
+    let cl = c.as_ref().map(|t| t.layout().broadcast_to(op, &[m, n])).transpose()?;
+    let res = match res {
+        Some(r) if r.shape() == out_shape.as_slice() => {
+            let r = r.astype(acc)?;
+            // The kernels index the residual like their output: dense from element 0.
+            Some(if r.is_contiguous() && r.layout().offset == 0 {
+                r
+            } else {
+                crate::elementwise::map(op, &[&r], acc, mpsrt_kernels::Expr::input(0), &[])?
+            })
+        }
+        Some(r) => {
+            return Err(Error::shape(
+                op,
+                format!("residual of shape {:?} is not the product's {out_shape:?}", r.shape()),
+            ))
+        }
+        None => None,
+    };
+    let mut sa = batch.clone();
+    sa.extend([m, k]);
+    let mut sb = batch.clone();
+    sb.extend([k, n]);
+    let p = Problem {
+        a: a2.layout().broadcast_to(op, &sa)?,
+        b: b2.layout().broadcast_to(op, &sb)?,
+        a_t: &a2,
+        b_t: &b2,
+        batch,
+        mnk: [m, n, k],
+        c: c.as_ref().zip(cl),
+        alpha: 1.0,
+        beta: 1.0,
+        res: res.as_ref(),
+        act,
+    };
+    let shape: Vec<isize> = out_shape.iter().map(|&d| d as isize).collect();
+    solve(op, &p, place)?.reshape(&shape)?.astype(out_d)
+}
+
 /// PyTorch `linear`: `x @ weight^T + bias` with `x` of shape `[..., in]`, `weight` `[out, in]`,
 /// `bias` `[out]`.
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {

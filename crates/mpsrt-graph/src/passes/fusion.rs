@@ -196,10 +196,12 @@ fn is_channel_bias(g: &Graph, y: ValueId, b: ValueId, last: bool) -> bool {
         && t.numel() == c
 }
 
-/// Which Conv/Gemm nodes run with an epilogue (`Step::Epilogue`), per node index.
+/// Which Conv/Gemm/MatMul nodes run with an epilogue (`Step::Epilogue`), per node index.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct EpilogueChoice {
-    /// The activation node a Conv/Gemm anchor applies.
+    /// The bias `Add` node a MatMul anchor applies, and the constant bias (N values).
+    pub bias_of: Vec<Option<(usize, ValueId)>>,
+    /// The activation node a Conv/Gemm/MatMul anchor applies.
     pub act_of: Vec<Option<usize>>,
     /// The `Add` node a Conv anchor applies, and the Add's other operand (the residual).
     pub add_of: Vec<Option<(usize, ValueId)>>,
@@ -213,8 +215,7 @@ pub(crate) struct EpilogueChoice {
 /// part. The intermediate values must be private (one consumer, not graph outputs).
 pub(crate) fn choose_epilogues(g: &Graph, hoisted: &[bool]) -> EpilogueChoice {
     let n = g.nodes.len();
-    let mut ch =
-        EpilogueChoice { act_of: vec![None; n], add_of: vec![None; n], absorbed: vec![false; n] };
+    let mut ch = EpilogueChoice::none(n);
     let uses = g.use_counts();
     let cons = consumers(g);
     let producers = g.producers();
@@ -243,8 +244,15 @@ pub(crate) fn choose_epilogues(g: &Graph, hoisted: &[bool]) -> EpilogueChoice {
             ch.absorbed[a] = true;
         }
     }
+    if matmul_epilogues_on() {
+        choose_matmul_epilogues(g, hoisted, &mut ch);
+    }
     for (ai, add) in g.nodes.iter().enumerate() {
-        if add.op != Op::Binary(BinaryOp::Add) || add.inputs.len() != 2 || hoisted[ai] {
+        if add.op != Op::Binary(BinaryOp::Add)
+            || add.inputs.len() != 2
+            || hoisted[ai]
+            || ch.absorbed[ai]
+        {
             continue;
         }
         for k in 0..2 {
@@ -282,4 +290,109 @@ pub(crate) fn choose_epilogues(g: &Graph, hoisted: &[bool]) -> EpilogueChoice {
         }
     }
     ch
+}
+
+impl EpilogueChoice {
+    /// No epilogues for a graph of `n` nodes.
+    pub(crate) fn none(n: usize) -> Self {
+        EpilogueChoice {
+            bias_of: vec![None; n],
+            act_of: vec![None; n],
+            add_of: vec![None; n],
+            absorbed: vec![false; n],
+        }
+    }
+}
+
+/// Whether MatMul nodes take epilogues (`MPSRT_MATMUL_EPILOGUE=0` turns it off, read at each
+/// plan: the A/B switch for the fusion below).
+fn matmul_epilogues_on() -> bool {
+    std::env::var("MPSRT_MATMUL_EPILOGUE").map_or(true, |v| v.trim() != "0")
+}
+
+/// A linear layer's tail in the MatMul's epilogue (issue 23, BERT): `MatMul(x, W)` of float
+/// operands with at least 2 dims each, then optionally `Add` of a constant bias of N values
+/// (last axis), then optionally `Add` of a same-shape, same-type tensor computed before the
+/// MatMul (the residual), then optionally an epilogue activation or `Gelu` — at least one of
+/// them. BERT's projections: QKV `MatMul → Add(bias)`, attention output and FFN down
+/// `MatMul → Add(bias) → Add(residual)`, FFN up `MatMul → Add(bias) → Gelu`. Every
+/// intermediate must be private (one consumer, not a graph output) and no node hoisted.
+fn choose_matmul_epilogues(g: &Graph, hoisted: &[bool], ch: &mut EpilogueChoice) {
+    let uses = g.use_counts();
+    let cons = consumers(g);
+    let producers = g.producers();
+    let private = |v: ValueId| uses[v.0] == 1 && !g.outputs.contains(&v);
+    // The sole consumer of private `v` when it is a plain binary Add, and its other operand.
+    let add_after = |v: ValueId| -> Option<(usize, ValueId)> {
+        let c = *cons[v.0].first()?;
+        let node = &g.nodes[c];
+        (private(v)
+            && !hoisted[c]
+            && node.op == Op::Binary(BinaryOp::Add)
+            && node.inputs.len() == 2
+            && node.outputs.len() == 1
+            && node.inputs[0] != node.inputs[1])
+            .then(|| (c, if node.inputs[0] == v { node.inputs[1] } else { node.inputs[0] }))
+    };
+    let concrete_shape = |v: ValueId| g.value(v).shape.as_deref().and_then(crate::ir::concrete);
+    for (i, node) in g.nodes.iter().enumerate() {
+        if node.op != Op::MatMul
+            || node.inputs.len() != 2
+            || node.outputs.len() != 1
+            || hoisted[i]
+            || ch.absorbed[i]
+        {
+            continue;
+        }
+        let y = node.outputs[0];
+        let ranks_ok = node.inputs.iter().all(|&v| concrete_shape(v).is_some_and(|s| s.len() >= 2));
+        let float = matches!(g.value(y).dtype, mpsrt_core::DType::F32 | mpsrt_core::DType::F16);
+        if !ranks_ok || !float || concrete_shape(y).is_none() {
+            continue;
+        }
+        let mut cur = y;
+        let mut bias = None;
+        if let Some((c, other)) = add_after(cur) {
+            let bias_dtype_ok = g.value(other).dtype == g.value(y).dtype;
+            if bias_dtype_ok && is_channel_bias(g, y, other, true) {
+                bias = Some((c, other));
+                cur = g.nodes[c].outputs[0];
+            }
+        }
+        let mut add = None;
+        if let Some((c, other)) = add_after(cur) {
+            let (vc, vo) = (g.value(cur), g.value(other));
+            let available = producers[other.0].is_none_or(|pi| pi < i);
+            if vc.dtype == vo.dtype
+                && concrete_shape(other).is_some()
+                && vc.shape == vo.shape
+                && available
+                && !g.initializers.contains_key(&other)
+            {
+                add = Some((c, other));
+                cur = g.nodes[c].outputs[0];
+            }
+        }
+        let mut act = None;
+        if let Some(&c) = cons[cur.0].first() {
+            let an = &g.nodes[c];
+            if private(cur)
+                && !hoisted[c]
+                && (an.op.is_epilogue_activation() || matches!(an.op, Op::Gelu { .. }))
+                && an.inputs.len() == 1
+                && an.outputs.len() == 1
+            {
+                act = Some(c);
+            }
+        }
+        if bias.is_none() && add.is_none() && act.is_none() {
+            continue;
+        }
+        ch.bias_of[i] = bias;
+        ch.add_of[i] = add;
+        ch.act_of[i] = act;
+        for n in [bias.map(|b| b.0), add.map(|a| a.0), act].into_iter().flatten() {
+            ch.absorbed[n] = true;
+        }
+    }
 }

@@ -109,6 +109,14 @@ impl<'a> Epi<'a> {
             }
             Some(Activation::Sigmoid) => row.iter_mut().for_each(|y| *y = sigmoid(*y)),
             Some(Activation::Silu) => row.iter_mut().for_each(|y| *y *= sigmoid(*y)),
+            // The elementwise `gelu`'s arithmetic: `(0.5 x) (1 + erf(x / √2))`.
+            Some(Activation::Gelu) => row.iter_mut().for_each(|y| {
+                *y = (0.5 * *y) * (1.0 + libm::erff(*y * std::f32::consts::FRAC_1_SQRT_2))
+            }),
+            Some(Activation::GeluTanh) => row.iter_mut().for_each(|y| {
+                let inner = 0.797_884_6 * (*y + 0.044715 * (*y * *y * *y));
+                *y = (0.5 * *y) * (1.0 + inner.tanh())
+            }),
         }
     }
 }

@@ -503,9 +503,14 @@ fn conv_f32(
         let mut words = meta_words(g, b.is_some(), offs, total, wg[0] * 256).to_vec();
         let (code, p0, p1) = match epi.1 {
             Some(a) if entry == "conv_direct" && epi.0.is_none() => {
-                folded_act = true;
                 let (kind, p0, p1) = a.kernel();
-                (direct_act_code(kind), p0, p1)
+                match kind.direct_code() {
+                    Some(code) => {
+                        folded_act = true;
+                        (code, p0, p1)
+                    }
+                    None => (0, 0.0, 0.0),
+                }
             }
             _ => (0, 0.0, 0.0),
         };
@@ -521,18 +526,4 @@ fn conv_f32(
     }
     let y = Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), DType::F32);
     epilogue_after(y, epi.0, if folded_act { None } else { epi.1 })
-}
-
-/// `conv_direct`'s activation code (meta word 22 in `conv.wgsl`): `MatmulAct`'s order.
-fn direct_act_code(kind: MatmulAct) -> u32 {
-    match kind {
-        MatmulAct::None => 0,
-        MatmulAct::Relu => 1,
-        MatmulAct::LeakyRelu => 2,
-        MatmulAct::Clip => 3,
-        MatmulAct::HardSigmoid => 4,
-        MatmulAct::HardSwish => 5,
-        MatmulAct::Sigmoid => 6,
-        MatmulAct::Silu => 7,
-    }
 }

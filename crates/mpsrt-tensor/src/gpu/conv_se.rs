@@ -93,16 +93,8 @@ pub fn se_gate(
 
 /// The activation code `DW_POOL_WGSL` (and `conv_direct`) switches on: `MatmulAct`'s order.
 fn dw_act_code(kind: MatmulAct) -> u32 {
-    match kind {
-        MatmulAct::None => 0,
-        MatmulAct::Relu => 1,
-        MatmulAct::LeakyRelu => 2,
-        MatmulAct::Clip => 3,
-        MatmulAct::HardSigmoid => 4,
-        MatmulAct::HardSwish => 5,
-        MatmulAct::Sigmoid => 6,
-        MatmulAct::Silu => 7,
-    }
+    // The callers check `direct_code().is_some()` first (the GELUs have no code here).
+    kind.direct_code().unwrap_or(0)
 }
 
 /// A depthwise conv with bias and activation, `y = act(conv(x, w, b))` for `x` `[N, C, H, W]`
@@ -129,7 +121,8 @@ pub fn depthwise_conv_pool(
     let [n, c, h, wi] = *x.shape() else { return Ok(None) };
     let [wc, 1, kh, kw] = *w.shape() else { return Ok(None) };
     let [oh, ow] = out;
-    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32)
+        && act.is_none_or(|a| a.kernel().0.direct_code().is_some());
     let dev = mpsrt_runtime::gpu_device(d)?;
     let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
     let fits = f32s
@@ -223,7 +216,8 @@ pub fn conv1x1_vec(
     let Place::Gpu(d) = x.place() else { return Ok(None) };
     let [n, c, 1, 1] = *x.shape() else { return Ok(None) };
     let [oc, wc, 1, 1] = *w.shape() else { return Ok(None) };
-    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32);
+    let f32s = [Some(x), Some(w), b].into_iter().flatten().all(|t| t.dtype() == DType::F32)
+        && act.is_none_or(|a| a.kernel().0.direct_code().is_some());
     let dev = mpsrt_runtime::gpu_device(d)?;
     let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
     let fits = f32s
