@@ -195,6 +195,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         cl: t.cl,
         sp: t.sp,
         gl,
+        fo: t.fo,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -310,9 +311,10 @@ struct Loop {
     cl: bool,
     /// With `db`: A's and B's next slabs prefetched around separate halves of the products.
     sp: bool,
-    /// 8-wide staged operands read as one `vec4<u32>` (a 16-byte load) and split into the
-    /// two `vec4<f16>` registers by bitcasts.
+    /// 8-wide staged operands read as one 16-byte `H8` element.
     gl: bool,
+    /// Fragment order: a step's B tiles first, each A tile right before its products.
+    fo: bool,
 }
 
 impl Loop {
@@ -403,13 +405,21 @@ impl Loop {
         let ((sha, wa), (shb, wb)) = (unit(self.vsa), unit(self.vsb));
         let mut c = String::new();
         for kk in (k_lo..k_hi).step_by(s as usize) {
-            for i in 0..tm {
+            let load_a = |c: &mut String, i: u32| {
                 let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u){sha}], {}u);", i * s, as_ / wa);
+            };
+            if !self.fo {
+                (0..tm).for_each(|i| load_a(&mut c, i));
             }
             for j in 0..tn {
                 let _ = writeln!(c, "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[(bb + {kk}u * {bs_}u + sn + {}u){shb}], {}u);", j * s, bs_ / wb);
             }
             for i in 0..tm {
+                if self.fo {
+                    // Each A tile loaded right before its row of products: one A fragment
+                    // live beside the B fragments instead of all `tm`.
+                    load_a(&mut c, i);
+                }
                 for j in 0..tn {
                     let _ = writeln!(
                         c,

@@ -58,6 +58,11 @@ pub struct CoopTune {
     /// load per 8 halves, alignment known from the type; `vec4<f16>` elements are 8 bytes, so
     /// the driver cannot merge their pairs) and bitcast into the `vec4<f16>` registers.
     pub gl: bool,
+    /// Fragment order: a K step's B tiles are loaded first and each A tile right before its
+    /// row of products, so one A fragment (not `tm`) is live beside the `tn` B fragments and
+    /// the accumulators (the register budget of 4×4 tiles is where two slabs or K 64 fell off
+    /// a cliff).
+    pub fo: bool,
 }
 
 impl Default for CoopTune {
@@ -81,6 +86,7 @@ impl Default for CoopTune {
             cl: false,
             sp: false,
             gl: false,
+            fo: false,
         }
     }
 }
@@ -116,6 +122,7 @@ impl CoopTune {
             (self.uc, "_uc1"),
             (self.sp, "_sp1"),
             (self.gl, "_gl1"),
+            (self.fo, "_fo1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -128,7 +135,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -152,6 +159,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("fo") {
+                t.fo = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("gl") {
                 t.gl = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("sp") {
@@ -262,6 +271,9 @@ impl CoopTune {
             "w2x4_t4x2_k32_fi1_cl1_vs4_uc1",
             "w2x4_t4x4_k16_db1_fi1_cl1_vs4_uc1_sw8",
             "sp1_db1_fi1_cl1_vs4_uc1_gl1",
+            "fi1_cl1_vs4_uc1_fo1",
+            "sp1_db1_fi1_cl1_vs4_uc1_fo1",
+            "k64_fi1_cl1_vs4_uc1_fo1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("pipelined tune"))

@@ -522,6 +522,12 @@ fn pipelined_candidates_validate_translate_and_fit() {
                 assert_eq!(a16, vec_a, "{spec:?}");
                 assert_eq!(src.contains("= w.h;") || src.contains("w.h, ok)"), vec_a || vec_b);
             }
+            if tune.fo {
+                // Fragment order: the step's last A tile is loaded after its first products.
+                let (mma, a3) =
+                    (src.find("c0_0 = coopMultiplyAdd").unwrap(), src.find("let a3_0 =").unwrap());
+                assert!(mma < a3, "{}", tune.name());
+            }
             if tune.sp && vec_a && vec_b {
                 let lp = src.split("for (var k0").nth(1).unwrap();
                 let (store_a, load_b) = (lp.find("As[at]").unwrap(), lp.find("let b_at").unwrap());
