@@ -12,8 +12,12 @@ use mpsrt_core::DType;
 use mpsrt_kernels::{CoopConfig, CoopMatmulSpec, CoopVariant};
 use std::ffi::CStr;
 
-/// The spec the launcher builds for a 4096³ product of contiguous f16 operands.
+/// The spec the launcher builds for a 4096³ product of contiguous f16 operands; suffixes
+/// `@f16out` (the f16 store through the row scratch) and `@bias` (`+ beta·C` with GELU, the
+/// epilogue a fused BERT FFN would take).
 fn spec_for(variant: &str) -> Result<CoopMatmulSpec, String> {
+    let (variant, f16out) = variant.strip_suffix("@f16out").map_or((variant, false), |v| (v, true));
+    let (variant, bias) = variant.strip_suffix("@bias").map_or((variant, false), |v| (v, true));
     let cfg = CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 };
     let base = mpsrt_kernels::plan_coop_matmul(&[cfg], (32, 32), [4096; 3], 0)
         .map_err(|e| format!("{e:?}"))?;
@@ -21,8 +25,13 @@ fn spec_for(variant: &str) -> Result<CoopMatmulSpec, String> {
         "default" => mpsrt_kernels::default_coop_variant(16, [4096; 3]),
         t => CoopVariant::parse(t)?,
     };
+    let epi = mpsrt_kernels::matmul_coop::CoopEpilogue {
+        c: bias,
+        act: if bias { mpsrt_kernels::MatmulAct::Gelu } else { mpsrt_kernels::MatmulAct::None },
+        ..Default::default()
+    };
+    let base = CoopMatmulSpec { out_f16: f16out, epi, ..base };
     let mut s = base.with_variant_opts(v, 49152, true);
-    s.out_f16 = false;
     (s.vec_a, s.vec_b) = (true, true);
     let t = s.tune;
     s.aligned = s.variant == 3
