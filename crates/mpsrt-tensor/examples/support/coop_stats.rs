@@ -139,17 +139,43 @@ pub fn run(variants: &[String], dir: Option<&str>) -> Result<(), String> {
         let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
         let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
         let mut fpe = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+        // Robustness as wgpu asks for it (`COOP_STATS_ROBUST=2`, default: robustBufferAccess
+        // and VK_EXT_robustness2 where present), core robustBufferAccess only (1), or none (0):
+        // what the driver's bounds checks cost in registers.
+        let robust: u32 =
+            std::env::var("COOP_STATS_ROBUST").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        let r2 = ash::ext::robustness2::NAME;
+        let has_r2 = robust == 2
+            && inst
+                .enumerate_device_extension_properties(pd)
+                .unwrap_or_default()
+                .iter()
+                .any(|e| e.extension_name_as_c_str() == Ok(r2));
+        let mut fr2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default();
         let mut f2 = vk::PhysicalDeviceFeatures2::default()
             .push_next(&mut f11)
             .push_next(&mut f12)
             .push_next(&mut f13)
             .push_next(&mut fcm)
             .push_next(&mut fpe);
+        if has_r2 {
+            f2 = f2.push_next(&mut fr2);
+        }
         inst.get_physical_device_features2(pd, &mut f2);
+        if robust == 0 {
+            f2.features.robust_buffer_access = vk::FALSE;
+        }
+        println!(
+            "# robustness: robustBufferAccess {} robustness2 {has_r2}",
+            f2.features.robust_buffer_access
+        );
         let prio = [1.0f32];
         let qci =
             [vk::DeviceQueueCreateInfo::default().queue_family_index(qf).queue_priorities(&prio)];
-        let ext_names: Vec<*const std::ffi::c_char> = want.iter().map(|n| n.as_ptr()).collect();
+        let mut ext_names: Vec<*const std::ffi::c_char> = want.iter().map(|n| n.as_ptr()).collect();
+        if has_r2 {
+            ext_names.push(r2.as_ptr());
+        }
         let dci = vk::DeviceCreateInfo::default()
             .queue_create_infos(&qci)
             .enabled_extension_names(&ext_names)
