@@ -65,10 +65,14 @@ pub enum ReduceMode {
     RowVec4,
     Col,
     /// Softmax ops only: the whole row lives in registers (`chunks` values — `vec4`s when
-    /// `vec4` — per thread), so it is read once and `exp` runs once per element.
+    /// `vec4` — per thread), so it is read once and `exp` runs once per element. `seg`
+    /// threads serve one row (a power of two, 32–256; below 256 only for softmax ops): a
+    /// workgroup then holds `256 / seg` short rows (dispatch `ceil(rows / (256 / seg))`
+    /// workgroups).
     RowRegs {
         vec4: bool,
         chunks: u8,
+        seg: u16,
     },
 }
 
@@ -151,7 +155,7 @@ impl ReduceSpec {
         if self.op.writes_rows() && self.red != 1 {
             return Err("softmax reduces exactly one axis".into());
         }
-        if let ReduceMode::RowRegs { vec4, chunks } = self.mode {
+        if let ReduceMode::RowRegs { vec4, chunks, seg } = self.mode {
             if self.regs_op().is_none() || self.int() || (vec4 && self.input != DType::F32) {
                 return Err(
                     "register rows are for float softmax, sum, mean and norm (vec4: f32)".into()
@@ -159,6 +163,12 @@ impl ReduceSpec {
             }
             if !(1..=crate::softmax::MAX_CHUNKS).contains(&chunks) {
                 return Err(format!("register rows hold 1..=16 chunks, got {chunks}"));
+            }
+            let seg_ok = seg.is_power_of_two() && (32..=REDUCE_WG as u16).contains(&seg);
+            if !seg_ok || (seg < REDUCE_WG as u16 && !self.op.writes_rows()) {
+                return Err(format!(
+                    "register rows take 32..=256 threads per row (a power of two; fewer than 256 for softmax only), got {seg}"
+                ));
             }
         }
         let (nk, nr) = (self.kept, self.red);
@@ -193,9 +203,9 @@ impl ReduceSpec {
         s.push_str(&offset_fns(nk, nr));
         match self.mode {
             ReduceMode::Col => s.push_str(&self.col_main()),
-            ReduceMode::RowRegs { vec4, chunks } => {
+            ReduceMode::RowRegs { vec4, chunks, seg } => {
                 let op = self.regs_op().ok_or("register rows: unsupported op")?;
-                s.push_str(&crate::softmax::regs_main(op, vec4, chunks))
+                s.push_str(&crate::softmax::regs_main(op, vec4, chunks, seg as u32))
             }
             _ => s.push_str(&self.row_main(vec4)),
         }
@@ -455,8 +465,10 @@ mod tests {
                     ReduceMode::Row,
                     ReduceMode::RowVec4,
                     ReduceMode::Col,
-                    ReduceMode::RowRegs { vec4: true, chunks: 3 },
-                    ReduceMode::RowRegs { vec4: false, chunks: 16 },
+                    ReduceMode::RowRegs { vec4: true, chunks: 3, seg: 256 },
+                    ReduceMode::RowRegs { vec4: false, chunks: 16, seg: 256 },
+                    ReduceMode::RowRegs { vec4: true, chunks: 1, seg: 32 },
+                    ReduceMode::RowRegs { vec4: false, chunks: 2, seg: 64 },
                 ] {
                     for (kept, red) in [(0, 1), (2, 1), (1, 3)] {
                         let spec = ReduceSpec { op, input, kept, red, mode };
@@ -470,16 +482,28 @@ mod tests {
         let bad =
             ReduceSpec { op: Mean, input: DType::I32, kept: 0, red: 1, mode: ReduceMode::Row };
         assert!(bad.render().is_err());
-        let bad = ReduceSpec { mode: ReduceMode::RowRegs { vec4: true, chunks: 1 }, ..bad };
+        let bad =
+            ReduceSpec { mode: ReduceMode::RowRegs { vec4: true, chunks: 1, seg: 256 }, ..bad };
         assert!(bad.render().is_err(), "no integer register rows");
         let bad = ReduceSpec { op: Max, input: DType::F32, ..bad };
         assert!(bad.render().is_err(), "no register rows for max");
         let bad = ReduceSpec {
             op: Softmax,
             input: DType::F32,
-            mode: ReduceMode::RowRegs { vec4: false, chunks: 17 },
+            mode: ReduceMode::RowRegs { vec4: false, chunks: 17, seg: 256 },
             ..bad
         };
         assert!(bad.render().is_err(), "chunk bound");
+        for seg in [16, 48, 512] {
+            let bad =
+                ReduceSpec { mode: ReduceMode::RowRegs { vec4: true, chunks: 1, seg }, ..bad };
+            assert!(bad.render().is_err(), "threads per row {seg}");
+        }
+        let sum = ReduceSpec {
+            op: Sum,
+            mode: ReduceMode::RowRegs { vec4: true, chunks: 1, seg: 32 },
+            ..bad
+        };
+        assert!(sum.render().is_err(), "sums take whole workgroups");
     }
 }

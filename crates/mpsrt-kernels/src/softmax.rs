@@ -15,6 +15,11 @@
 //! sum, whatever `max` does with NaN operands). Padding lanes past the row's end hold `-inf`,
 //! which is neutral for both reductions.
 //!
+//! Short rows (BERT's attention rows of 128 scores: 32 `vec4`s) share a workgroup: `seg`
+//! threads per row (a power of two, 32–256), `256 / seg` rows per workgroup, and the two
+//! reductions run over each row's segment of threads (`log2(seg)` steps instead of 8) — a row
+//! of 32 `vec4`s otherwise kept 224 of 256 threads idle through 16 barriers.
+//!
 //! Sums reuse the structure (every load issued first, then one f32 tree instead of the generic
 //! kernel's four-field accumulator tree); padding lanes hold 0 there.
 
@@ -39,14 +44,17 @@ pub enum RegsOp {
 }
 
 /// The kernel body after the shared helpers (`mw`, `ld`, `kept_in`/`kept_out`, `roff`, `ninf`).
-pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
+///
+/// `seg`: threads per row (a power of two dividing 256; 256 = one row per workgroup). Sums
+/// take whole workgroups only.
+pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8, seg: u32) -> String {
     if let RegsOp::Sum { mean, square } = op {
         return sum_main(mean, square, vec4, chunks);
     }
     let log = op == RegsOp::LogSoftmax;
     let c = chunks as u32;
     let zero = if vec4 { "vec4<f32>(ninf())" } else { "ninf()" };
-    let mut s = tree_fns();
+    let mut s = tree_fns(seg);
     if vec4 {
         s.push_str("fn hmax(q: vec4<f32>) -> f32 { return max(max(q.x, q.y), max(q.z, q.w)); }\n");
         s.push_str("fn term(e: vec4<f32>, x: vec4<f32>, m: f32) -> f32 {\n  let t = select(select(e, vec4<f32>(1.0), x == vec4<f32>(m)), vec4<f32>(0.0), x == vec4<f32>(ninf()));\n  return t.x + t.y + t.z + t.w;\n}\n");
@@ -54,7 +62,7 @@ pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
         s.push_str("fn hmax(q: f32) -> f32 { return q; }\n");
         s.push_str("fn term(e: f32, x: f32, m: f32) -> f32 {\n  return select(select(e, 1.0, x == m), 0.0, x == ninf());\n}\n");
     }
-    s.push_str(&main_and_loads(vec4, chunks, zero));
+    s.push_str(&main_and_loads(vec4, chunks, zero, seg));
     // Softmax rows are written back: the row's output base (and, scalar, its stride).
     if vec4 {
         s.push_str("  let ob = u32(kept_out(o)) >> 2u;\n");
@@ -81,11 +89,16 @@ pub fn regs_main(op: RegsOp, vec4: bool, chunks: u8) -> String {
     s
 }
 
-/// `wg_max` / `wg_sum`: tree reductions over one f32 per thread (256 threads); the trailing
-/// barrier lets `red` be reused.
-fn tree_fns() -> String {
+/// `wg_max` / `wg_sum`: tree reductions over one f32 per thread within each segment of `seg`
+/// threads (256: the whole workgroup); the trailing barrier lets `red` be reused.
+fn tree_fns(seg: u32) -> String {
     let wg = REDUCE_WG;
     let mut s = format!("var<workgroup> red: array<f32, {wg}>;\n");
+    let (lane, first) = if seg >= wg {
+        ("tid".to_string(), "0u".to_string())
+    } else {
+        (format!("(tid % {seg}u)"), format!("tid - tid % {seg}u"))
+    };
     for (name, f) in [("wg_max", "max"), ("wg_sum", "")] {
         let comb = if f.is_empty() {
             "red[tid] + red[tid + st]".to_string()
@@ -94,8 +107,8 @@ fn tree_fns() -> String {
         };
         let _ = writeln!(
             s,
-            "fn {name}(v: f32, tid: u32) -> f32 {{\n  red[tid] = v;\n  workgroupBarrier();\n  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if (tid < st) {{ red[tid] = {comb}; }}\n    workgroupBarrier();\n  }}\n  let r = red[0];\n  workgroupBarrier();\n  return r;\n}}",
-            wg / 2
+            "fn {name}(v: f32, tid: u32) -> f32 {{\n  red[tid] = v;\n  workgroupBarrier();\n  for (var st = {}u; st > 0u; st = st >> 1u) {{\n    if ({lane} < st) {{ red[tid] = {comb}; }}\n    workgroupBarrier();\n  }}\n  let r = red[{first}];\n  workgroupBarrier();\n  return r;\n}}",
+            seg.min(wg) / 2
         );
     }
     s
@@ -105,24 +118,40 @@ fn tree_fns() -> String {
 /// length `R`, input base, element count `n` (vec4s when `vec4`) and `chunks` loads per thread
 /// into `x0..`, all issued before any arithmetic (independent, so they are in flight together);
 /// lanes past the row hold `pad`.
-fn main_and_loads(vec4: bool, chunks: u8, pad: &str) -> String {
+///
+/// With `seg` < 256 threads per row, thread `tid` serves row `wgid·(256/seg) + tid/seg` as
+/// lane `tid % seg`; a row past the last one gets `n = 0` (no loads, no stores) instead of an
+/// early return, which would leave the reductions' barriers in non-uniform control flow.
+fn main_and_loads(vec4: bool, chunks: u8, pad: &str, seg: u32) -> String {
     let wg = REDUCE_WG;
+    let seg = seg.min(wg);
     let mut s = format!("@compute @workgroup_size({wg})\n");
     s.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
-    s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
+    let lane = if seg == wg {
+        s.push_str("  let o = wid.x + wid.y * nwg.x;\n  if (o >= mw(0u)) { return; }\n");
+        s.push_str("  let live = true;\n");
+        "tid".to_string()
+    } else {
+        let _ = writeln!(
+            s,
+            "  let o0 = (wid.x + wid.y * nwg.x) * {}u + tid / {seg}u;\n  let live = o0 < mw(0u);\n  let o = select(0u, o0, live);",
+            wg / seg
+        );
+        format!("(tid % {seg}u)")
+    };
     s.push_str("  let R = mw(1u);\n  let base = i32(mw(2u)) + kept_in(o);\n");
     if vec4 {
-        s.push_str("  let n = R >> 2u; let b4 = u32(base) >> 2u;\n");
+        s.push_str("  let n = select(0u, R >> 2u, live); let b4 = u32(base) >> 2u;\n");
     } else {
-        s.push_str("  let n = R;\n");
+        s.push_str("  let n = select(0u, R, live);\n");
     }
     for i in 0..chunks as u32 {
         let load =
             if vec4 { format!("inp[b4 + k{i}]") } else { format!("ld(u32(base + roff(k{i})))") };
         let _ = writeln!(
             s,
-            "  let k{i} = tid + {}u;\n  var x{i} = {pad};\n  if (k{i} < n) {{ x{i} = {load}; }}",
-            i * wg
+            "  let k{i} = {lane} + {}u;\n  var x{i} = {pad};\n  if (k{i} < n) {{ x{i} = {load}; }}",
+            i * seg
         );
     }
     s
@@ -130,9 +159,9 @@ fn main_and_loads(vec4: bool, chunks: u8, pad: &str) -> String {
 
 /// Row sum / mean / L2 norm with every load issued before the first add.
 fn sum_main(mean: bool, square: bool, vec4: bool, chunks: u8) -> String {
-    let mut s = tree_fns();
+    let mut s = tree_fns(REDUCE_WG);
     let zero = if vec4 { "vec4<f32>(0.0)" } else { "0.0" };
-    s.push_str(&main_and_loads(vec4, chunks, zero));
+    s.push_str(&main_and_loads(vec4, chunks, zero, REDUCE_WG));
     let term = |i: u32| if square { format!("x{i} * x{i}") } else { format!("x{i}") };
     let sum = (1..chunks as u32).fold(term(0), |a, i| format!("{a} + {}", term(i)));
     if vec4 {

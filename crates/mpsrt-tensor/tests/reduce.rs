@@ -189,6 +189,14 @@ fn softmax_matches_cpu_reference() {
         (&[2, 4097], -1, false),
         (&[2, 9000], -1, false),
         (&[70, 3], 0, false),
+        // Short rows sharing a workgroup: 32 vec4s (BERT's 128 scores; 13 rows, not a multiple
+        // of the 8 per workgroup), 25 vec4s, 33 / 64 scalars, and a strided axis.
+        (&[13, 128], -1, true),
+        (&[2, 3, 5, 128], -1, false),
+        (&[37, 100], -1, false),
+        (&[11, 33], -1, false),
+        (&[9, 64], 1, false),
+        (&[64, 9], 0, false),
     ];
     for (i, &(shape, axis, edges)) in cases.iter().enumerate() {
         for dtype in [DType::F32, DType::F16] {

@@ -261,17 +261,27 @@ fn reduce_rows(
     let sum_like = matches!(op, ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Norm2)
         && x.dtype() != DType::I32
         && n_out >= 64;
+    // Threads per register row: a short softmax row shares its workgroup with others.
+    let seg = |units: usize| -> usize {
+        if op.writes_rows() && short_rows() {
+            units.next_power_of_two().clamp(32, wg)
+        } else {
+            wg
+        }
+    };
     let mode = if (op.writes_rows() || sum_like)
         && contiguous_rows
         && aligned
         && r <= 4 * wg * softmax::MAX_VEC4_CHUNKS as usize
     {
-        ReduceMode::RowRegs { vec4: true, chunks: (r / 4).div_ceil(wg) as u8 }
+        let seg = seg(r / 4);
+        ReduceMode::RowRegs { vec4: true, chunks: (r / 4).div_ceil(seg) as u8, seg: seg as u16 }
     } else if op.writes_rows()
         && r <= wg * softmax::MAX_CHUNKS as usize
         && ((contiguous_rows && r >= 64) || n_out < 256)
     {
-        ReduceMode::RowRegs { vec4: false, chunks: r.div_ceil(wg) as u8 }
+        let seg = seg(r);
+        ReduceMode::RowRegs { vec4: false, chunks: r.div_ceil(seg) as u8, seg: seg as u16 }
     } else if contiguous_rows && aligned {
         ReduceMode::RowVec4
     } else if (contiguous_rows && r >= 64) || n_out < 256 {
@@ -328,6 +338,9 @@ fn reduce_rows(
         m[6] = ob.map_or(0, |b| b.0) as u32;
         let wg = match mode {
             ReduceMode::Col => grid((w.len as u64).div_ceil(REDUCE_WG as u64), maxd),
+            ReduceMode::RowRegs { seg, .. } => {
+                grid((w.len as u64).div_ceil(REDUCE_WG as u64 / seg as u64), maxd)
+            }
             _ => grid(w.len as u64, maxd),
         };
         dev.dispatch(
@@ -347,4 +360,11 @@ fn bind(b: &GpuBuffer, win: Option<(usize, u64)>, eb: usize) -> Binding<'_> {
         None => Binding::from(b),
         Some((e, bytes)) => Binding::window(b, (e * eb) as u64, bytes),
     }
+}
+
+/// Whether short softmax rows share workgroups (`ReduceMode::RowRegs`'s `seg` below 256;
+/// `MPSRT_SOFTMAX_SHORT_ROWS=0` gives every row its own workgroup, the A/B switch).
+fn short_rows() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_SOFTMAX_SHORT_ROWS").map_or(true, |v| v.trim() != "0"))
 }
