@@ -116,6 +116,18 @@ fn linear_layers_run_with_bias_residual_and_gelu_in_the_matmul_epilogue() {
         plan.steps
     );
     assert_eq!(plan.steps.len(), 5, "every Add and GELU is in an epilogue: {}", plan.summary());
+    // precision=f16: the weights are f16, the epilogues' biases f32 copies made at planning.
+    let plan16 = session(Place::Cpu, true, Precision::F16).plan_for(&[vec![2, 5, H]]).unwrap();
+    let mut biases = 0;
+    for s in &plan16.steps {
+        if let Step::Epilogue { anchor, bias: Some((_, b)), .. } = s {
+            let w = plan16.graph.nodes[*anchor].inputs[1];
+            assert_eq!(plan16.graph.value(w).dtype, DType::F16);
+            assert_eq!(plan16.graph.value(*b).dtype, DType::F32);
+            biases += 1;
+        }
+    }
+    assert_eq!(biases, 5, "{:?}", plan16.steps);
     for n in [2] {
         let want = run(&session(Place::Cpu, false, Precision::F32), Place::Cpu, n);
         assert!(want[1].iter().any(|v| v.abs() > 1.0), "outputs are not all tiny: {want:?}");

@@ -230,7 +230,9 @@ pub fn compile(mut graph: Graph, opts: PlanOptions) -> Result<Plan> {
     let hoisted_nodes: Vec<usize> = (0..graph.nodes.len()).filter(|&i| hoisted[i]).collect();
     // Conv/Gemm + activation pairs and Conv + residual Add (+ activation): the kernel's epilogue.
     let epi = if opts.fuse_epilogues {
-        choose_epilogues(&graph, &hoisted)
+        let mut e = choose_epilogues(&graph, &hoisted);
+        crate::passes::fusion::widen_f16_biases(&mut graph, &mut e);
+        e
     } else {
         EpilogueChoice::none(graph.nodes.len())
     };

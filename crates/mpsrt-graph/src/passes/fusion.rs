@@ -4,7 +4,7 @@
 //! candidates find conv/matmul nodes followed by a constant bias add and/or an activation that the
 //! producing kernel could apply while storing its result.
 
-use crate::ir::{Dim, Graph, ValueId};
+use crate::ir::{Dim, Graph, HostTensor, ValueId};
 use crate::op::{BinaryOp, Op};
 
 /// A group of elementwise nodes computed by one kernel.
@@ -393,6 +393,30 @@ fn choose_matmul_epilogues(g: &Graph, hoisted: &[bool], ch: &mut EpilogueChoice)
         ch.act_of[i] = act;
         for n in [bias.map(|b| b.0), add.map(|a| a.0), act].into_iter().flatten() {
             ch.absorbed[n] = true;
+        }
+    }
+}
+
+/// The GEMM epilogues read C (a MatMul's bias) in f32: an f16 bias initializer (precision=f16
+/// converts weights in place) gets an f32 copy here, once per plan, instead of a cast dispatch
+/// on every run. The absorbed bias `Add` keeps the f16 original (it never runs).
+pub(crate) fn widen_f16_biases(g: &mut Graph, ch: &mut EpilogueChoice) {
+    let mut done: Vec<(ValueId, ValueId)> = Vec::new();
+    for b in ch.bias_of.iter_mut().flatten() {
+        if let Some(&(_, w)) = done.iter().find(|(f, _)| *f == b.1) {
+            b.1 = w;
+            continue;
+        }
+        let Some(h) = g.initializers.get(&b.1) else { continue };
+        if h.dtype != mpsrt_core::DType::F16 {
+            continue;
+        }
+        let vals: Vec<f32> = h.to_f64_vec().into_iter().map(|v| v as f32).collect();
+        let t = HostTensor::from_f32(h.shape.clone(), &vals);
+        let name = format!("{}__epilogue_f32", g.value(b.1).name);
+        if let Ok(w) = g.add_initializer(name, t) {
+            done.push((b.1, w));
+            b.1 = w;
         }
     }
 }
