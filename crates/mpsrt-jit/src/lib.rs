@@ -133,6 +133,10 @@ pub struct CompileOptions {
     /// between the whole-run copy and the per-pair path is subgroup-uniform for the driver
     /// (a subgroup with one irregular lane takes the general path, which is always correct).
     pub uniform_fast: bool,
+    /// The staged dot's operand copies are emitted at the dot, all global loads before any
+    /// slab store, under one branch on the operands' joint whole-run condition
+    /// (`ttir::stage_emit`); off: each copy where its load stands, one branch per operand.
+    pub joint_stage: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -154,6 +158,7 @@ impl Default for CompileOptions {
             self_bounded: false,
             prune_dead: true,
             uniform_fast: true,
+            joint_stage: true,
             emulate_coop: false,
         }
     }
@@ -251,6 +256,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/coop_acc.rs"),
         include_str!("ttir/remat.rs"),
         include_str!("ttir/dot_stage.rs"),
+        include_str!("ttir/stage_emit.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

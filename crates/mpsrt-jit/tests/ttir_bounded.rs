@@ -77,15 +77,22 @@ fn vec4_slabs_take_whole_vectors() {
     let body = loop_body(&k);
     // 512 runs of 8 halves per operand over 256 invocations: 2 runs each, two vector loads a
     // run, stored as they are (no unpacking on the fast path).
-    assert_eq!(body.matches("] = bufv0[ixv0(gv)];").count(), 2, "{body}");
-    assert_eq!(body.matches("] = bufv0[ixv0(gv + 1u)];").count(), 2, "{body}");
-    assert_eq!(body.matches("] = bufv1[ixv1(gv)];").count(), 2, "{body}");
-    assert_eq!(body.matches("] = bufv1[ixv1(gv + 1u)];").count(), 2, "{body}");
+    for (k4, runs) in [(0, ["gq0_0", "gq0_1"]), (1, ["gq1_0", "gq1_1"])] {
+        for r in runs {
+            assert_eq!(body.matches(&format!("= bufv{k4}[ixv{k4}({r})];")).count(), 1, "{body}");
+            assert_eq!(body.matches(&format!("= bufv{k4}[ixv{k4}({r} + 1u)];")).count(), 1);
+        }
+    }
     let fast = &body[..body.find("} else {").unwrap()];
     assert!(!fast.contains("unpack2x16float") && !fast.contains("h.x"), "{fast}");
+    // Both operands' global loads come before any slab store, under one branch (`stage_emit`).
+    let first_store = fast.find("caa").unwrap();
+    assert!(fast.rfind("= bufv1[").unwrap() < first_store, "{fast}");
+    assert_eq!(fast.matches("if (").count(), 1, "{fast}");
     // The slab index of a run is a multiple of 8 halves, in vectors.
-    assert!(body.contains("let at = ((e0 / 32u) * 40u + e0 % 32u) >> 2u;"), "{body}");
-    assert!(body.contains("let at = ((e0 / 128u) * 136u + e0 % 128u) >> 2u;"), "{body}");
+    let e0 = "((lid + 256u) * 8u)";
+    assert!(body.contains(&format!("let at = (({e0} / 32u) * 40u + {e0} % 32u) >> 2u;")));
+    assert!(body.contains(&format!("let at = (({e0} / 128u) * 136u + {e0} % 128u) >> 2u;")));
     // Fragments through vector pointers, strides in vectors (40 / 4, 136 / 4).
     assert_eq!(body.matches(") >> 2u], 10u);").count(), 8, "{body}");
     assert_eq!(body.matches(") >> 2u], 34u);").count(), 4, "{body}");

@@ -67,8 +67,29 @@ fn operands_go_straight_into_padded_word_slabs() {
     assert!(k.wgsl.contains("var<storage, read> bufv0: array<vec4<u32>>;"), "{}", k.wgsl);
     assert!(k.wgsl.contains("var<storage, read> bufv1: array<vec4<u32>>;"), "{}", k.wgsl);
     assert!(k.wgsl.contains("var<storage, read> buf1: array<u32>;"), "{}", k.wgsl);
-    assert_eq!(body.matches("let v = bufv0[u32(").count(), 2, "{body}");
-    assert_eq!(body.matches("let v = bufv1[u32(").count(), 2, "{body}");
+    assert_eq!(body.matches("let sv0_0 = bufv0[u32(").count(), 1, "{body}");
+    assert_eq!(body.matches("let sv0_1 = bufv0[u32(").count(), 1, "{body}");
+    assert_eq!(body.matches("let sv1_0 = bufv1[u32(").count(), 1, "{body}");
+    assert_eq!(body.matches("let sv1_1 = bufv1[u32(").count(), 1, "{body}");
+    // Staged copies are emitted at the dot (`stage_emit`): both operands' loads under one
+    // branch, before any slab store; with `joint_stage` off, one branch per operand where its
+    // load stands (session 13).
+    let fast = &body[body.find("if (full").unwrap()..body.find("} else {").unwrap()];
+    assert!(fast.find("let sv1_1").unwrap() < fast.find("caa").unwrap(), "{fast}");
+    let opts = CompileOptions {
+        max_workgroup_size: 256,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        joint_stage: false,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    let sep = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &opts, 1024).unwrap();
+    common::validate_coop(&sep).unwrap();
+    let sep_body = loop_body(&sep);
+    assert_eq!(sep_body.matches("if (full").count(), 2, "{sep_body}");
+    // A's slab stores come before B's branch.
+    assert!(sep_body.find("caa").unwrap() < sep_body.rfind("if (full").unwrap(), "{sep_body}");
     // Pointers advance as a scalar offset.
     assert!(body.contains("off") && !body.contains("v42"), "{body}");
     // 8 subgroups as 2 x 4, each 4 x 2 tiles: per 16-deep step 4 A + 2 B fragments, 8 products.

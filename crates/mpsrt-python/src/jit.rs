@@ -173,6 +173,7 @@ fn launch_jit(
         self_bounded: false,
         prune_dead: true,
         uniform_fast: false,
+        joint_stage: true,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -395,6 +396,13 @@ fn uniform_fast_wanted() -> bool {
     std::env::var("MPSRT_TRITON_UNIFORM_FAST").map_or(true, |v| v.trim() != "0")
 }
 
+/// `MPSRT_TRITON_JOINT_STAGE=0`: each staged dot operand is copied where its load stands
+/// (session 13) instead of all at the dot, global loads first
+/// (`mpsrt_jit::CompileOptions::joint_stage`, for A/B timing).
+fn joint_stage_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_JOINT_STAGE").map_or(true, |v| v.trim() != "0")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -421,8 +429,13 @@ fn triton_compiler_version() -> String {
     let chk = if triton_checked_wanted() { "-chk" } else { "" };
     let pr = if prune_wanted() { "" } else { "-nopr" };
     let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
+    let js = if joint_stage_wanted() { "" } else { "-nojs" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
-    format!("{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{emu}-w{}", mpsrt_jit::ttir_compiler_id(), widen_to())
+    format!(
+        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{emu}-w{}",
+        mpsrt_jit::ttir_compiler_id(),
+        widen_to()
+    )
 }
 
 /// Compiles Triton TTIR (MLIR text) for the current device. `max_threads` caps the workgroup
@@ -468,6 +481,7 @@ fn triton_compile<'py>(
                 self_bounded: !triton_checked_wanted(),
                 prune_dead: prune_wanted(),
                 uniform_fast: uniform_fast_wanted(),
+                joint_stage: joint_stage_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };

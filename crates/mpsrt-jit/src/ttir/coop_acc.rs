@@ -43,6 +43,8 @@ pub(super) struct CoopAcc {
     pub loads: [Option<String>; 2],
     /// Operands A / B of the current iteration already written to their slabs by their load.
     pub staged: [bool; 2],
+    /// Staged loads of the current iteration whose copies the dot emits (`stage_emit`).
+    pub pending: Vec<super::stage_emit::Pending>,
 }
 
 impl CoopAcc {
@@ -146,6 +148,7 @@ impl TtirLowerer {
                     grid: None,
                     loads: [None, None],
                     staged: [false, false],
+                    pending: Vec::new(),
                 };
                 self.plan_staging(&mut acc, dot, &body.ops);
                 if self.em.emulate_coop && acc.grid.is_none() {

@@ -21,6 +21,9 @@
 //!   before the loop and full blocks copy without per-pair checks. Rows are padded by [`PAD`]
 //!   halves so the matrix loads of one fragment hit different banks. Any other operand is
 //!   written into the slab from registers, one half per element.
+//! * **Copies are emitted at the dot** (`stage_emit`, session 14): every staged operand's
+//!   global loads first, under one branch on their joint whole-run condition, then the slab
+//!   stores; the general per-pair copies share the `else`.
 //! * **Pointer blocks advanced by a uniform step** (`a_ptrs += BLOCK_SIZE_K * stride_ak`) are
 //!   carried as their initial template plus one scalar offset (`carried_pointers`), so the loads
 //!   above can recompute them, and no pointer array is carried across the loop.
@@ -40,6 +43,7 @@
 use super::coop_acc::CoopAcc;
 use super::lower::{TtirLowerer, V};
 use super::parse::{operands, Op};
+use super::stage_emit::{FastRuns, Pending};
 use crate::value::{Tensor, Ty};
 use mpsrt_core::DType;
 
@@ -221,8 +225,7 @@ impl TtirLowerer {
             return None;
         }
         let full = operands(&op.body).get(1).and_then(|m| self.bounds.full(m)).map(str::to_string);
-        let (wg, ld) = (self.em.wg, cols + PAD);
-        let at = |e: &str| ptpl.replace("{E}", e);
+        let wg = self.em.wg;
         let ok = |e: &str| {
             let m = mtpl.as_ref().map_or("true".to_string(), |t| t.replace("{E}", e));
             match &full {
@@ -230,104 +233,42 @@ impl TtirLowerer {
                 None => m,
             }
         };
-        let (p0, p1, m0, m1) = (at("e"), at("(e + 1u)"), ok("e"), ok("(e + 1u)"));
-        // A carried pointer (`template + off`) with the mask known all-true: the pairs' bases and
-        // their contiguity are loop invariant, computed once before the loop, and full blocks
-        // take a branch-free copy.
-        // Runs of 8 halves (one 16-byte load; the buffer is bound as vec4<u32>) where the
-        // block splits evenly into them, else pairs.
+        // A carried pointer (`template + off`) with the mask known all-true: the runs' bases
+        // and their contiguity are loop invariant, computed once before the loop, and full
+        // blocks take a branch-free copy. Runs of 8 halves (one 16-byte load) where the block
+        // splits evenly into them, else pairs.
         let run =
             if (rows * cols / 8).is_multiple_of(wg) && cols.is_multiple_of(8) { 8 } else { 2 };
         let fast = match (mtpl.is_some(), &full) {
             (true, None) => None,
             _ => self.hoist_bases(&p.expr, rows * cols, run, wg),
         };
-        if let Some((off, bases, contiguous)) = &fast {
-            let cond = match &full {
+        let fast = fast.map(|(off, bases, contiguous)| {
+            let mut cond = match &full {
                 Some(f) => format!("{f} && {contiguous}"),
-                None => contiguous.clone(),
+                None => contiguous,
             };
-            let mask = run - 1;
-            self.em.open(format!("if ({cond} && (({off} + P.off{arg}) & {mask}i) == 0i)"));
-            for (j, b) in bases.iter().enumerate() {
-                self.em.open("");
-                self.em.line(format!("let e0 = (lid + {}u) * {run}u;", j * wg));
-                let g = format!("u32({b} + {off} + P.off{arg})");
-                if run == 8 && self.slab_w == 4 {
-                    // Two vec4<f16> loads (the buffer bound as vec4<f16>), stored as they are
-                    // (no f32 round trip); the run starts a multiple of 8 halves into the
-                    // padded row (cols, ld: multiples of 8).
-                    self.args[arg].half4 = true;
-                    self.em.line(format!("let gv = {g} >> 2u;"));
-                    self.em
-                        .line(format!("let at = ((e0 / {cols}u) * {ld}u + e0 % {cols}u) >> 2u;"));
-                    let bx = |i: &str| crate::module::bixv(arg, i, self.em.self_bounded);
-                    let (i0, i1) = (bx("gv"), bx("gv + 1u"));
-                    self.em.line(format!("{slab}[at] = bufv{arg}[{i0}];"));
-                    self.em.line(format!("{slab}[at + 1u] = bufv{arg}[{i1}];"));
-                    self.em.close();
-                    continue;
-                }
-                if run == 8 {
-                    self.args[arg].quad = true;
-                    let i = crate::module::bixv(arg, &format!("{g} >> 3u"), self.em.self_bounded);
-                    self.em.line(format!("let v = bufv{arg}[{i}];"));
-                }
-                for c in 0..run / 2 {
-                    self.em.open("");
-                    self.em.line(format!("let e = e0 + {}u;", 2 * c));
-                    let word =
-                        if run == 8 { format!("v[{c}]") } else { format!("wd{arg}({g} >> 1u)") };
-                    self.em.line(format!("let h = vec2<f16>(unpack2x16float({word}));"));
-                    self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-                    self.store_pair(&slab);
-                    self.em.close();
-                }
-                self.em.close();
-            }
-            self.em.else_();
-        }
-        // Each invocation takes units of `unit` halves, `wg` units apart: the same elements as
-        // the fast path above (the branch is per invocation), pairs otherwise.
+            cond.push_str(&format!(" && (({off} + P.off{arg}) & {}i) == 0i", run - 1));
+            FastRuns { cond, off, bases, run }
+        });
+        // The general path takes units of `unit` halves, `wg` units apart: the same elements
+        // as the fast path (the branch is per invocation), pairs otherwise.
         let unit = if fast.is_some() { run } else { 2 };
-        let units = rows * cols / unit;
-        for j in 0..units.div_ceil(wg) {
-            self.em.open("");
-            self.em.line(format!("let w = lid + {}u;", j * wg));
-            let guarded = !units.is_multiple_of(wg);
-            if guarded {
-                self.em.open(format!("if (w < {units}u)"));
-            }
-            for c in 0..unit / 2 {
-                self.em.open("");
-                self.em.line(format!("let e = w * {unit}u + {}u;", 2 * c));
-                self.em.line(format!("let p0: i32 = {p0};"));
-                self.em.line(format!("let p1: i32 = {p1};"));
-                self.em.line(format!("let m0 = {m0};"));
-                self.em.line(format!("let m1 = {m1};"));
-                self.em.line(format!("let g = p0 + P.off{arg};"));
-                self.em.line("var h: vec2<f16>;");
-                // Consecutive, word-aligned and both in bounds: one word; else two half loads.
-                self.em.open("if (m0 && m1 && p1 == p0 + 1i && (g & 1i) == 0i)");
-                self.em.line(format!("h = vec2<f16>(unpack2x16float(wd{arg}(u32(g) >> 1u)));"));
-                self.em.else_();
-                self.em.line(format!("var lo: f32 = {oth};"));
-                self.em.line(format!("var hi: f32 = {oth};"));
-                self.em.line(format!("if (m0) {{ lo = ld{arg}(p0); }}"));
-                self.em.line(format!("if (m1) {{ hi = ld{arg}(p1); }}"));
-                self.em.line("h = vec2<f16>(f16(lo), f16(hi));");
-                self.em.close();
-                self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
-                self.store_pair(&slab);
-                self.em.close();
-            }
-            if guarded {
-                self.em.close();
-            }
-            self.em.close();
-        }
-        if fast.is_some() {
-            self.em.close();
+        let pending = Pending {
+            arg,
+            slab: slab.clone(),
+            cols,
+            unit,
+            units: rows * cols / unit,
+            p: [ptpl.replace("{E}", "e"), ptpl.replace("{E}", "(e + 1u)")],
+            m: [ok("e"), ok("(e + 1u)")],
+            other: oth,
+            fast,
+        };
+        if self.joint_stage {
+            self.coop_accs.get_mut(&acc_name)?.pending.push(pending);
+        } else {
+            self.emit_pending(&[pending]);
         }
         self.coop_accs.get_mut(&acc_name)?.staged[which] = true;
         Some(V::T(Tensor {
@@ -410,7 +351,7 @@ impl TtirLowerer {
     }
 
     /// Stores the pair `h` (a `vec2<f16>`) at half index `at` (even) of `slab`.
-    fn store_pair(&mut self, slab: &str) {
+    pub(super) fn store_pair(&mut self, slab: &str) {
         if self.slab_w == 4 {
             // `at` is even: the pair is the low or high half of one vector.
             self.em.line(format!("{slab}[at >> 2u][at & 3u] = h.x;"));
@@ -443,6 +384,9 @@ impl TtirLowerer {
         let s = self.em.coop?.size as usize;
         let (n, k) = (c.n, c.k);
         let fallback = [!c.staged[0], !c.staged[1]];
+        // The staged loads' copies, all global loads first (`stage_emit`).
+        let pend = std::mem::take(&mut self.coop_accs.get_mut(&acc.expr)?.pending);
+        self.emit_pending(&pend);
         if fallback[0] {
             self.pack_into_slab(a, &c.ca, k);
         }

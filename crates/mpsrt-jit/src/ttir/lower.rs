@@ -62,11 +62,11 @@ pub(crate) struct TtirLowerer {
     pub(super) remat: HashMap<String, String>,
     /// `CompileOptions::stage_dot`.
     pub(super) stage_dot: bool,
-    /// Halves per element of the staged dot's slabs: 4 (`CompileOptions::slab_vec4`, 16x16
-    /// tiles), 2 (`slab_vec2`) or 1.
+    /// Halves per element of the staged dot's slabs: 4 (`slab_vec4`, 16x16 tiles), 2 or 1.
     pub(super) slab_w: usize,
-    /// `CompileOptions::uniform_fast`.
+    /// `CompileOptions::uniform_fast` and `joint_stage`.
     pub(super) uniform_fast: bool,
+    pub(super) joint_stage: bool,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
     /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
@@ -96,6 +96,7 @@ impl TtirLowerer {
             remat: HashMap::new(),
             stage_dot: opts.stage_dot,
             uniform_fast: opts.uniform_fast,
+            joint_stage: opts.joint_stage,
             slab_w: match opts.coop {
                 Some(c) if opts.slab_vec4 && c.size == 16 => 4,
                 _ if opts.slab_vec2 => 2,

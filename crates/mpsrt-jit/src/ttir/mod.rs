@@ -19,6 +19,7 @@ mod lower;
 pub(crate) mod parse;
 mod reduce;
 mod remat;
+mod stage_emit;
 
 use crate::{ArgSpec, CompileOptions, CompiledKernel, KernelSignature};
 pub(crate) use atomic::helper as atomic_helper;
