@@ -403,6 +403,71 @@ def test_long_eager_chain_is_exact_after_a_read():
     np.testing.assert_array_equal(c.numpy(), np.full(16, 550.0, "float32"))
 
 
+def test_eager_fast_path_replays_only_its_own_key():
+    """Repeated tiny ops take the eager fast path (crates/mpsrt-paddle/src/kernels/fast.rs):
+    the first call of a (kernel, dtypes, size, offsets) key is planned by the general path and
+    its one dispatch kept; later calls replay it over their own buffers. Each result is checked
+    against NumPy, across keys that must not share a launch: other dtypes and sizes, inputs at
+    other offsets of their allocation, aliased (`x + x`), in-place and broadcast operands."""
+    fast = lambda: mp.stats()["fast"]  # noqa: E731
+    a16, b16 = np.arange(16, dtype="float32"), np.full(16, 0.25, "float32")
+    a, b = paddle.to_tensor(a16, place=MPS), paddle.to_tensor(b16, place=MPS)
+    before = fast()
+    for _ in range(4):
+        c = a + b
+    assert fast() - before >= 3
+    np.testing.assert_array_equal(c.numpy(), a16 + b16)
+    for dtype in ["int32", "float16"]:
+        x, y = rand((5, 7), dtype), rand((5, 7), dtype)
+        tx, ty = paddle.to_tensor(x, place=MPS), paddle.to_tensor(y, place=MPS)
+        for _ in range(3):
+            got = (tx * ty).numpy()
+        np.testing.assert_allclose(got.astype("float64"), (x * y).astype("float64"), rtol=2e-3)
+    big = rand((1000,))
+    tb = paddle.to_tensor(big, place=MPS)
+    for _ in range(3):  # alternating sizes: 16 and 1000 elements
+        np.testing.assert_array_equal((a - b).numpy(), a16 - b16)
+        np.testing.assert_allclose(paddle.exp(tb).numpy(), np.exp(big), rtol=1e-5)
+    np.testing.assert_array_equal((a + a).numpy(), a16 + a16)  # aliased: general path
+    np.testing.assert_array_equal((a + a).numpy(), a16 + a16)
+    row = paddle.to_tensor(np.arange(64, dtype="float32"), place=MPS)
+    for lo in [16, 16, 32, 32, 0]:  # views at element offsets 16, 32, 0 of one allocation
+        np.testing.assert_array_equal((row[lo : lo + 16] + b).numpy(), np.arange(lo, lo + 16) + 0.25)
+    acc = paddle.to_tensor(np.zeros(16, "float32"), place=MPS)
+    for _ in range(3):
+        acc.add_(b)  # in place: the output is an input's memory
+    np.testing.assert_array_equal(acc.numpy(), np.full(16, 0.75, "float32"))
+    m, v = rand((4, 3)), rand((3,))
+    tm, tv = paddle.to_tensor(m, place=MPS), paddle.to_tensor(v, place=MPS)
+    for _ in range(3):
+        np.testing.assert_allclose((tm * tv).numpy(), m * v, rtol=1e-6)  # broadcast
+
+
+def test_eager_fast_path_error_then_working_ops():
+    """A failing op (MPSRT_PADDLE_FAIL_OP, which also keeps that kernel off the fast path)
+    between fast-path ops raises in Python, and the fast path keeps replaying afterwards."""
+    r = _run(
+        """
+        import numpy as np, paddle, mpsrt.paddle as mp
+        paddle.set_device("mps")
+        x = paddle.to_tensor(np.arange(16, dtype="float32"))
+        z = paddle.to_tensor(np.arange(16, dtype="float32"))
+        for _ in range(3):
+            y = x * z
+        try:
+            paddle.exp(x).numpy()
+        except Exception as e:
+            print("RAISED", type(e).__name__)
+        for _ in range(3):
+            y = x * z
+        assert y.numpy()[3] == 9.0 and mp.stats()["fast"] >= 4, mp.stats()["fast"]
+        print("OK")
+        """,
+        MPSRT_PADDLE_FAIL_OP="exp",
+    )
+    assert r.returncode == 0 and "RAISED OSError" in r.stdout and "OK" in r.stdout, r.stdout + r.stderr
+
+
 def _run(code, **env):
     e = dict(os.environ, **ENV, **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, capture_output=True, text=True, timeout=240)

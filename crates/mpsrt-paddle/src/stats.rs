@@ -25,11 +25,17 @@ macro_rules! log {
 type Counts = HashMap<(&'static str, &'static str), u64, BuildHasherDefault<FxHasher>>;
 static KERNELS: Mutex<Option<Counts>> = Mutex::new(None);
 static COPIES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+/// Launches replayed by the eager fast path (`kernels/fast.rs`), also counted in `KERNELS`.
+static FAST: AtomicU64 = AtomicU64::new(0);
 static LAST_ERROR: Mutex<String> = Mutex::new(String::new());
 static PENDING: Mutex<Option<String>> = Mutex::new(None);
 
 pub fn count_kernel(name: &'static str, dtype: &'static str) {
     *KERNELS.lock().get_or_insert_with(Counts::default).entry((name, dtype)).or_default() += 1;
+}
+
+pub fn count_fast() {
+    FAST.fetch_add(1, Ordering::Relaxed);
 }
 
 pub fn count_copy(dir: usize) {
@@ -54,14 +60,15 @@ pub fn last_error() -> String {
     LAST_ERROR.lock().clone()
 }
 
-/// `{"kernels": {"add/float32": 3, ...}, "h2d": n, "d2h": n, "d2d": n}` as JSON.
+/// `{"kernels": {"add/float32": 3, ...}, "fast": n, "h2d": n, "d2h": n, "d2d": n}` as JSON.
 pub fn json() -> String {
     let sorted: BTreeMap<String, u64> =
         KERNELS.lock().iter().flatten().map(|((n, d), c)| (format!("{n}/{d}"), *c)).collect();
     let items: Vec<String> = sorted.iter().map(|(n, c)| format!("\"{n}\": {c}")).collect();
     format!(
-        "{{\"kernels\": {{{}}}, \"h2d\": {}, \"d2h\": {}, \"d2d\": {}, \"chunk_bytes\": {}}}",
+        "{{\"kernels\": {{{}}}, \"fast\": {}, \"h2d\": {}, \"d2h\": {}, \"d2d\": {}, \"chunk_bytes\": {}}}",
         items.join(", "),
+        FAST.load(Ordering::Relaxed),
         COPIES[0].load(Ordering::Relaxed),
         COPIES[1].load(Ordering::Relaxed),
         COPIES[2].load(Ordering::Relaxed),
@@ -74,4 +81,5 @@ pub fn reset() {
     for c in &COPIES {
         c.store(0, Ordering::Relaxed);
     }
+    FAST.store(0, Ordering::Relaxed);
 }

@@ -15,6 +15,65 @@ use std::sync::atomic::Ordering;
 /// Bytes bound per `max_ops_per_batch` dispatches below which a batch counts as small work.
 const SMALL_BATCH_BYTES: u64 = 1 << 20;
 
+/// One dispatch seen by [`capture_launches`]: what `GpuDevice::dispatch` was given, with each
+/// binding's buffer named by its address (for the caller to map back to its own tensors).
+#[derive(Clone)]
+pub struct Launch {
+    pub device: usize,
+    pub pipeline: Pipeline,
+    /// `(address of the GpuBuffer, window)` per storage binding, in order.
+    pub bindings: Vec<(usize, Option<(u64, u64)>)>,
+    pub meta: Vec<u8>,
+    pub workgroups: [u32; 3],
+}
+
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<Vec<Launch>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` and return, besides its result, the dispatches it recorded on this thread (they are
+/// recorded as usual). For a caller that launches the same work many times with other buffers
+/// of the same shapes (a framework plugin's eager ops): it can replay a captured launch with
+/// `GpuDevice::dispatch` instead of planning it again. Not nestable (an inner capture takes
+/// the dispatches).
+pub fn capture_launches<R>(f: impl FnOnce() -> R) -> (R, Vec<Launch>) {
+    struct Stop;
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            CAPTURE.with(|c| c.borrow_mut().take());
+        }
+    }
+    CAPTURE.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let stop = Stop;
+    let r = f();
+    let launches = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    drop(stop);
+    (r, launches)
+}
+
+fn capture_dispatch(
+    device: usize,
+    pipeline: &Pipeline,
+    bindings: &[Binding<'_>],
+    meta: &[u8],
+    workgroups: [u32; 3],
+) {
+    CAPTURE.with(|c| {
+        if let Some(v) = c.borrow_mut().as_mut() {
+            v.push(Launch {
+                device,
+                pipeline: pipeline.clone(),
+                bindings: bindings
+                    .iter()
+                    .map(|b| (b.buffer as *const crate::GpuBuffer as usize, b.window))
+                    .collect(),
+                meta: meta.to_vec(),
+                workgroups,
+            });
+        }
+    });
+}
+
 impl GpuDevice {
     /// Record one dispatch. Storage buffers are bound at 0..n in order; if `meta` is non-empty it
     /// is bound as a uniform at binding n.
@@ -61,6 +120,7 @@ impl GpuDevice {
             }
         }
         crate::replay::on_dispatch(self.index(), pipeline, bindings, meta, workgroups);
+        capture_dispatch(self.index(), pipeline, bindings, meta, workgroups);
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let serial = st.batch.serial;

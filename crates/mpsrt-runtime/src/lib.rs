@@ -24,6 +24,7 @@ pub use allocator::MemoryStats;
 pub use bind_cache::BindCacheStats;
 pub use cpu::{check_host_alloc, cpu_memory_usage, host_vec, set_cpu_memory_limit, CpuBuffer};
 pub use device::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, SubmitTiming};
+pub use dispatch::{capture_launches, Launch};
 pub use env::RuntimeConfig;
 pub use registry::{
     available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,

@@ -23,7 +23,9 @@ pub struct Kernel<'a> {
     pub entry: &'a str,
 }
 
-/// A compiled compute pipeline and the bind group layout it expects.
+/// A compiled compute pipeline and the bind group layout it expects. Cloning shares the
+/// compiled objects (wgpu handles are reference-counted) and keeps the ids.
+#[derive(Clone)]
 pub struct Pipeline {
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,

@@ -6,6 +6,7 @@
 //! rest of mpsrt) over tensors that wrap Paddle's device memory.
 
 mod extra;
+mod fast;
 mod grad;
 mod nn;
 mod ops;
@@ -534,6 +535,28 @@ pub type Body = fn(&Call) -> Result<()>;
 /// exception), so Python gets an exception naming the op and the process lives. Paddle calls
 /// that may throw themselves (allocating the outputs) also run outside `catch_unwind`.
 pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call>, body: Body) {
+    if let Some((code, msg)) = run_inner(name, direct, build, body) {
+        raise(code, &msg);
+    }
+}
+
+/// Raise `msg` in Paddle's frame as a C++ exception (see [`run`]).
+pub(crate) fn raise(code: i32, msg: &str) {
+    stats::set_error(msg);
+    capi::throw_cxx(code, msg);
+    // No C++ runtime to throw with: report at the next synchronize / read.
+    eprintln!("[mpsrt] {msg}");
+    stats::set_pending_error(msg);
+}
+
+/// [`run`] up to the error it would raise (status code and message), which the caller raises
+/// (the fast path raises it after reading the launches the body recorded).
+fn run_inner(
+    name: &'static str,
+    direct: bool,
+    build: impl FnOnce() -> Result<Call>,
+    body: Body,
+) -> Option<(i32, String)> {
     // Reading the arguments calls into Paddle, which may throw (a C++ exception must not meet
     // `catch_unwind`); the code around those calls does not panic.
     let built = build();
@@ -554,7 +577,7 @@ pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call
                 let _ = unsafe { capi::allocate(name, c.dev_ctx, o) };
             }
         }
-        return;
+        return None;
     }
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let c = built?;
@@ -573,23 +596,17 @@ pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call
         }
         Ok::<_, Error>((c, dt))
     }));
-    let err = match r {
+    Some(match r {
         Ok(Ok((c, dt))) => match finish(&c) {
             Ok(()) => {
                 stats::count_kernel(name, dt.unwrap_or("-"));
-                return;
+                return None;
             }
             Err(e) => (capi::error_code(e.kind), format!("mpsrt: {e}")),
         },
         Ok(Err(e)) => (capi::error_code(e.kind), format!("mpsrt: {e}")),
         Err(p) => (12, format!("mpsrt: [{name}] internal error: {}", crate::panic_message(&p))),
-    };
-    let (code, msg) = err;
-    stats::set_error(&msg);
-    capi::throw_cxx(code, &msg);
-    // No C++ runtime to throw with: report at the next synchronize / read.
-    eprintln!("[mpsrt] {msg}");
-    stats::set_pending_error(&msg);
+    })
 }
 
 /// Allocate the outputs (Paddle may throw: no `catch_unwind` here) and copy the results in
@@ -631,13 +648,13 @@ fn finish(c: &Call) -> Result<()> {
 /// Measurement hook: `MPSRT_PADDLE_NOOP_OP=<kernel>` makes that kernel allocate its outputs and
 /// return without computing them (their contents are undefined), so `bench/paddle_plugin.py
 /// noop` can time what Paddle's custom-device path costs by itself.
-fn noop_op() -> Option<&'static str> {
+pub(super) fn noop_op() -> Option<&'static str> {
     static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     F.get_or_init(|| std::env::var("MPSRT_PADDLE_NOOP_OP").ok()).as_deref()
 }
 
 /// Test hook: `MPSRT_PADDLE_FAIL_OP=<kernel>` makes that kernel fail, to exercise the error path.
-fn fail_op() -> Option<&'static str> {
+pub(super) fn fail_op() -> Option<&'static str> {
     static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     F.get_or_init(|| std::env::var("MPSRT_PADDLE_FAIL_OP").ok()).as_deref()
 }
@@ -659,19 +676,33 @@ pub fn run_var(
     args: &[(Kind, Raw)],
     body: Body,
 ) {
-    run(
-        name,
-        direct,
-        || {
-            let mut c = Call::new(name);
-            c.dev_ctx = dev;
-            for &(k, r) in args {
-                c.push(k, r)?;
+    let build = || {
+        let mut c = Call::new(name);
+        c.dev_ctx = dev;
+        for &(k, r) in args {
+            c.push(k, r)?;
+        }
+        Ok(c)
+    };
+    if direct {
+        match fast::try_launch(name, dev, args) {
+            fast::Outcome::Done => return,
+            fast::Outcome::Failed(code, msg) => return raise(code, &msg),
+            fast::Outcome::Learn(plan) => {
+                let (err, launches) =
+                    mpsrt_runtime::capture_launches(|| run_inner(name, direct, build, body));
+                if err.is_none() {
+                    plan.learn(&launches);
+                }
+                if let Some((code, msg)) = err {
+                    raise(code, &msg);
+                }
+                return;
             }
-            Ok(c)
-        },
-        body,
-    )
+            fast::Outcome::No => {}
+        }
+    }
+    run(name, direct, build, body)
 }
 
 /// A kernel ready to register: name, signature, both entry points and its dtypes.
