@@ -152,3 +152,85 @@ fn linear_layers_run_with_bias_residual_and_gelu_in_the_matmul_epilogue() {
         }
     }
 }
+
+/// Unfused attention as torch's SDPA export writes it: `MatMul(q·√s, kᵀ·√s) + mask`,
+/// softmax, the NaN guard, `·v` — the two scales move past the product (`passes::matmul_scale`).
+fn attention_graph() -> Graph {
+    let mut b = B::new(0.5);
+    let sym = |d: &[usize]| {
+        let mut v = vec![Dim::Sym("n".into())];
+        v.extend(d.iter().map(|&x| Dim::Known(x)));
+        v
+    };
+    let q = b.g.add_input("q", DType::F32, sym(&[2, 6, 4])).unwrap();
+    let k = b.g.add_input("k", DType::F32, sym(&[2, 4, 6])).unwrap();
+    let v = b.g.add_input("v", DType::F32, sym(&[2, 6, 4])).unwrap();
+    let mask = b.g.add_input("mask", DType::F32, sym(&[1, 1, 6])).unwrap();
+    let s1 = scalar(&mut b, 0.7071);
+    let s2 = scalar(&mut b, 0.7071);
+    let qs = b.node(Op::Binary(BinaryOp::Mul), vec![q, s1]);
+    let ks = b.node(Op::Binary(BinaryOp::Mul), vec![k, s2]);
+    let s = b.node(Op::MatMul, vec![qs, ks]);
+    let s = b.node(Op::Binary(BinaryOp::Add), vec![s, mask]);
+    let p = b.node(Op::Softmax { axis: -1 }, vec![s]);
+    // The NaN guard that keeps the chain unfused by default (`MPSRT_ATTENTION_NAN_GUARD`).
+    let zero = scalar(&mut b, 0.0);
+    let nan = b.node(Op::Unary(UnaryOp::IsNaN), vec![p]);
+    let p = b.node(Op::Where, vec![nan, zero, p]);
+    let o = b.node(Op::MatMul, vec![p, v]);
+    b.g.outputs = vec![o];
+    b.g
+}
+
+#[test]
+fn attention_scales_after_the_product_match_the_unfused_plan() {
+    let n = 2;
+    let feed = |place: Place| {
+        let mut f = std::collections::HashMap::new();
+        for (k, (name, shape)) in
+            [("q", [n, 2, 6, 4]), ("k", [n, 2, 4, 6]), ("v", [n, 2, 6, 4]), ("mask", [n, 1, 1, 6])]
+                .into_iter()
+                .enumerate()
+        {
+            let len: usize = shape.iter().product();
+            let vals: Vec<f32> = (0..len)
+                .map(|i| {
+                    if name == "mask" {
+                        if i % 6 == 5 {
+                            -1e4
+                        } else {
+                            0.0
+                        }
+                    } else {
+                        ((i + 7 * k) as f32 * 0.61).sin() * 3.0
+                    }
+                })
+                .collect();
+            f.insert(name.to_string(), Tensor::from_slice(&vals, &shape, place).unwrap());
+        }
+        f
+    };
+    let opts = |fusion| SessionOptions { fusion, memory_planning: true };
+    let cpu = Session::from_graph(attention_graph(), Place::Cpu, opts(false)).unwrap();
+    let want = cpu.run(&feed(Place::Cpu)).unwrap()[0].1.to_vec::<f32>().unwrap();
+    let fused = Session::from_graph(attention_graph(), Place::Cpu, opts(true)).unwrap();
+    let plan =
+        fused.plan_for(&[vec![n, 2, 6, 4], vec![n, 2, 4, 6], vec![n, 2, 6, 4], vec![n, 1, 1, 6]]);
+    let ops: Vec<String> =
+        plan.unwrap().graph.nodes.iter().map(|x| x.op.name().to_string()).collect();
+    assert_eq!(ops, ["MatMul", "Mul", "Add", "Softmax", "IsNaN", "Where", "MatMul"]);
+    for place in places() {
+        for (precision, tol) in [(Precision::F32, 1e-5), (Precision::F16, 1e-2)] {
+            let s =
+                Session::from_graph_with_precision(attention_graph(), place, opts(true), precision)
+                    .unwrap();
+            let got = s.run(&feed(place)).unwrap()[0].1.astype(DType::F32).unwrap();
+            for (i, (a, b)) in got.to_vec::<f32>().unwrap().iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= tol * (1.0 + b.abs()),
+                    "{place} {precision} [{i}]: {a} vs {b}"
+                );
+            }
+        }
+    }
+}

@@ -225,6 +225,11 @@ pub fn compile(mut graph: Graph, opts: PlanOptions) -> Result<Plan> {
     if opts.fuse_epilogues && crate::passes::attention::fuse_attention(&mut graph) > 0 {
         crate::passes::dce::eliminate_dead_nodes(&mut graph);
     }
+    // Unfused attention's `q·√s` and `kᵀ·√s`: one scale after the product, fused downstream.
+    if opts.fuse_epilogues && opts.fuse_elementwise && crate::passes::fusion::matmul_epilogues_on()
+    {
+        crate::passes::matmul_scale::hoist_matmul_scales(&mut graph);
+    }
     let epilogues = epilogue_candidates(&graph);
     let hoisted = hoistable(&graph);
     let hoisted_nodes: Vec<usize> = (0..graph.nodes.len()).filter(|&i| hoisted[i]).collect();

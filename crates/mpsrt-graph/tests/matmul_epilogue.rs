@@ -115,3 +115,29 @@ fn gelu_is_no_conv_epilogue() {
         CompiledGraph::new(g, PlanOptions::default()).unwrap().plan(&[vec![1, 2, 4, 4]]).unwrap();
     assert!(!plan.steps.iter().any(|s| matches!(s, Step::Epilogue { .. })), "{:?}", plan.steps);
 }
+
+#[test]
+fn scalar_scales_of_both_matmul_operands_move_past_the_product() {
+    // s = MatMul(q·0.5, 0.25·k) + mask → MatMul(q, k)·0.125 + mask: one fused Mul+Add step.
+    let mut g = Graph::new();
+    let q = value(&mut g, "f32[N,2,4,3]", 0);
+    let k = value(&mut g, "f32[N,2,3,4]", 1);
+    let mask = value(&mut g, "f32[N,1,1,4]", 2);
+    let half = g.add_initializer("half", HostTensor::from_f32(vec![], &[0.5])).unwrap();
+    let quarter = g.add_initializer("quarter", HostTensor::from_f32(vec![1], &[0.25])).unwrap();
+    let qs = node(&mut g, "qs", Op::Binary(BinaryOp::Mul), vec![q, half]);
+    let ks = node(&mut g, "ks", Op::Binary(BinaryOp::Mul), vec![quarter, k]);
+    let s = node(&mut g, "scores", Op::MatMul, vec![qs, ks]);
+    let y = node(&mut g, "masked", Op::Binary(BinaryOp::Add), vec![s, mask]);
+    g.outputs = vec![y];
+    let shapes = [vec![2, 2, 4, 3], vec![2, 2, 3, 4], vec![2, 1, 1, 4]];
+    let plan = CompiledGraph::new(g, PlanOptions::default()).unwrap().plan(&shapes).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name().to_string()).collect();
+    assert_eq!(ops, ["MatMul", "Mul", "Add"], "{:?}", plan.graph.nodes);
+    let mm = &plan.graph.nodes[0];
+    assert_eq!(mm.inputs, vec![q, k], "the product reads the unscaled operands");
+    let c = plan.graph.nodes[1].inputs[1];
+    assert_eq!(plan.graph.initializers[&c].to_f64_vec(), vec![0.125]);
+    assert_eq!(plan.steps.len(), 2, "MatMul, then Mul + Add fused: {:?}", plan.steps);
+    assert!(matches!(&plan.steps[1], Step::Fused(f) if f.nodes.len() == 2), "{:?}", plan.steps);
+}

@@ -304,9 +304,10 @@ impl EpilogueChoice {
     }
 }
 
-/// Whether MatMul nodes take epilogues (`MPSRT_MATMUL_EPILOGUE=0` turns it off, read at each
-/// plan: the A/B switch for the fusion below).
-fn matmul_epilogues_on() -> bool {
+/// Whether MatMul nodes take epilogues and scalar scales move past MatMuls
+/// (`MPSRT_MATMUL_EPILOGUE=0` turns both off, read at each plan: the A/B switch for the
+/// fusion below and `matmul_scale.rs`).
+pub(crate) fn matmul_epilogues_on() -> bool {
     std::env::var("MPSRT_MATMUL_EPILOGUE").map_or(true, |v| v.trim() != "0")
 }
 
