@@ -166,8 +166,8 @@ fn attention_graph() -> Graph {
     let k = b.g.add_input("k", DType::F32, sym(&[2, 4, 6])).unwrap();
     let v = b.g.add_input("v", DType::F32, sym(&[2, 6, 4])).unwrap();
     let mask = b.g.add_input("mask", DType::F32, sym(&[1, 1, 6])).unwrap();
-    let s1 = scalar(&mut b, 0.7071);
-    let s2 = scalar(&mut b, 0.7071);
+    let s1 = scalar(&mut b, 0.6);
+    let s2 = scalar(&mut b, 0.8);
     let qs = b.node(Op::Binary(BinaryOp::Mul), vec![q, s1]);
     let ks = b.node(Op::Binary(BinaryOp::Mul), vec![k, s2]);
     let s = b.node(Op::MatMul, vec![qs, ks]);
