@@ -137,6 +137,11 @@ pub struct CompileOptions {
     /// slab store, under one branch on the operands' joint whole-run condition
     /// (`ttir::stage_emit`); off: each copy where its load stands, one branch per operand.
     pub joint_stage: bool,
+    /// With `joint_stage` and `self_bounded`: the staged dot's whole runs of the next K step are
+    /// loaded into registers right after the slabs are filled (before the products; the load
+    /// is speculative, its index clamped), and stored at the top of the next step when its
+    /// whole-run condition holds; before the loop, the first step's runs are loaded.
+    pub prefetch_stage: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -159,6 +164,7 @@ impl Default for CompileOptions {
             prune_dead: true,
             uniform_fast: true,
             joint_stage: true,
+            prefetch_stage: false,
             emulate_coop: false,
         }
     }

@@ -180,3 +180,36 @@ fn small_blocks_and_the_session_11_path() {
     assert_eq!(k.wgsl.matches("var off").count(), 2, "{}", k.wgsl);
     assert!(!k.wgsl.contains("subgroupShuffleXor"));
 }
+
+#[test]
+fn prefetch_loads_the_next_step_before_the_products() {
+    // prefetch_stage (self-bounded modules only): the first step's runs are loaded into `var`s
+    // before the loop, stored at the top of each step, and the next step's runs (offset plus
+    // step: 32 for A, B's `stride_bk * 32` lowered at the top of the body) are loaded between
+    // the staging barrier and the products.
+    let opts = CompileOptions {
+        max_workgroup_size: 256,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        slab_vec4: true,
+        self_bounded: true,
+        prefetch_stage: true,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    let pre = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
+    assert_eq!(pre.matches("var pv").count(), 8, "{pre}");
+    let body = loop_body(&k);
+    let products = body.find("coopLoadT").unwrap();
+    let staged = body.find("workgroupBarrier()").unwrap();
+    let next = &body[staged..products];
+    assert_eq!(next.matches("+ 32i + P.off0) >> 2u)").count(), 4, "{next}");
+    assert_eq!(next.matches("= bufv1[ixv1(").count(), 4, "{next}");
+    assert!(!body[..staged].contains("= bufv"), "the step's own loads happened earlier");
+    // Without self-bounded modules the speculative load could leave the buffer: no prefetch.
+    let plain = CompileOptions { self_bounded: false, ..opts };
+    let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &plain, 1024).unwrap();
+    assert!(!k.wgsl.contains("var pv"));
+}

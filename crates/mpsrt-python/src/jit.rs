@@ -174,6 +174,7 @@ fn launch_jit(
         prune_dead: true,
         uniform_fast: false,
         joint_stage: true,
+        prefetch_stage: false,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -403,6 +404,12 @@ fn joint_stage_wanted() -> bool {
     std::env::var("MPSRT_TRITON_JOINT_STAGE").map_or(true, |v| v.trim() != "0")
 }
 
+/// `MPSRT_TRITON_PREFETCH=1`: the staged dot loads the next K step's whole runs into
+/// registers before the products (`mpsrt_jit::CompileOptions::prefetch_stage`).
+fn prefetch_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_PREFETCH").is_ok_and(|v| v.trim() == "1")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -430,9 +437,10 @@ fn triton_compiler_version() -> String {
     let pr = if prune_wanted() { "" } else { "-nopr" };
     let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
     let js = if joint_stage_wanted() { "" } else { "-nojs" };
+    let pf = if prefetch_wanted() { "-pf" } else { "" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
     format!(
-        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{emu}-w{}",
+        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{emu}-w{}",
         mpsrt_jit::ttir_compiler_id(),
         widen_to()
     )
@@ -482,6 +490,7 @@ fn triton_compile<'py>(
                 prune_dead: prune_wanted(),
                 uniform_fast: uniform_fast_wanted(),
                 joint_stage: joint_stage_wanted(),
+                prefetch_stage: prefetch_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };

@@ -243,13 +243,13 @@ impl TtirLowerer {
             (true, None) => None,
             _ => self.hoist_bases(&p.expr, rows * cols, run, wg),
         };
-        let fast = fast.map(|(off, bases, contiguous)| {
+        let fast = fast.map(|(off, step, bases, contiguous)| {
             let mut cond = match &full {
                 Some(f) => format!("{f} && {contiguous}"),
                 None => contiguous,
             };
             cond.push_str(&format!(" && (({off} + P.off{arg}) & {}i) == 0i", run - 1));
-            FastRuns { cond, off, bases, run }
+            FastRuns { cond, off, step, bases, run }
         });
         // The general path takes units of `unit` halves, `wg` units apart: the same elements
         // as the fast path (the branch is per invocation), pairs otherwise.
@@ -268,7 +268,7 @@ impl TtirLowerer {
         if self.joint_stage {
             self.coop_accs.get_mut(&acc_name)?.pending.push(pending);
         } else {
-            self.emit_pending(&[pending]);
+            let _ = self.emit_pending(&[pending]);
         }
         self.coop_accs.get_mut(&acc_name)?.staged[which] = true;
         Some(V::T(Tensor {
@@ -282,15 +282,15 @@ impl TtirLowerer {
     /// `run` consecutive elements, `wg` runs apart per invocation: `let`s before the innermost
     /// loop holding each run's base pointer (the template without the carried offset) and one
     /// bool saying every run is consecutive and starts at a multiple of `run`. Returns the offset
-    /// variable, the bases and the bool.
+    /// variable, its step (`step_at_top`), the bases and the bool.
     fn hoist_bases(
         &mut self,
         ptr: &str,
         numel: usize,
         run: usize,
         wg: usize,
-    ) -> Option<(String, Vec<String>, String)> {
-        let (tpl, off) = self.carried_tpl.get(ptr)?.clone();
+    ) -> Option<(String, Option<String>, Vec<String>, String)> {
+        let (tpl, off, step) = self.carried_tpl.get(ptr)?.clone();
         let mark = *self.loop_marks.last()?;
         if !(numel / run).is_multiple_of(wg) || !numel.is_multiple_of(run) {
             return None;
@@ -324,7 +324,7 @@ impl TtirLowerer {
         if let Some(m) = self.loop_marks.last_mut() {
             m.0 += lines.len();
         }
-        Some((off, bases, c))
+        Some((off, step, bases, c))
     }
 
     /// `emulate_coop`: every invocation adds the products of its own output elements, read
@@ -386,7 +386,7 @@ impl TtirLowerer {
         let fallback = [!c.staged[0], !c.staged[1]];
         // The staged loads' copies, all global loads first (`stage_emit`).
         let pend = std::mem::take(&mut self.coop_accs.get_mut(&acc.expr)?.pending);
-        self.emit_pending(&pend);
+        let prefetch = self.emit_pending(&pend);
         if fallback[0] {
             self.pack_into_slab(a, &c.ca, k);
         }
@@ -398,6 +398,10 @@ impl TtirLowerer {
             cur.staged = [false, false];
         }
         self.em.barrier();
+        // The next K step's runs, in flight during the products (`prefetch_stage`).
+        for l in prefetch {
+            self.em.line(l);
+        }
         let (lda, ldb) = (k + PAD, n + PAD);
         if self.em.emulate_coop {
             self.emulated_products(&c, lda, ldb);
@@ -547,14 +551,57 @@ impl TtirLowerer {
     }
 
     /// A carried pointer block as a fresh array of its template plus the scalar offset `off`
-    /// (dead, and dropped by the driver, where only template readers use it).
-    pub(super) fn carried_block(&mut self, init: &Tensor, off: &str) -> Tensor {
+    /// (dead, and dropped by the driver, where only template readers use it). Inside the loop
+    /// (`step`: the `scf.for` and the step's SSA name) the step's value is also made available
+    /// at the top of the body where it can be (`step_at_top`), for the staged dot's prefetch.
+    pub(super) fn carried_block(
+        &mut self,
+        init: &Tensor,
+        off: &str,
+        step: Option<(&Op, &str)>,
+    ) -> Tensor {
         let tpl = self.remat.get(&init.expr).cloned().unwrap_or_default();
         let t = format!("({tpl} + {off})");
         let expr = t.replace("{E}", "e");
         let out = self.em.map(init.ty, &init.shape, &[], |_| expr.clone());
         self.remat_note(&out, t);
-        self.carried_tpl.insert(out.expr.clone(), (tpl, off.to_string()));
+        let step = step.and_then(|(op, x)| self.step_at_top(op, x));
+        self.carried_tpl.insert(out.expr.clone(), (tpl, off.to_string(), step));
         out
+    }
+
+    /// The WGSL value of a carried pointer's step `x` at the top of `op`'s body: `x` itself
+    /// when it is bound (defined before the loop), else the body ops computing it lowered here
+    /// early (a short chain of side-effect-free scalar ops whose other operands are bound: the
+    /// same SSA values at the top of an iteration as where the body computes them again).
+    fn step_at_top(&mut self, op: &Op, x: &str) -> Option<String> {
+        if self.get(x).is_err() {
+            self.lower_early(&op.regions.first()?.ops, x, 3)?;
+        }
+        let v = self.get(x).ok()?;
+        v.is_uniform().then(|| v.view().expr.clone())
+    }
+
+    fn lower_early(&mut self, ops: &[Op], name: &str, depth: usize) -> Option<()> {
+        const PURE: [&str; 7] = [
+            "tt.splat",
+            "arith.constant",
+            "arith.muli",
+            "arith.addi",
+            "arith.subi",
+            "arith.extsi",
+            "arith.shli",
+        ];
+        let def = ops.iter().find(|o| o.results.first().map(String::as_str) == Some(name))?;
+        if depth == 0 || !def.regions.is_empty() || !PURE.contains(&def.name.as_str()) {
+            return None;
+        }
+        for x in operands(&def.body) {
+            if self.get(&x).is_err() {
+                self.lower_early(ops, &x, depth - 1)?;
+            }
+        }
+        self.lower_region(std::slice::from_ref(def)).ok()?;
+        Some(())
     }
 }

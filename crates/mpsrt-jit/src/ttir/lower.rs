@@ -64,13 +64,14 @@ pub(crate) struct TtirLowerer {
     pub(super) stage_dot: bool,
     /// Halves per element of the staged dot's slabs: 4 (`slab_vec4`, 16x16 tiles), 2 or 1.
     pub(super) slab_w: usize,
-    /// `CompileOptions::uniform_fast` and `joint_stage`.
+    /// `CompileOptions::uniform_fast`, `joint_stage` and `prefetch_stage`.
     pub(super) uniform_fast: bool,
     pub(super) joint_stage: bool,
+    pub(super) prefetch: bool,
     /// `tt.load` results staged straight into a dot's slab: accumulator marker, operand (`dot_stage`).
     pub(super) staged_loads: HashMap<String, (String, usize)>,
-    /// Carried pointer blocks: WGSL name → (initial template, offset variable) (`dot_stage`).
-    pub(super) carried_tpl: HashMap<String, (String, String)>,
+    /// Carried pointer blocks: WGSL name → (initial template, offset variable, step) (`dot_stage`).
+    pub(super) carried_tpl: HashMap<String, (String, String, Option<String>)>,
     /// Where each enclosing `scf.for` starts (loop-invariant `let`s are inserted there).
     pub(super) loop_marks: Vec<(usize, usize)>,
 }
@@ -97,6 +98,7 @@ impl TtirLowerer {
             stage_dot: opts.stage_dot,
             uniform_fast: opts.uniform_fast,
             joint_stage: opts.joint_stage,
+            prefetch: opts.prefetch_stage && opts.self_bounded,
             slab_w: match opts.coop {
                 Some(c) if opts.slab_vec4 && c.size == 16 => 4,
                 _ if opts.slab_vec2 => 2,
@@ -706,7 +708,7 @@ impl TtirLowerer {
         self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv, Ty::D(DType::I32))));
         for ((n, v), (step, init)) in names.iter().zip(&vars).zip(carried.iter().zip(&inits)) {
             let v = match step {
-                Some(_) => self.carried_block(init.view(), &v.expr),
+                Some(x) => self.carried_block(init.view(), &v.expr, Some((op, x.as_str()))),
                 None => v.clone(),
             };
             self.vals.insert(n.clone(), V::T(v));
@@ -734,7 +736,7 @@ impl TtirLowerer {
         {
             out.push(V::T(match (cand, step) {
                 (Some(_), _) => self.coop_acc_end(&var),
-                (None, Some(_)) => self.carried_block(init.view(), &var.expr),
+                (None, Some(_)) => self.carried_block(init.view(), &var.expr, None),
                 (None, None) => var,
             }));
         }

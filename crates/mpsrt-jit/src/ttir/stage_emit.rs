@@ -21,8 +21,10 @@ use super::lower::TtirLowerer;
 pub(super) struct FastRuns {
     /// Per-step condition: mask all-true, every run contiguous and aligned.
     pub cond: String,
-    /// The carried pointer's offset variable.
+    /// The carried pointer's offset variable, and its step where known at the top of the loop
+    /// body (`step_at_top`).
     pub off: String,
+    pub step: Option<String>,
     /// Each run's loop-invariant base pointer (`hoist_bases`), `wg` runs apart.
     pub bases: Vec<String>,
     pub run: usize,
@@ -46,34 +48,73 @@ pub(super) struct Pending {
 }
 
 impl TtirLowerer {
-    /// Emits the pending copies of a staged dot (see the module docs).
-    pub(super) fn emit_pending(&mut self, pend: &[Pending]) {
+    /// Emits the pending copies of a staged dot (see the module docs). Returns the lines that
+    /// prefetch the next K step's runs (`CompileOptions::prefetch_stage`), which the dot emits
+    /// after its first barrier.
+    pub(super) fn emit_pending(&mut self, pend: &[Pending]) -> Vec<String> {
         if pend.is_empty() {
-            return;
+            return Vec::new();
         }
         let fast: Vec<&FastRuns> = pend.iter().filter_map(|p| p.fast.as_ref()).collect();
         if fast.len() == pend.len() {
             let cond: Vec<&str> = fast.iter().map(|f| f.cond.as_str()).collect();
-            self.em.open(format!("if ({})", cond.join(" && ")));
-            for (k, p) in pend.iter().enumerate() {
-                self.fast_loads(p, k);
+            let cond = cond.join(" && ");
+            let prefetch = self.prefetch && fast.iter().all(|f| f.step.is_some());
+            let mark = self.loop_marks.last().copied().filter(|_| prefetch);
+            let mut next = Vec::new();
+            let names = match mark {
+                Some(mark) => {
+                    // `var`s loaded with the first step's runs before the loop, reloaded with
+                    // the next step's after the slabs are filled.
+                    let id = self.em.fresh("pv");
+                    let mut pre = Vec::new();
+                    for (k, p) in pend.iter().enumerate() {
+                        let f = p.fast.as_ref().expect("all fast");
+                        let step = f.step.as_deref().expect("all stepped");
+                        let cur = format!("{} + P.off{}", f.off, p.arg);
+                        let nxt = format!("{} + {step} + P.off{}", f.off, p.arg);
+                        pre.extend(self.run_loads(p, &format!("{id}_{k}"), &cur, "var "));
+                        next.extend(self.run_loads(p, &format!("{id}_{k}"), &nxt, ""));
+                    }
+                    for (n, l) in pre.iter().enumerate() {
+                        self.em.insert((mark.0 + n, mark.1), l);
+                    }
+                    if let Some(m) = self.loop_marks.last_mut() {
+                        m.0 += pre.len();
+                    }
+                    (0..pend.len()).map(|k| format!("{id}_{k}")).collect::<Vec<_>>()
+                }
+                None => (0..pend.len()).map(|k| format!("sv{k}")).collect(),
+            };
+            self.em.open(format!("if ({cond})"));
+            if mark.is_none() {
+                for (k, p) in pend.iter().enumerate() {
+                    let f = p.fast.as_ref().expect("all fast");
+                    let at = format!("{} + P.off{}", f.off, p.arg);
+                    for l in self.run_loads(p, &names[k], &at, "let ") {
+                        self.em.line(l);
+                    }
+                }
             }
             for (k, p) in pend.iter().enumerate() {
-                self.fast_stores(p, k);
+                self.fast_stores(p, &names[k]);
             }
             self.em.else_();
             for p in pend {
                 self.general_copy(p);
             }
             self.em.close();
-            return;
+            return next;
         }
         for (k, p) in pend.iter().enumerate() {
             match &p.fast {
                 Some(f) => {
                     self.em.open(format!("if ({})", f.cond));
-                    self.fast_loads(p, k);
-                    self.fast_stores(p, k);
+                    let at = format!("{} + P.off{}", f.off, p.arg);
+                    for l in self.run_loads(p, &format!("sv{k}"), &at, "let ") {
+                        self.em.line(l);
+                    }
+                    self.fast_stores(p, &format!("sv{k}"));
                     self.em.else_();
                     self.general_copy(p);
                     self.em.close();
@@ -81,37 +122,40 @@ impl TtirLowerer {
                 None => self.general_copy(p),
             }
         }
+        Vec::new()
     }
 
-    /// Global loads of operand `k`'s whole runs into `let`s (`sv{k}_{j}...`).
-    fn fast_loads(&mut self, p: &Pending, k: usize) {
-        let Some(f) = &p.fast else { return };
+    /// Lines loading operand `p`'s whole runs into `{decl}{name}_{j}...` (`decl`: `let `,
+    /// `var ` or empty for an assignment), each run at its base plus `at` (the offset terms).
+    fn run_loads(&mut self, p: &Pending, name: &str, at: &str, decl: &str) -> Vec<String> {
+        let Some(f) = &p.fast else { return Vec::new() };
         let (arg, b) = (p.arg, self.em.self_bounded);
+        let mut out = Vec::new();
         for (j, base) in f.bases.iter().enumerate() {
-            let g = format!("u32({base} + {} + P.off{arg})", f.off);
+            let g = format!("u32({base} + {at})");
             if f.run == 8 && self.slab_w == 4 {
                 // Two vec4<f16> (the buffer bound as vec4<f16>), stored as they are.
                 self.args[arg].half4 = true;
-                self.em.line(format!("let gq{k}_{j} = {g} >> 2u;"));
                 let (i0, i1) = (
-                    crate::module::bixv(arg, &format!("gq{k}_{j}"), b),
-                    crate::module::bixv(arg, &format!("gq{k}_{j} + 1u"), b),
+                    crate::module::bixv(arg, &format!("({g} >> 2u)"), b),
+                    crate::module::bixv(arg, &format!("({g} >> 2u) + 1u"), b),
                 );
-                self.em.line(format!("let sv{k}_{j}_0 = bufv{arg}[{i0}];"));
-                self.em.line(format!("let sv{k}_{j}_1 = bufv{arg}[{i1}];"));
+                out.push(format!("{decl}{name}_{j}_0 = bufv{arg}[{i0}];"));
+                out.push(format!("{decl}{name}_{j}_1 = bufv{arg}[{i1}];"));
             } else if f.run == 8 {
                 // One vec4<u32> (the buffer bound as vec4<u32>).
                 self.args[arg].quad = true;
                 let i = crate::module::bixv(arg, &format!("{g} >> 3u"), b);
-                self.em.line(format!("let sv{k}_{j} = bufv{arg}[{i}];"));
+                out.push(format!("{decl}{name}_{j} = bufv{arg}[{i}];"));
             } else {
-                self.em.line(format!("let sv{k}_{j} = wd{arg}({g} >> 1u);"));
+                out.push(format!("{decl}{name}_{j} = wd{arg}({g} >> 1u);"));
             }
         }
+        out
     }
 
-    /// The slab stores of operand `k`'s whole runs (after every operand's loads).
-    fn fast_stores(&mut self, p: &Pending, k: usize) {
+    /// The slab stores of operand `p`'s whole runs, loaded into `{name}_{j}...`.
+    fn fast_stores(&mut self, p: &Pending, name: &str) {
         let Some(f) = &p.fast else { return };
         let (wg, cols, ld, slab) = (self.em.wg, p.cols, p.cols + PAD, p.slab.clone());
         for j in 0..f.bases.len() {
@@ -122,8 +166,8 @@ impl TtirLowerer {
                 self.em.open("");
                 self.em
                     .line(format!("let at = (({e0} / {cols}u) * {ld}u + {e0} % {cols}u) >> 2u;"));
-                self.em.line(format!("{slab}[at] = sv{k}_{j}_0;"));
-                self.em.line(format!("{slab}[at + 1u] = sv{k}_{j}_1;"));
+                self.em.line(format!("{slab}[at] = {name}_{j}_0;"));
+                self.em.line(format!("{slab}[at + 1u] = {name}_{j}_1;"));
                 self.em.close();
                 continue;
             }
@@ -131,7 +175,7 @@ impl TtirLowerer {
                 self.em.open("");
                 self.em.line(format!("let e = {e0} + {}u;", 2 * c));
                 let word =
-                    if f.run == 8 { format!("sv{k}_{j}[{c}]") } else { format!("sv{k}_{j}") };
+                    if f.run == 8 { format!("{name}_{j}[{c}]") } else { format!("{name}_{j}") };
                 self.em.line(format!("let h = vec2<f16>(unpack2x16float({word}));"));
                 self.em.line(format!("let at = (e / {cols}u) * {ld}u + e % {cols}u;"));
                 self.store_pair(&slab);
