@@ -77,12 +77,14 @@ fn vec4_slabs_take_whole_vectors() {
     let body = loop_body(&k);
     // 512 runs of 8 halves per operand over 256 invocations: 2 runs each, two vector loads a
     // run, stored as they are (no unpacking on the fast path).
-    for (k4, runs) in [(0, ["gq0_0", "gq0_1"]), (1, ["gq1_0", "gq1_1"])] {
-        for r in runs {
-            assert_eq!(body.matches(&format!("= bufv{k4}[ixv{k4}({r})];")).count(), 1, "{body}");
-            assert_eq!(body.matches(&format!("= bufv{k4}[ixv{k4}({r} + 1u)];")).count(), 1);
+    for k4 in [0, 1] {
+        for j in [0, 1] {
+            let v = format!("let sv{k4}_{j}_0 = bufv{k4}[ixv{k4}((u32(");
+            assert_eq!(body.matches(&v).count(), 1, "{body}");
+            assert_eq!(body.matches(&format!("let sv{k4}_{j}_1 = bufv{k4}[ixv{k4}(")).count(), 1);
         }
     }
+    assert_eq!(body.matches(") >> 2u) + 1u)];").count(), 4, "{body}");
     let fast = &body[..body.find("} else {").unwrap()];
     assert!(!fast.contains("unpack2x16float") && !fast.contains("h.x"), "{fast}");
     // Both operands' global loads come before any slab store, under one branch (`stage_emit`).
