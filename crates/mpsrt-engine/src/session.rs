@@ -497,15 +497,11 @@ impl Session {
             Step::Epilogue { anchor, bias, add, activation } => {
                 let node = ctx.node(*anchor)?;
                 let act = activation.map(|a| ctx.node(a)).transpose()?;
-                let n_in = node.inputs.len();
-                let args = self.node_args(ctx, node, &ins[..n_in], get)?;
-                let mut operand = |v: Option<ValueId>| -> Result<Option<Tensor>> {
-                    let Some(v) = v else { return Ok(None) };
-                    let t = get(v)?;
-                    Ok(Some(to_device(&ctx.label(node), &t, ctx.dtype(v), self.place)?))
-                };
-                let bias = operand(bias.map(|b| b.1))?;
-                let residual = operand(add.map(|a| a.1))?;
+                let args = self.node_args(ctx, node, &ins[..node.inputs.len()], get)?;
+                let mut dev =
+                    |v: ValueId| to_device(&ctx.label(node), &get(v)?, ctx.dtype(v), self.place);
+                let bias = bias.map(|b| dev(b.1)).transpose()?;
+                let residual = add.map(|a| dev(a.1)).transpose()?;
                 let extra =
                     crate::nn::EpilogueArgs { bias: bias.as_ref(), residual: residual.as_ref() };
                 let y = crate::nn::run_epilogue(ctx, node, extra, act, &args)?;
@@ -678,12 +674,8 @@ impl Session {
                     Step::Epilogue { anchor, bias, add, activation } => {
                         let node = ctx.node(*anchor)?;
                         let mut op = node.op.name().to_string();
-                        if bias.is_some() {
-                            op.push_str("+Bias");
-                        }
-                        if add.is_some() {
-                            op.push_str("+Add");
-                        }
+                        op.push_str(if bias.is_some() { "+Bias" } else { "" });
+                        op.push_str(if add.is_some() { "+Add" } else { "" });
                         if let Some(a) = activation {
                             op = format!("{op}+{}", ctx.node(*a)?.op.name());
                         }
