@@ -60,16 +60,7 @@ fn delta(
     a: Option<mpsrt_runtime::SubmitTiming>,
 ) -> Option<mpsrt_runtime::SubmitTiming> {
     let (b, a) = (b?, a?);
-    Some(mpsrt_runtime::SubmitTiming {
-        submits: b.submits - a.submits,
-        dispatches: b.dispatches - a.dispatches,
-        submit_ns: b.submit_ns - a.submit_ns,
-        poll_ns: b.poll_ns - a.poll_ns,
-        backpressure_ns: b.backpressure_ns - a.backpressure_ns,
-        sync_ns: b.sync_ns - a.sync_ns,
-        replay_parts: b.replay_parts - a.replay_parts,
-        replay_early_submits: b.replay_early_submits - a.replay_early_submits,
-    })
+    Some(b.since(&a))
 }
 
 fn timing_json(t: Option<mpsrt_runtime::SubmitTiming>) -> Option<serde_json::Value> {

@@ -217,6 +217,61 @@ fn sync(place: Place) -> Result<()> {
     Ok(())
 }
 
+/// One run's host time split by the device's submission counters (microseconds): the replay's
+/// record loop, its early submits, the other submits (the run's final one), of all submits the
+/// parts in `CommandEncoder::finish` (wgpu-core's encoding) and `Queue::submit`, the poll and
+/// backpressure after the final submit, and the rest (the engine: feeds, output buffers and
+/// copies, plan lookup).
+struct HostParts {
+    total: f64,
+    record: f64,
+    early: f64,
+    final_submit: f64,
+    finish: f64,
+    queue_submit: f64,
+    poll: f64,
+    rest: f64,
+    submits: f64,
+    early_submits: f64,
+}
+
+impl HostParts {
+    fn of(total_us: f64, t: &mpsrt_runtime::SubmitTiming) -> HostParts {
+        let us = |ns: u64| ns as f64 / 1e3;
+        let record = us(t.replay_ns.saturating_sub(t.early_submit_ns));
+        let early = us(t.early_submit_ns);
+        let final_submit = us(t.submit_ns.saturating_sub(t.early_submit_ns));
+        let poll = us(t.poll_ns + t.backpressure_ns + t.sync_ns);
+        HostParts {
+            total: total_us,
+            record,
+            early,
+            final_submit,
+            finish: us(t.finish_ns),
+            queue_submit: us(t.queue_submit_ns),
+            poll,
+            rest: total_us - record - early - final_submit - poll,
+            submits: t.submits as f64,
+            early_submits: t.replay_early_submits as f64,
+        }
+    }
+
+    fn p50_json(parts: &[HostParts]) -> serde_json::Value {
+        let p = |f: fn(&HostParts) -> f64| {
+            let mut v: Vec<f64> = parts.iter().map(f).collect();
+            v.sort_by(|x, y| x.total_cmp(y));
+            (pct(&v, 0.5) * 100.0).round() / 100.0
+        };
+        serde_json::json!({
+            "total": p(|h| h.total), "record_loop": p(|h| h.record),
+            "early_submits": p(|h| h.early), "final_submit": p(|h| h.final_submit),
+            "finish": p(|h| h.finish), "queue_submit": p(|h| h.queue_submit),
+            "poll": p(|h| h.poll), "rest": p(|h| h.rest), "submits_n": p(|h| h.submits),
+            "early_submits_n": p(|h| h.early_submits),
+        })
+    }
+}
+
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -307,10 +362,21 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
     // Host time to record (and submit) one run, before waiting for the device: when it is close
     // to the latency, the run is bound by the host, not by the GPU's kernels.
     let mut host = Vec::with_capacity(a.iterations);
+    // Where each run's host time went (GPU places: the device's submission counters).
+    let mut parts: Vec<HostParts> = Vec::with_capacity(a.iterations);
+    let dev = match place {
+        Place::Gpu(i) => Some(mpsrt::device::gpu_device(i)?),
+        Place::Cpu => None,
+    };
     for _ in 0..a.iterations {
+        let before = dev.as_ref().map(|d| d.submit_timing());
         let t0 = Instant::now();
         let outs = session.run(&feeds)?;
-        host.push(t0.elapsed().as_secs_f64() * 1e3);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        host.push(ms);
+        if let (Some(d), Some(b)) = (&dev, before) {
+            parts.push(HostParts::of(ms * 1e3, &d.submit_timing().since(&b)));
+        }
         sync(place)?;
         drop(outs);
         lat.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -340,6 +406,9 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
             "host_record_p50_ms": host_p50, "precision": a.precision.name(),
             "host_record_us_per_step": host_p50 * 1e3 / plan.steps.len().max(1) as f64,
         });
+        if !parts.is_empty() {
+            v["host_parts_us_p50"] = HostParts::p50_json(&parts);
+        }
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);
             v["profile_mode"] = prof_mode.into();
@@ -373,6 +442,9 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
              ({:.2} us/step)",
             host_p50 * 1e3 / plan.steps.len().max(1) as f64
         );
+        if !parts.is_empty() {
+            println!("  host time per run, p50 of each part (us): {}", HostParts::p50_json(&parts));
+        }
         if mean > 0.0 {
             println!("  throughput: {:.1} inferences/s", a.batch as f64 * 1e3 / mean);
         }

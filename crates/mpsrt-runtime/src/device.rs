@@ -44,6 +44,39 @@ pub struct SubmitTiming {
     pub replay_parts: u64,
     /// Early submits inside serial replays (`MPSRT_REPLAY_EARLY`).
     pub replay_early_submits: u64,
+    /// Nanoseconds of `submit_ns` in `CommandEncoder::finish` (wgpu-core encodes the recorded
+    /// passes there: state tracking, barriers, the driver's command recording).
+    pub finish_ns: u64,
+    /// Nanoseconds of `submit_ns` in `Queue::submit` itself.
+    pub queue_submit_ns: u64,
+    /// Replays recorded ([`GpuDevice::replay_range`] calls).
+    pub replays: u64,
+    /// Nanoseconds in [`GpuDevice::replay_range`] (the record loop, and its early submits,
+    /// whose time is also in `submit_ns`).
+    pub replay_ns: u64,
+    /// Nanoseconds of `replay_ns` (and `submit_ns`) in the replays' early submits.
+    pub early_submit_ns: u64,
+}
+
+impl SubmitTiming {
+    /// The counts and times since `earlier` (a snapshot of the same device).
+    pub fn since(&self, earlier: &SubmitTiming) -> SubmitTiming {
+        SubmitTiming {
+            submits: self.submits - earlier.submits,
+            dispatches: self.dispatches - earlier.dispatches,
+            submit_ns: self.submit_ns - earlier.submit_ns,
+            poll_ns: self.poll_ns - earlier.poll_ns,
+            backpressure_ns: self.backpressure_ns - earlier.backpressure_ns,
+            sync_ns: self.sync_ns - earlier.sync_ns,
+            replay_parts: self.replay_parts - earlier.replay_parts,
+            replay_early_submits: self.replay_early_submits - earlier.replay_early_submits,
+            finish_ns: self.finish_ns - earlier.finish_ns,
+            queue_submit_ns: self.queue_submit_ns - earlier.queue_submit_ns,
+            replays: self.replays - earlier.replays,
+            replay_ns: self.replay_ns - earlier.replay_ns,
+            early_submit_ns: self.early_submit_ns - earlier.early_submit_ns,
+        }
+    }
 }
 
 /// One wgpu device. Shared as `Arc<GpuDevice>`; every method is thread-safe.
@@ -71,6 +104,9 @@ pub struct GpuDevice {
     pub(crate) replay_chunk: AtomicUsize,
     /// Commands before a serial replay's first early submit (0: off; `replay.rs`).
     pub(crate) replay_early: AtomicUsize,
+    /// Growth factor of the early parts and most early submits per replay (`replay.rs`).
+    pub(crate) replay_early_growth: AtomicUsize,
+    pub(crate) replay_early_max: AtomicUsize,
     this: Weak<GpuDevice>,
 }
 
@@ -233,6 +269,7 @@ impl GpuDevice {
         } else {
             crate::env::DEFAULT_REPLAY_EARLY
         });
+        let (early_growth, early_max) = (config.replay_early_growth, config.replay_early_max);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -257,6 +294,8 @@ impl GpuDevice {
             replay_threads: AtomicUsize::new(replay_threads),
             replay_chunk: AtomicUsize::new(replay_chunk),
             replay_early: AtomicUsize::new(replay_early),
+            replay_early_growth: AtomicUsize::new(early_growth),
+            replay_early_max: AtomicUsize::new(early_max),
             this: this.clone(),
         }))
     }
@@ -606,8 +645,14 @@ impl GpuDevice {
         let serial = batch.serial;
         // Command buffers a parallel replay recorded come first, in order (`replay_par.rs`).
         let mut buffers = std::mem::take(&mut batch.finished);
+        let tf = std::time::Instant::now();
         buffers.push(encoder.finish());
+        let tq = std::time::Instant::now();
         let index = self.queue.submit(buffers);
+        let tq1 = std::time::Instant::now();
+        st.timing.finish_ns += (tq - tf).as_nanos() as u64;
+        st.timing.queue_submit_ns += (tq1 - tq).as_nanos() as u64;
+        let batch = &mut st.batch;
         batch.submitted.push_back((serial, index, batch.bytes.max(1)));
         let done = self.completed.clone();
         self.queue.on_submitted_work_done(move || {

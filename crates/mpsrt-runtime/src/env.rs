@@ -62,6 +62,14 @@ pub struct RuntimeConfig {
     /// records the next (at batch 1 the host's recording is otherwise all in front of the
     /// GPU's work).
     pub replay_early: Option<usize>,
+    /// Factor by which each early part of a serial replay is larger than the one before
+    /// (`MPSRT_REPLAY_EARLY_GROWTH`, default 2, at least 2). Every early submit costs the host a
+    /// `queue.submit`; the GPU runs a batch-1 command several times longer than the host takes
+    /// to record one, so parts may grow faster than doubling without starving the GPU.
+    pub replay_early_growth: usize,
+    /// Most early submits in one serial replay (`MPSRT_REPLAY_EARLY_MAX`, default unbounded);
+    /// the rest of the replay goes with the run's final submit.
+    pub replay_early_max: usize,
 }
 
 /// `MPSRT_REPLAY_EARLY` when unset, on GPUs (H200, 2026-11-26, three fresh processes each:
@@ -85,6 +93,8 @@ impl Default for RuntimeConfig {
             replay_threads: None,
             replay_chunk: 48,
             replay_early: None,
+            replay_early_growth: 2,
+            replay_early_max: usize::MAX,
         }
     }
 }
@@ -136,6 +146,12 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_EARLY")? {
             c.replay_early = Some(v.min(1 << 20) as usize);
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_EARLY_GROWTH")? {
+            c.replay_early_growth = v.clamp(2, 1 << 20) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_EARLY_MAX")? {
+            c.replay_early_max = v.min(1 << 20) as usize;
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;

@@ -555,6 +555,21 @@ impl GpuDevice {
         self.replay_early.load(Ordering::Relaxed)
     }
 
+    /// Sets how the early parts after the first grow (`growth`, at least 2) and how many early
+    /// submits one replay makes at most (`MPSRT_REPLAY_EARLY_GROWTH` / `MPSRT_REPLAY_EARLY_MAX`).
+    pub fn set_replay_early_growth(&self, growth: usize, max_submits: usize) {
+        self.replay_early_growth.store(growth.max(2), Ordering::Relaxed);
+        self.replay_early_max.store(max_submits, Ordering::Relaxed);
+    }
+
+    /// `(growth, max_submits)` of [`GpuDevice::set_replay_early_growth`].
+    pub fn replay_early_growth(&self) -> (usize, usize) {
+        (
+            self.replay_early_growth.load(Ordering::Relaxed),
+            self.replay_early_max.load(Ordering::Relaxed),
+        )
+    }
+
     /// Records one replay of `rec` into the open batch, in order after everything recorded
     /// so far (not submitted: call [`GpuDevice::flush`]). The caller must not let two replays
     /// of one recording interleave with each other's input and output copies.
@@ -574,6 +589,7 @@ impl GpuDevice {
         if !Arc::ptr_eq(&rec.device, &self.arc()) {
             return Err(Error::invalid(OP, "the recording belongs to another device"));
         }
+        let t0 = std::time::Instant::now();
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let (threads, chunk) = self.replay_split();
@@ -599,17 +615,19 @@ impl GpuDevice {
             // Only while the GPU has nothing else queued (a latency-bound run): behind earlier
             // work the extra submits would only cost host time.
             let idle = self.completed.load(Ordering::Acquire) + 1 >= st.batch.serial;
-            let mut part = if idle { self.replay_early.load(Ordering::Relaxed) } else { 0 };
+            let first = if idle { self.replay_early.load(Ordering::Relaxed) } else { 0 };
+            let (growth, max) = self.replay_early_growth();
             let mut done = 0;
-            while part > 0 && cmds.len() - done > part {
+            for part in early_parts(cmds.len(), first, growth, max) {
                 let n =
                     Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..done + part]);
                 done += part;
                 early += n;
                 st.batch.ops += n;
+                let ts = std::time::Instant::now();
                 self.submit_locked_with(st, false);
                 st.timing.replay_early_submits += 1;
-                part = part.saturating_mul(2);
+                st.timing.early_submit_ns += ts.elapsed().as_nanos() as u64;
             }
             Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..])
         };
@@ -625,6 +643,8 @@ impl GpuDevice {
         }
         rec.last_serial.store(serial, Ordering::Release);
         st.timing.dispatches += (early + dispatches) as u64;
+        st.timing.replays += 1;
+        st.timing.replay_ns += t0.elapsed().as_nanos() as u64;
         Ok(())
     }
 
@@ -667,5 +687,43 @@ impl GpuDevice {
         }
         batch.bound_group = None;
         dispatches
+    }
+}
+
+/// Sizes of the early parts of a serial replay of `len` commands: `first`, then each `growth`
+/// times the one before, at most `max` of them, while more than the part's size is left (the
+/// rest goes with the run's final submit). Empty when `first` is 0.
+pub(crate) fn early_parts(len: usize, first: usize, growth: usize, max: usize) -> Vec<usize> {
+    let mut parts = Vec::new();
+    let (mut part, mut done) = (first, 0);
+    while part > 0 && len - done > part && parts.len() < max {
+        parts.push(part);
+        done += part;
+        part = part.saturating_mul(growth.max(2));
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::early_parts;
+
+    #[test]
+    fn early_parts_grow_and_leave_the_rest_for_the_final_submit() {
+        // The doubling default: 8, 16, 32 of 60 commands, 4 left.
+        assert_eq!(early_parts(60, 8, 2, usize::MAX), vec![8, 16, 32]);
+        assert_eq!(early_parts(60, 8, 4, usize::MAX), vec![8, 32]);
+        assert_eq!(early_parts(60, 8, 8, usize::MAX), vec![8]);
+        assert_eq!(early_parts(300, 8, 4, usize::MAX), vec![8, 32, 128]);
+        assert_eq!(early_parts(300, 8, 2, 1), vec![8]);
+        assert_eq!(early_parts(8, 8, 2, usize::MAX), Vec::<usize>::new());
+        assert_eq!(early_parts(60, 0, 2, usize::MAX), Vec::<usize>::new());
+        for len in 0..200 {
+            for (first, growth, max) in [(1, 2, 9), (3, 3, 2), (8, 4, usize::MAX)] {
+                let p = early_parts(len, first, growth, max);
+                assert!(p.len() <= max);
+                assert!(p.iter().sum::<usize>() < len || p.is_empty(), "{len} {p:?}");
+            }
+        }
     }
 }
