@@ -11,16 +11,19 @@ missing kernel, if any), ResNet-50 inference at batch 1 and 32, one training ste
 (SGD), and the eager cost of 1,000 tiny adds. `kernels_on_mps` counts launches of the plugin's kernels during the
 timed runs (ops without a plugin kernel run through Paddle's CPU fallback).
 
-    python bench/paddle_plugin.py tiny
+    python bench/paddle_plugin.py tiny [ROUNDS] [MODES]
 
-runs only the host-side tiny-op rows (`tiny_add_nosync`, mps then cpu, no GPU needed beyond
-lavapipe): 1,000 independent `a + b` on 16-element tensors timed without a synchronize inside
-the timed region (median of 9), as wall time and as CPU time of the calling thread (what Paddle's
-dispatch plus the plugin cost the Python thread; on lavapipe the wall time also carries the
-driver's execution threads competing for the same cores). A third row (`kernel: "noop"`, run in
-a child process with `MPSRT_PADDLE_NOOP_OP=add`) times the same adds on 'mps' with the plugin's
-`add` reduced to allocating its output through Paddle's allocator: Paddle's own custom-device
-path, the floor under the plugin's cost (its results are garbage; nothing reads them).
+runs only the tiny-op A/B (no GPU needed beyond lavapipe): ROUNDS (default 5) rounds of fresh
+processes alternated mps, cpu, noop, each timing 1,000 independent `a + b` on 16-element tensors
+(median of 9) as CPU time of the calling thread with no synchronize in the timed region (what
+Paddle's dispatch plus the plugin cost the Python thread), as its wall time, and as the wall
+time including one final synchronize (every add finished on the device). `noop` is 'mps' with
+`MPSRT_PADDLE_NOOP_OP=add`: the plugin's `add` only allocates its output through Paddle's
+allocator, so it times Paddle's own custom-device path, the floor under the plugin's cost (its
+results are garbage; nothing reads them). MODES (comma-separated, default `mps,cpu,noop`) may
+add `general`: 'mps' with `MPSRT_PADDLE_FAST=0` (every launch planned by the plugin's general
+path). Then medians per mode and the mps/cpu ratios (target <= 2). On lavapipe the driver executes each dispatch on the CPU's other cores, which slows the
+calling thread too: the ratio that counts is the GPU machine's.
 """
 
 import json
@@ -129,14 +132,18 @@ def paddle_rows(device):
 
 
 def tiny_rows(device, n=1000, repeat=9, **extra):
-    """Per-op host cost of tiny eager adds, no synchronize inside the timed region."""
+    """Per-op cost of `n` tiny independent eager adds (16 elements), median of `repeat` runs:
+    `thread_cpu_us_per_op`, the CPU time of the calling thread with no synchronize in the timed
+    region (what Paddle's dispatch plus the plugin cost the Python thread); `us_per_op`, its wall
+    time; `wall_sync_us_per_op`, the wall time of the loop including one final synchronize (the
+    device has finished every add: nothing is left queued)."""
     paddle.set_device(device)
     sync = (lambda: paddle.device.synchronize(device)) if device.startswith("mps") else (lambda: None)
     a = paddle.ones([16])
     b = paddle.ones([16])
     c = a + b
     sync()
-    wall, cpu = [], []
+    wall, cpu, wall_sync = [], [], []
     for _ in range(repeat):
         t, u = time.perf_counter(), time.thread_time()
         for _ in range(n):
@@ -144,6 +151,12 @@ def tiny_rows(device, n=1000, repeat=9, **extra):
         wall.append(time.perf_counter() - t)
         cpu.append(time.thread_time() - u)
         sync()
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(n):
+            c = a + b
+        sync()
+        wall_sync.append(time.perf_counter() - t)
     del c
     emit(
         bench="tiny_add_nosync",
@@ -151,23 +164,58 @@ def tiny_rows(device, n=1000, repeat=9, **extra):
         device=device,
         us_per_op=float(np.median(wall)) * 1e6 / n,
         thread_cpu_us_per_op=float(np.median(cpu)) * 1e6 / n,
+        wall_sync_us_per_op=float(np.median(wall_sync)) * 1e6 / n,
         **extra,
     )
 
 
-def tiny_noop_row():
-    """`tiny_rows('mps')` in a child process whose plugin `add` only allocates its output."""
+def tiny_ab(rounds, names=("mps", "cpu", "noop")):
+    """`tiny_rows` in fresh processes, alternated mps, cpu, noop, mps, cpu, noop, ... for
+    `rounds` rounds (each row tagged with its round; `noop` is 'mps' with MPSRT_PADDLE_NOOP_OP=add,
+    Paddle's own custom-device path), then one summary row per mode with the medians over rounds,
+    and the mps/cpu ratios of thread CPU and of wall time with the final synchronize (medians of
+    the per-round ratios: neighbours in time share the machine's state)."""
     import subprocess
 
-    env = dict(os.environ, MPSRT_PADDLE_NOOP_OP="add")
-    out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "tiny-noop"], env=env, capture_output=True, text=True
+    known = {
+        "mps": {},
+        "cpu": {},
+        "noop": {"MPSRT_PADDLE_NOOP_OP": "add"},
+        "general": {"MPSRT_PADDLE_FAST": "0"},  # 'mps' without the plugin's eager fast path
+    }
+    modes = {m: known[m] for m in names}
+    rows = {m: [] for m in modes}
+    for r in range(rounds):
+        for mode, env in modes.items():
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "tiny-one", mode],
+                env=dict(os.environ, **env),
+                capture_output=True,
+                text=True,
+            )
+            got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+            if out.returncode != 0 or not got:
+                emit(bench="tiny_add_nosync", mode=mode, round=r, error=out.stderr.strip()[-300:])
+                continue
+            rows[mode].append(got[0])
+            print(json.dumps(dict(got[0], mode=mode, round=r)), flush=True)
+    med = lambda xs: float(np.median(xs)) if xs else None  # noqa: E731
+    for mode, rs in rows.items():
+        emit(
+            bench="tiny_add_summary",
+            mode=mode,
+            rounds=len(rs),
+            thread_cpu_us_per_op=med([x["thread_cpu_us_per_op"] for x in rs]),
+            wall_sync_us_per_op=med([x["wall_sync_us_per_op"] for x in rs]),
+        )
+    pairs = list(zip(rows.get("mps", []), rows.get("cpu", [])))
+    emit(
+        bench="tiny_add_ratio_mps_over_cpu",
+        rounds=len(pairs),
+        thread_cpu=med([m["thread_cpu_us_per_op"] / c["thread_cpu_us_per_op"] for m, c in pairs]),
+        wall_sync=med([m["wall_sync_us_per_op"] / c["wall_sync_us_per_op"] for m, c in pairs]),
+        target=2.0,
     )
-    rows = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    if out.returncode != 0 or not rows:
-        emit(bench="tiny_add_nosync", device="mps", kernel="noop", error=out.stderr.strip()[-300:])
-    for line in rows:
-        print(line, flush=True)
 
 
 def torch_rows():
@@ -211,13 +259,13 @@ def torch_rows():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["tiny"]:
-        for d in ["mps", "cpu"]:
-            tiny_rows(d)
-        tiny_noop_row()
+    if sys.argv[1:2] == ["tiny"]:
+        modes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["mps", "cpu", "noop"]
+        tiny_ab(int(sys.argv[2]) if len(sys.argv) > 2 else 5, modes)
         sys.exit(0)
-    if sys.argv[1:] == ["tiny-noop"]:
-        tiny_rows("mps", kernel="noop")
+    if sys.argv[1:2] == ["tiny-one"]:
+        mode = sys.argv[2]
+        tiny_rows("cpu" if mode == "cpu" else "mps", **({} if mode in ("mps", "cpu") else {"kernel": mode}))
         sys.exit(0)
     devices = sys.argv[1:] or ["mps", "cpu"]
     if "mps" in devices:

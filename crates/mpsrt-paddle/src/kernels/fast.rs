@@ -13,7 +13,7 @@
 //! kernel, the same metadata, no second implementation of any op. Anything else (broadcast,
 //! views, in-place, aliased inputs, int64 on the host, a copy or several launches, the debug
 //! log or a test hook) takes the general path, and a key found not to qualify is remembered
-//! as such so it is not captured again.
+//! as such so it is not captured again. `MPSRT_PADDLE_FAST=0` turns the fast path off.
 
 use super::{Kind, Raw};
 use crate::{capi, memory, stats};
@@ -151,6 +151,13 @@ fn info(a: &capi::Api, t: *const c_void) -> Option<Info> {
     }
 }
 
+/// `MPSRT_PADDLE_FAST=0` turns the fast path off (every launch planned by the general path),
+/// for A/B measurements and to rule it out when debugging.
+fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_PADDLE_FAST").map_or(true, |v| v != "0"))
+}
+
 /// The fast path for a `direct` kernel called through its variadic entry point.
 pub fn try_launch(name: &'static str, dev_ctx: *const c_void, args: &[(Kind, Raw)]) -> Outcome {
     let Some(((Kind::Out, Raw::P(out)), ins)) = args.split_last() else {
@@ -160,6 +167,7 @@ pub fn try_launch(name: &'static str, dev_ctx: *const c_void, args: &[(Kind, Raw
     if ins.is_empty()
         || ins.len() > MAX_INS
         || out.is_null()
+        || !enabled()
         || stats::LOG.load(std::sync::atomic::Ordering::Relaxed)
         || super::noop_op().is_some_and(|f| f == name)
         || super::fail_op().is_some_and(|f| f == name)
