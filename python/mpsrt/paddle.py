@@ -74,7 +74,8 @@ def _lib() -> ctypes.CDLL:
 
 
 def stats() -> dict:
-    """Kernel launches per ``op/dtype`` on the device, copies by direction, registered kernels."""
+    """Kernel launches per ``op/dtype`` on the device, how many of them the eager fast path
+    replayed (``fast``), copies by direction, registered kernels."""
     return json.loads(_string(_lib().mpsrt_paddle_stats))
 
 
