@@ -22,8 +22,10 @@ time including one final synchronize (every add finished on the device). `noop` 
 allocator, so it times Paddle's own custom-device path, the floor under the plugin's cost (its
 results are garbage; nothing reads them). MODES (comma-separated, default `mps,cpu,noop`) may
 add `general`: 'mps' with `MPSRT_PADDLE_FAST=0` (every launch planned by the plugin's general
-path). Then medians per mode and the mps/cpu ratios (target <= 2). On lavapipe the driver executes each dispatch on the CPU's other cores, which slows the
-calling thread too: the ratio that counts is the GPU machine's.
+path) and `recorder`: 'mps' with `MPSRT_PADDLE_RECORDER=1` (the fast path's dispatches recorded
+by a second thread). Then medians per mode and each mode's ratio to cpu (target <= 2 for mps).
+On lavapipe the driver executes each dispatch on the CPU's other cores, which slows the calling
+thread too: the ratio that counts is the GPU machine's.
 """
 
 import json
@@ -173,8 +175,8 @@ def tiny_ab(rounds, names=("mps", "cpu", "noop")):
     """`tiny_rows` in fresh processes, alternated mps, cpu, noop, mps, cpu, noop, ... for
     `rounds` rounds (each row tagged with its round; `noop` is 'mps' with MPSRT_PADDLE_NOOP_OP=add,
     Paddle's own custom-device path), then one summary row per mode with the medians over rounds,
-    and the mps/cpu ratios of thread CPU and of wall time with the final synchronize (medians of
-    the per-round ratios: neighbours in time share the machine's state)."""
+    and each mode's ratio to cpu of thread CPU and of wall time with the final synchronize
+    (medians of the per-round ratios: neighbours in time share the machine's state)."""
     import subprocess
 
     known = {
@@ -182,6 +184,7 @@ def tiny_ab(rounds, names=("mps", "cpu", "noop")):
         "cpu": {},
         "noop": {"MPSRT_PADDLE_NOOP_OP": "add"},
         "general": {"MPSRT_PADDLE_FAST": "0"},  # 'mps' without the plugin's eager fast path
+        "recorder": {"MPSRT_PADDLE_RECORDER": "1"},  # fast-path dispatches on a recorder thread
     }
     modes = {m: known[m] for m in names}
     rows = {m: [] for m in modes}
@@ -208,14 +211,16 @@ def tiny_ab(rounds, names=("mps", "cpu", "noop")):
             thread_cpu_us_per_op=med([x["thread_cpu_us_per_op"] for x in rs]),
             wall_sync_us_per_op=med([x["wall_sync_us_per_op"] for x in rs]),
         )
-    pairs = list(zip(rows.get("mps", []), rows.get("cpu", [])))
-    emit(
-        bench="tiny_add_ratio_mps_over_cpu",
-        rounds=len(pairs),
-        thread_cpu=med([m["thread_cpu_us_per_op"] / c["thread_cpu_us_per_op"] for m, c in pairs]),
-        wall_sync=med([m["wall_sync_us_per_op"] / c["wall_sync_us_per_op"] for m, c in pairs]),
-        target=2.0,
-    )
+    for mode in [m for m in rows if m != "cpu"]:
+        pairs = list(zip(rows[mode], rows.get("cpu", [])))
+        emit(
+            bench="tiny_add_ratio_over_cpu",
+            mode=mode,
+            rounds=len(pairs),
+            thread_cpu=med([m["thread_cpu_us_per_op"] / c["thread_cpu_us_per_op"] for m, c in pairs]),
+            wall_sync=med([m["wall_sync_us_per_op"] / c["wall_sync_us_per_op"] for m, c in pairs]),
+            target=2.0,
+        )
 
 
 def torch_rows():

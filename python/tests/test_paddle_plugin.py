@@ -468,6 +468,49 @@ def test_eager_fast_path_error_then_working_ops():
     assert r.returncode == 0 and "RAISED OSError" in r.stdout and "OK" in r.stdout, r.stdout + r.stderr
 
 
+def test_recorder_thread_keeps_order_and_reports_deferred_errors():
+    """MPSRT_PADDLE_RECORDER=1: fast-path dispatches are recorded by a second thread
+    (kernels/recorder.rs). A dependent chain of fast ops interleaved with general-path ops
+    (broadcast), host writes and reads gives NumPy's results (everything else drains the queue
+    first); a deferred launch that fails (MPSRT_PADDLE_FAIL_DEFERRED) raises at the next
+    synchronize, and later ops work."""
+    r = _run(
+        """
+        import numpy as np, paddle, mpsrt.paddle as mp
+        paddle.set_device("mps")
+        b = paddle.to_tensor(np.full(16, 0.5, "float32"))
+        v = paddle.to_tensor(np.full((4, 16), 2.0, "float32"))
+        c = paddle.to_tensor(np.zeros(16, "float32"))
+        want = np.zeros(16, "float32")
+        for i in range(300):
+            c = c + b
+            want = want + np.float32(0.5)
+            if i % 50 == 49:
+                c = (c * v)[1] * 0.5  # broadcast multiply, slice, scale: the general path
+                c = c + paddle.to_tensor(np.full(16, 1.0, "float32"))  # a host write
+                want = want + np.float32(1.0)
+                assert np.array_equal(c.numpy(), want), (i, c.numpy()[:3], want[:3])
+        np.testing.assert_array_equal(c.numpy(), want)
+        assert mp.stats()["fast"] >= 250, mp.stats()["fast"]
+        x = paddle.to_tensor(np.arange(16, dtype="float32"))
+        z = paddle.to_tensor(np.arange(16, dtype="float32"))
+        for _ in range(3):
+            y = x * z  # first: general path; then deferred, failing in the recorder
+        try:
+            paddle.device.synchronize()
+        except Exception as e:
+            print("RAISED", type(e).__name__, str(e).splitlines()[0][:200])
+        np.testing.assert_array_equal((x + z).numpy(), np.arange(16) * 2.0)
+        print("OK")
+        """,
+        MPSRT_PADDLE_RECORDER="1",
+        MPSRT_PADDLE_FAIL_DEFERRED="multiply",
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "OK" in r.stdout, out
+    assert "RAISED" in r.stdout and "MPSRT_PADDLE_FAIL_DEFERRED" in out, out
+
+
 def _run(code, **env):
     e = dict(os.environ, **ENV, **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, capture_output=True, text=True, timeout=240)

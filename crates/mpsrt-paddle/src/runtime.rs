@@ -110,6 +110,7 @@ extern "C-unwind" fn destroy_event(_d: C_Device, e: C_Event) -> C_Status {
 /// Recording an event submits the recorded work: the submission is the fence.
 extern "C-unwind" fn record_event(d: C_Device, _s: C_Stream, _e: C_Event) -> C_Status {
     slot("record_event", C_ERROR, || {
+        crate::kernels::drain();
         if mpsrt_runtime::device_count() == 0 {
             Ok(())
         } else {
@@ -132,6 +133,7 @@ extern "C-unwind" fn sync_device(d: C_Device) -> C_Status {
 }
 
 fn sync(d: C_Device) -> Result<()> {
+    crate::kernels::drain();
     if let Some(e) = stats::take_pending_error() {
         return Err(Error::device("synchronize", e));
     }
@@ -178,7 +180,10 @@ extern "C-unwind" fn deallocate(_d: C_Device, ptr: *mut c_void, size: usize) -> 
     })
 }
 extern "C-unwind" fn memset(_d: C_Device, ptr: *mut c_void, value: u8, size: usize) -> C_Status {
-    slot("device_memory_set", C_ERROR, || memory::fill(ptr as usize, value, size))
+    slot("device_memory_set", C_ERROR, || {
+        crate::kernels::drain();
+        memory::fill(ptr as usize, value, size)
+    })
 }
 extern "C-unwind" fn h2d(
     _d: C_Device,
@@ -187,6 +192,7 @@ extern "C-unwind" fn h2d(
     size: usize,
 ) -> C_Status {
     slot("memory_copy_h2d", C_ERROR, || {
+        crate::kernels::drain();
         stats::count_copy(0);
         if size == 0 {
             return Ok(());
@@ -203,6 +209,7 @@ extern "C-unwind" fn d2h(
     size: usize,
 ) -> C_Status {
     slot("memory_copy_d2h", C_ERROR, || {
+        crate::kernels::drain();
         stats::count_copy(1);
         if let Some(e) = stats::take_pending_error() {
             return Err(Error::device("memory_copy_d2h", e));
@@ -222,6 +229,7 @@ extern "C-unwind" fn d2d(
     size: usize,
 ) -> C_Status {
     slot("memory_copy_d2d", C_ERROR, || {
+        crate::kernels::drain();
         stats::count_copy(2);
         memory::copy(dst as usize, src as usize, size)
     })

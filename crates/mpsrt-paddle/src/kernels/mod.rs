@@ -11,6 +11,7 @@ mod grad;
 mod nn;
 mod ops;
 mod optim;
+mod recorder;
 
 use crate::abi::arg;
 use crate::capi::{self, api};
@@ -535,10 +536,25 @@ pub type Body = fn(&Call) -> Result<()>;
 /// exception), so Python gets an exception naming the op and the process lives. Paddle calls
 /// that may throw themselves (allocating the outputs) also run outside `catch_unwind`.
 pub fn run(name: &'static str, direct: bool, build: impl FnOnce() -> Result<Call>, body: Body) {
+    if let Some(msg) = settle() {
+        return raise(capi::error_code(mpsrt_core::ErrorKind::Device), &msg);
+    }
     if let Some((code, msg)) = run_inner(name, direct, build, body) {
         raise(code, &msg);
     }
 }
+
+/// Before a kernel of the general path: wait for the recorder thread's queue (see
+/// `recorder.rs`), then take an error a deferred launch left, to raise it now.
+fn settle() -> Option<String> {
+    if !recorder::enabled() {
+        return None;
+    }
+    recorder::drain();
+    stats::take_pending_error()
+}
+
+pub use recorder::drain;
 
 /// Raise `msg` in Paddle's frame as a C++ exception (see [`run`]).
 pub(crate) fn raise(code: i32, msg: &str) {
@@ -654,6 +670,13 @@ pub(super) fn noop_op() -> Option<&'static str> {
 }
 
 /// Test hook: `MPSRT_PADDLE_FAIL_OP=<kernel>` makes that kernel fail, to exercise the error path.
+/// Test hook: `MPSRT_PADDLE_FAIL_DEFERRED=<kernel>` makes the recorder thread fail that
+/// kernel's deferred launches, to exercise the deferred error path.
+pub(super) fn fail_deferred() -> Option<&'static str> {
+    static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    F.get_or_init(|| std::env::var("MPSRT_PADDLE_FAIL_DEFERRED").ok()).as_deref()
+}
+
 pub(super) fn fail_op() -> Option<&'static str> {
     static F: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     F.get_or_init(|| std::env::var("MPSRT_PADDLE_FAIL_OP").ok()).as_deref()
@@ -689,6 +712,9 @@ pub fn run_var(
             fast::Outcome::Done => return,
             fast::Outcome::Failed(code, msg) => return raise(code, &msg),
             fast::Outcome::Learn(plan) => {
+                if let Some(msg) = settle() {
+                    return raise(capi::error_code(mpsrt_core::ErrorKind::Device), &msg);
+                }
                 let (err, launches) =
                     mpsrt_runtime::capture_launches(|| run_inner(name, direct, build, body));
                 if err.is_none() {
