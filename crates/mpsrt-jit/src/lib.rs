@@ -140,7 +140,8 @@ pub struct CompileOptions {
     /// With `joint_stage` and `self_bounded`: the staged dot's whole runs of the next K step are
     /// loaded into registers right after the slabs are filled (before the products; the load
     /// is speculative, its index clamped), and stored at the top of the next step when its
-    /// whole-run condition holds; before the loop, the first step's runs are loaded.
+    /// whole-run condition holds; before the loop, the first step's runs are loaded. Tutorial 03
+    /// at 4096³ on an H200 (session 14): 1.04 ms with it, 1.44 without (session 13: 1.75).
     pub prefetch_stage: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
@@ -164,7 +165,7 @@ impl Default for CompileOptions {
             prune_dead: true,
             uniform_fast: true,
             joint_stage: true,
-            prefetch_stage: false,
+            prefetch_stage: true,
             emulate_coop: false,
         }
     }

@@ -404,10 +404,10 @@ fn joint_stage_wanted() -> bool {
     std::env::var("MPSRT_TRITON_JOINT_STAGE").map_or(true, |v| v.trim() != "0")
 }
 
-/// `MPSRT_TRITON_PREFETCH=1`: the staged dot loads the next K step's whole runs into
-/// registers before the products (`mpsrt_jit::CompileOptions::prefetch_stage`).
+/// `MPSRT_TRITON_PREFETCH=0`: the staged dot does not load the next K step's whole runs into
+/// registers before the products (`mpsrt_jit::CompileOptions::prefetch_stage`, for A/B).
 fn prefetch_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_PREFETCH").is_ok_and(|v| v.trim() == "1")
+    std::env::var("MPSRT_TRITON_PREFETCH").map_or(true, |v| v.trim() != "0")
 }
 
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
@@ -437,7 +437,7 @@ fn triton_compiler_version() -> String {
     let pr = if prune_wanted() { "" } else { "-nopr" };
     let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
     let js = if joint_stage_wanted() { "" } else { "-nojs" };
-    let pf = if prefetch_wanted() { "-pf" } else { "" };
+    let pf = if prefetch_wanted() { "" } else { "-nopf" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
     format!(
         "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{emu}-w{}",
