@@ -15,6 +15,7 @@ pub mod matmul;
 pub mod matmul_coop;
 pub mod matmul_coop_family;
 pub mod matmul_coop_tune;
+pub mod pool_f16;
 pub mod reduce;
 pub mod softmax;
 #[cfg(feature = "validate")]
@@ -37,6 +38,7 @@ pub use matmul_coop::{
     coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
     CoopMatmulSpec, CoopTune, CoopVariant,
 };
+pub use pool_f16::pool_f16_wgsl;
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 pub use winograd::{
     winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,

@@ -100,6 +100,7 @@ fn every_shape_class_validates_and_translates() {
                     act: acts[(n + i) % acts.len()],
                     bk: if n % 4 == 2 { 64 } else { 32 },
                     clamp: n % 3 == 1,
+                    prefetch: n % 2 == 0,
                     emulate: false,
                 };
                 n += 1;

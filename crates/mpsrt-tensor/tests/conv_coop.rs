@@ -58,6 +58,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         let seed = 10 * i as u64;
         // Both load forms: branches and clamped selects.
         std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
+        // Both epilogues: residual and bias loaded up front (default), and per element.
+        std::env::set_var("MPSRT_COOP_CONV_PREFETCH", if i == 3 || i == 4 { "0" } else { "1" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
         let (bk, tile) = if i % 3 == 2 { ("64", "1x1") } else { ("32", "") };
         std::env::set_var("MPSRT_COOP_CONV_BK", bk);
@@ -125,6 +127,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     std::env::remove_var("MPSRT_COOP_CONV");
     for v in [
         "MPSRT_COOP_CONV_CLAMP",
+        "MPSRT_COOP_CONV_PREFETCH",
         "MPSRT_COOP_CONV_BK",
         "MPSRT_COOP_CONV_TILE",
         "MPSRT_COOP_CONV_WARPS",

@@ -82,6 +82,27 @@ fn pool_table_matches_cpu_on_every_device() {
     }
 }
 
+/// f16 pooling on the GPU (the f16 kernel where the device has shader-f16) against the CPU's
+/// f32 pooling of the same (f16-representable) values: max is exact, the average is one f16
+/// rounding of the f32 mean (rtol 1e-3); NaN and infinities among the inputs.
+#[test]
+fn f16_pool_matches_the_f32_cpu_reference() {
+    let (h, w) = (23, 30);
+    let v = values(2 * 5 * h * w, 77, true);
+    let x16 = tensor(&v, &[2, 5, h, w], DType::F16);
+    let x32 = x16.astype(DType::F32).unwrap();
+    let o = Pool2dOptions { stride: Some([2, 2]), padding: [1, 1], ..Pool2dOptions::new(3, 3) };
+    let (cmax, cavg) = (max_pool2d(&x32, &o).unwrap(), avg_pool2d(&x32, &o).unwrap());
+    for p in gpus() {
+        let xg = x16.to(p).unwrap();
+        let (gmax, gavg) = (max_pool2d(&xg, &o).unwrap(), avg_pool2d(&xg, &o).unwrap());
+        assert_eq!((gmax.dtype(), gavg.dtype()), (DType::F16, DType::F16));
+        let f = |t: &Tensor| t.to_f64_vec().unwrap();
+        assert_close("f16 max pool", &f(&gmax), &f(&cmax), 0.0, 0.0);
+        assert_close("f16 avg pool", &f(&gavg), &f(&cavg), 1e-3, 1e-4);
+    }
+}
+
 #[test]
 fn adaptive_global_noncontiguous_and_3d() {
     let x = tensor(&values(2 * 5 * 7 * 9, 3, false), &[2, 9, 5, 7], DType::F32)

@@ -1,6 +1,11 @@
-//! GPU launch for 2-D pooling (`mpsrt-kernels/src/pool.wgsl`): one thread per output element;
-//! f16 tensors are widened to f32 around the kernel. Max pooling can also return the flat
-//! `h·W + w` index of each maximum (Paddle's `return_mask`), written after the values.
+//! GPU launch for 2-D pooling (`mpsrt-kernels/src/pool.wgsl`): one thread per output element.
+//! f16 tensors that fit one binding pool in f16 storage on devices with shader-f16
+//! (`mpsrt_kernels::pool_f16_wgsl`: values widened to f32 in registers, so the max and NaN
+//! rules are those of the f32 kernel and averages sum in f32); otherwise, and for indices,
+//! they are widened to f32 around the kernel (ResNet-50 b32's 3×3/2 max pool on the H200 took
+//! 0.23 ms with the casts; `MPSRT_POOL_F16=0` keeps that route, for A/B). Max pooling can also
+//! return the flat `h·W + w` index of each maximum (Paddle's `return_mask`), written after
+//! the values.
 //!
 //! An input past the adapter's `max_storage_buffer_binding_size` is pooled in pieces: blocks
 //! of whole N·C planes whose input (and output) fit one binding, or — when one plane alone is
@@ -70,14 +75,30 @@ fn pool2d_impl(
     with_index: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     let dev = mpsrt_runtime::gpu_device(device)?;
-    let x = as_f32(x)?;
     let total = numel(shape);
+    if x.dtype() == DType::F16
+        && !with_index
+        && total > 0
+        && dev.properties().shader_f16
+        && super::env_knob("MPSRT_POOL_F16", 1) != 0
+    {
+        let xh = x.contiguous()?;
+        let (limit, _) = limits(&dev);
+        let xbuf = buffer(op, &xh)?;
+        if fits(xbuf, limit) && (total * 2) as u64 <= limit {
+            let all = Piece { p0: 0, planes: g.nc, r0: 0, rows: g.oh };
+            let (y, _) = launch(op, &dev, &xh, xbuf, None, g, &all, false, true)?;
+            let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+            return Ok((y.reshape(&dims)?, None));
+        }
+    }
+    let x = as_f32(x)?;
     let per_out = if with_index { 8 } else { 4 };
     let (limit, align) = limits(&dev);
     let xbuf = buffer(op, &x)?;
     if total == 0 || (fits(xbuf, limit) && (total * per_out) as u64 <= limit) {
         let all = Piece { p0: 0, planes: g.nc, r0: 0, rows: g.oh };
-        let (y, i) = launch(op, &dev, &x, xbuf, None, g, &all, with_index)?;
+        let (y, i) = launch(op, &dev, &x, xbuf, None, g, &all, with_index, false)?;
         let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
         return Ok((y.reshape(&dims)?, i.map(|i| i.reshape(&dims)).transpose()?));
     }
@@ -137,7 +158,7 @@ fn pool2d_impl(
         let (lo, _) = input_rows(g, pc.r0, pc.r0 + pc.rows);
         let first = if pc.planes == 1 && pc.rows < g.oh { lo * g.w } else { 0 };
         let start = x.layout().offset + pc.p0 * plane_in + first;
-        let (y, i) = launch(op, &dev, &x, xbuf, Some(start), g, pc, with_index)?;
+        let (y, i) = launch(op, &dev, &x, xbuf, Some(start), g, pc, with_index, false)?;
         ys.push(y);
         is.extend(i);
     }
@@ -166,7 +187,8 @@ fn pool2d_impl(
 
 /// One dispatch for `pc`; `start`: the input element of the piece's first plane and row, whose
 /// aligned window is bound (`None`: the whole buffer). Result pieces are `[planes, rows, OW]`
-/// (the whole output when `pc` covers everything).
+/// (the whole output when `pc` covers everything); `half`: `x` is f16 and so is the result
+/// (no indices, whole buffer only).
 #[allow(clippy::too_many_arguments)]
 fn launch(
     op: &str,
@@ -177,9 +199,10 @@ fn launch(
     g: &PoolGeom,
     pc: &Piece,
     with_index: bool,
+    half: bool,
 ) -> Result<(Tensor, Option<Tensor>)> {
     let total = pc.planes * pc.rows * g.ow;
-    let out = alloc_out(dev, op, total * if with_index { 2 } else { 1 }, 4)?;
+    let out = alloc_out(dev, op, total * if with_index { 2 } else { 1 }, if half { 2 } else { 4 })?;
     let (limit, align) = limits(dev);
     // Input binding and the kernel's x_off: the plane base relative to the window (may be
     // "negative" for a band of rows, wrapping in u32; see pool.wgsl).
@@ -223,13 +246,15 @@ fn launch(
             u(pc.rows),
             with_index as u32,
         ];
-        let pipeline = dev.static_pipeline(SOURCE, "pool2d")?;
+        let src = if half { mpsrt_kernels::pool_f16_wgsl() } else { SOURCE };
+        let pipeline = dev.static_pipeline(src, "pool2d")?;
         let bindings = [xbind, Binding::from(&out)];
         dev.dispatch(op, &pipeline, &bindings, &meta_bytes(&words, 6), wg)?;
     }
     let shape = [pc.planes, pc.rows, g.ow];
     let storage = Storage::Gpu(Arc::new(out));
-    let y = Tensor::from_parts(storage.clone(), Layout::contiguous(&shape), DType::F32);
+    let dtype = if half { DType::F16 } else { DType::F32 };
+    let y = Tensor::from_parts(storage.clone(), Layout::contiguous(&shape), dtype);
     let i = with_index.then(|| {
         let mut l = Layout::contiguous(&shape);
         l.offset = total;
