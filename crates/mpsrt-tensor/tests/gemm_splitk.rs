@@ -32,6 +32,11 @@ fn planner_splits_bert_products_and_leaves_large_ones() {
     // Enough workgroups already: 128×128 tiles, no split (the 4096³ GEMM).
     assert_eq!(plan([4096, 4096, 4096], 1), p(128, 1));
     assert_eq!(plan([2048, 2048, 4096], 1), p(128, 1));
+    // The launcher's 128×128 threshold (264 tiles of 128, two waves on 132 SMs): BERT b8's
+    // QKV (144 tiles) and FFN up (192) run 64×64 tiles, unsplit (576 / 768 workgroups).
+    assert_eq!(mt::plan_gemm([1024, 2304, 768], 1, H100, H100), p(64, 1));
+    assert_eq!(mt::plan_gemm([128, 3072, 768], 8, H100, H100), p(64, 1));
+    assert_eq!(mt::plan_gemm([4096, 4096, 4096], 1, H100, H100), p(128, 1));
     // Turned off (`MPSRT_GEMM_SPLITK=0` passes target 0).
     assert_eq!(mt::plan_gemm([128, 768, 3072], 1, 128, 0), p(64, 1));
     // K = 1040: 4 or 3 slices would not be whole multiples of 8; 2 of 520 are.

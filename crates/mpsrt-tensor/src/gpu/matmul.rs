@@ -59,10 +59,15 @@ pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
-/// (`MPSRT_GEMM_TILE128_MIN`, default 128); fewer, and 64×64 tiles keep more workgroups busy.
+/// (`MPSRT_GEMM_TILE128_MIN`, default 264 = 2 × an H100/H200's 132 SMs); fewer, and 64×64
+/// tiles keep more workgroups busy. BERT-base b8 on the H200 (bert call 1, `BENCH_ONLY=bert`):
+/// QKV 1024×2304×768 (144 tiles of 128) 0.2375 ms with 128×128 tiles, 0.191 with 64×64; FFN up
+/// 1024×3072×768 (192 tiles) 0.237 vs 0.228 — under two waves of the large tile the last
+/// wave's idle SMs cost more than the small tile's lower arithmetic intensity (the default was
+/// 128 before).
 fn tile128_min() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
-    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 128))
+    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 2 * 132))
 }
 
 /// Workgroups a tiled GEMM launch aims for before it splits K (`MPSRT_GEMM_SPLITK_WGS`,
