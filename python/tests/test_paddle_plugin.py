@@ -473,7 +473,7 @@ def test_recorder_thread_keeps_order_and_reports_deferred_errors():
     (kernels/recorder.rs). A dependent chain of fast ops interleaved with general-path ops
     (broadcast), host writes and reads gives NumPy's results (everything else drains the queue
     first); a deferred launch that fails (MPSRT_PADDLE_FAIL_DEFERRED) raises at the next
-    synchronize, and later ops work."""
+    synchronize, read or op, and later ops work."""
     r = _run(
         """
         import numpy as np, paddle, mpsrt.paddle as mp
@@ -494,13 +494,19 @@ def test_recorder_thread_keeps_order_and_reports_deferred_errors():
         assert mp.stats()["fast"] >= 250, mp.stats()["fast"]
         x = paddle.to_tensor(np.arange(16, dtype="float32"))
         z = paddle.to_tensor(np.arange(16, dtype="float32"))
-        for _ in range(3):
-            y = x * z  # first: general path; then deferred, failing in the recorder
         try:
-            paddle.device.synchronize()
+            for _ in range(3):
+                y = x * z  # first: general path; then deferred, failing in the recorder
+            paddle.device.synchronize()  # raised here, or by the third multiply if it failed first
         except Exception as e:
             print("RAISED", type(e).__name__, str(e).splitlines()[0][:200])
         np.testing.assert_array_equal((x + z).numpy(), np.arange(16) * 2.0)
+        y = x * z  # deferred, fails in the recorder: raised by the next op or its read
+        try:
+            (x + z).numpy()
+        except Exception as e:
+            print("RAISED-NEXT", type(e).__name__)
+        np.testing.assert_array_equal((x - z).numpy(), np.zeros(16))
         print("OK")
         """,
         MPSRT_PADDLE_RECORDER="1",
@@ -509,6 +515,7 @@ def test_recorder_thread_keeps_order_and_reports_deferred_errors():
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "OK" in r.stdout, out
     assert "RAISED" in r.stdout and "MPSRT_PADDLE_FAIL_DEFERRED" in out, out
+    assert "RAISED-NEXT" in r.stdout, out
 
 
 def _run(code, **env):

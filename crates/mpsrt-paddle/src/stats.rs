@@ -29,6 +29,8 @@ static COPIES: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64
 static FAST: AtomicU64 = AtomicU64::new(0);
 static LAST_ERROR: Mutex<String> = Mutex::new(String::new());
 static PENDING: Mutex<Option<String>> = Mutex::new(None);
+/// Whether `PENDING` holds an error (read on every fast-path op without the lock).
+static HAS_PENDING: AtomicBool = AtomicBool::new(false);
 
 pub fn count_kernel(name: &'static str, dtype: &'static str) {
     *KERNELS.lock().get_or_insert_with(Counts::default).entry((name, dtype)).or_default() += 1;
@@ -50,10 +52,18 @@ pub fn set_error(msg: &str) {
 pub fn set_pending_error(msg: &str) {
     set_error(msg);
     *PENDING.lock() = Some(msg.to_string());
+    HAS_PENDING.store(true, Ordering::Release);
 }
 
 pub fn take_pending_error() -> Option<String> {
-    PENDING.lock().take()
+    let mut p = PENDING.lock();
+    HAS_PENDING.store(false, Ordering::Release);
+    p.take()
+}
+
+/// Whether an error waits to be raised (see [`set_pending_error`]).
+pub fn has_pending_error() -> bool {
+    HAS_PENDING.load(Ordering::Acquire)
 }
 
 pub fn last_error() -> String {

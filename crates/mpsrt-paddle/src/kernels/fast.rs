@@ -167,6 +167,8 @@ pub fn try_launch(name: &'static str, dev_ctx: *const c_void, args: &[(Kind, Raw
         || ins.len() > MAX_INS
         || out.is_null()
         || !enabled()
+        // A deferred launch failed: the general path raises it now (`kernels::settle`).
+        || (super::recorder::enabled() && stats::has_pending_error())
         || stats::LOG.load(std::sync::atomic::Ordering::Relaxed)
         || super::noop_op().is_some_and(|f| f == name)
         || super::fail_op().is_some_and(|f| f == name)
