@@ -35,16 +35,41 @@ pub(crate) fn block(spec: &CoopMatmulSpec) -> (u32, u32, u32) {
 
 /// Workgroup-memory bytes of a generation-3 kernel.
 pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
+    slab_bytes(spec) + scratch_bytes(spec, row_tiles(spec))
+}
+
+/// Bytes of the K slabs (both stages with `db`).
+fn slab_bytes(spec: &CoopMatmulSpec) -> u32 {
     let (bm, bn, _) = block(spec);
     let t = &spec.tune;
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let stages = if t.db { 2 } else { 1 };
-    let acc = if spec.acc == DType::F32 { 4 } else { 2 };
-    // f16 output or an epilogue: a row of `tn` tiles per subgroup (one tile otherwise).
-    let row = if rows_store(spec) { row_tiles(u32::from(t.tn)) } else { 1 };
-    let scratch = u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc;
-    2 * stages * (bm * (bk + pad) + bk * (bn + pad)) + scratch
+    2 * stages * (bm * (bk + pad) + bk * (bn + pad))
 }
+
+/// Bytes of the store scratch with `row` tiles per subgroup (none for `ns1` kernels of whole
+/// blocks that store f32 straight to the output).
+fn scratch_bytes(spec: &CoopMatmulSpec, row: u32) -> u32 {
+    if no_scratch(spec) {
+        return 0;
+    }
+    let t = &spec.tune;
+    let acc = if spec.acc == DType::F32 { 4 } else { 2 };
+    u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc
+}
+
+/// `ns1` applies: whole blocks, f32 accumulators stored straight to an f32 output, no
+/// epilogue — `alpha != 1` is applied in place after the stores, so no scratch is declared.
+fn no_scratch(spec: &CoopMatmulSpec) -> bool {
+    spec.tune.ns && spec.aligned && !rows_store(spec) && spec.acc == DType::F32
+}
+
+/// Workgroup memory per workgroup that keeps two workgroups of a 4×4-tile kernel on an SM on
+/// NVIDIA's Vulkan driver (H200, 8th session): the default kernel's 23040 bytes ran at 188
+/// TFLOP/s at 4096³ while every kernel past 25 KB (two slabs, K 64, the 4-tile f16 store
+/// scratch: 34.5 KB) ran at half or less with no register spill (`COOP_STATS`), i.e. one
+/// workgroup per SM.
+pub const COOP_SHARED_BUDGET: u32 = 23040;
 
 /// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
 /// rather than `coopStoreT` straight to an f32 output.
@@ -52,10 +77,21 @@ fn rows_store(spec: &CoopMatmulSpec) -> bool {
     spec.out_f16 || spec.epi.any()
 }
 
-/// Tiles per scratch row of that store: the subgroup's row of `tn` tiles, in groups of at
-/// most 4 (16 KiB of f32 scratch for 4 subgroups; 8 tiles would push 4×8 tunes past 48 KiB).
-fn row_tiles(tn: u32) -> u32 {
-    tn.min(4)
+/// Tiles per scratch row of the f16 / epilogue store: the subgroup's row of `tn` tiles, in
+/// groups of at most 4 (8 tiles would push 4×8 tunes past 48 KiB), and fewer where the
+/// scratch would push the kernel past [`COOP_SHARED_BUDGET`] (4×4 tiles: one tile per group,
+/// 23040 bytes as with the f32 store, instead of 34.5 KB, which halved 4096³ with the f16
+/// store: one workgroup per SM).
+fn row_tiles(spec: &CoopMatmulSpec) -> u32 {
+    let tn = u32::from(spec.tune.tn);
+    if !rows_store(spec) {
+        return 1;
+    }
+    let slabs = slab_bytes(spec);
+    [4, 2, 1]
+        .into_iter()
+        .find(|&r| r <= tn && slabs + scratch_bytes(spec, r) <= COOP_SHARED_BUDGET)
+        .unwrap_or(1)
 }
 
 /// Render a generation-3 kernel (`spec.variant == 3`, `spec.tune`). Direct loads need both
@@ -138,8 +174,11 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             };
         }
     }
-    let row = if rows_store(spec) { row_tiles(tn) } else { 1 };
-    let _ = writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
+    if !no_scratch(spec) {
+        let row = row_tiles(spec);
+        let _ =
+            writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
+    }
     w.push_str("var<workgroup> Wfull: u32;\n");
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
     w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
@@ -224,6 +263,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     }
     if rows_store(spec) {
         store_rows(&mut w, spec, tm, tn);
+    } else if no_scratch(spec) {
+        store_direct_in_place(&mut w, tm, tn, spec.size, spec.subgroup);
     } else {
         crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
     }
@@ -239,7 +280,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
 /// elements per output row). Two barriers per group of tiles.
 fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
     let (s, sg) = (spec.size, spec.subgroup);
-    let cw = row_tiles(tn);
+    let cw = row_tiles(spec);
     let row = cw * s;
     w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
     if spec.epi.c {
@@ -282,6 +323,33 @@ fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
             w.push_str("  }\n  workgroupBarrier();\n");
         }
     }
+}
+
+/// The `ns1` store of whole blocks: every tile `coopStoreT` straight to the f32 output; with
+/// `alpha != 1` (uniform) each subgroup then scales its own tiles in place after a storage
+/// barrier (no workgroup scratch, so two-slab K-16 kernels stay within
+/// [`COOP_SHARED_BUDGET`]).
+fn store_direct_in_place(w: &mut String, tm: u32, tn: u32, s: u32, sg: u32) {
+    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    for i in 0..tm {
+        for j in 0..tn {
+            let _ = writeln!(
+                w,
+                "  let o{i}_{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n  coopStoreT(c{i}_{j}, &out[o{i}_{j}], N);",
+                i * s,
+                j * s
+            );
+        }
+    }
+    w.push_str("  if (alpha != 1.0) {\n    storageBarrier();\n");
+    let _ = writeln!(w, "    for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+    let _ = writeln!(w, "      let r = (e / {s}u) * N + e % {s}u;");
+    for i in 0..tm {
+        for j in 0..tn {
+            let _ = writeln!(w, "      out[o{i}_{j} + r] = alpha * out[o{i}_{j} + r];");
+        }
+    }
+    w.push_str("    }\n  }\n");
 }
 
 /// The K loop's geometry, shared by its renderings.

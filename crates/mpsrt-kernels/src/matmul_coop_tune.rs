@@ -63,6 +63,11 @@ pub struct CoopTune {
     /// the accumulators (the register budget of 4×4 tiles is where two slabs or K 64 fell off
     /// a cliff).
     pub fo: bool,
+    /// No store scratch: kernels of whole blocks storing f32 straight to the output declare
+    /// no workgroup scratch (`alpha != 1` is applied in place after a storage barrier), 4 KiB
+    /// less workgroup memory — two slabs of K 16 then fit the budget that keeps two
+    /// workgroups per SM (`COOP_SHARED_BUDGET`).
+    pub ns: bool,
 }
 
 impl Default for CoopTune {
@@ -87,6 +92,7 @@ impl Default for CoopTune {
             sp: false,
             gl: false,
             fo: false,
+            ns: false,
         }
     }
 }
@@ -123,6 +129,7 @@ impl CoopTune {
             (self.sp, "_sp1"),
             (self.gl, "_gl1"),
             (self.fo, "_fo1"),
+            (self.ns, "_ns1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -135,7 +142,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -159,6 +166,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("ns") {
+                t.ns = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("fo") {
                 t.fo = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("gl") {
@@ -274,6 +283,8 @@ impl CoopTune {
             "fi1_cl1_vs4_uc1_fo1",
             "sp1_db1_fi1_cl1_vs4_uc1_fo1",
             "k64_fi1_cl1_vs4_uc1_fo1",
+            "k16_db1_fi1_cl1_vs4_uc1_ns1",
+            "fi1_cl1_vs4_uc1_ns1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("pipelined tune"))
