@@ -428,7 +428,11 @@ fn f16_output_kernels_validate_and_translate() {
         // The scratch holds up to 4 tiles per subgroup, fewer past the two-workgroup budget.
         let tile = u32::from(tune.wm) * u32::from(tune.wn) * 256 * 4;
         let extra = spec.shared_bytes() - f32_out.shared_bytes();
-        assert!(extra % tile == 0 && extra / tile < u32::from(tune.tn.min(4)), "{}", tune.name());
+        assert!(
+            extra.is_multiple_of(tile) && extra / tile < u32::from(tune.tn.min(4)),
+            "{}",
+            tune.name()
+        );
         let budget = mpsrt_kernels::matmul_coop_family::COOP_SHARED_BUDGET;
         assert!(extra == 0 || spec.shared_bytes() <= budget, "{}", tune.name());
     }
