@@ -251,6 +251,21 @@ fn gather_at(op: &str, x: &Tensor, ax: usize, idx: &[i64], idx_shape: &[usize]) 
     match x.place() {
         Place::Cpu => cpu::shape::gather(op, x, dims, idx, &shape),
         Place::Gpu(d) => {
+            // f16 slices of even length move as u32 words (two halves each) instead of
+            // widening the whole source to f32 first: BERT's f16 word embeddings (30522 × 768)
+            // were converted on every run (55 µs of a 5 ms model on the H200).
+            let off = x.layout().offset;
+            if x.dtype() == DType::F16 && dims[2] % 2 == 0 && x.is_contiguous() && off % 2 == 0 {
+                let mut wl = Layout::contiguous(&[dims[0], dims[1], dims[2] / 2]);
+                wl.offset = off / 2;
+                let xw = Tensor::from_parts(x.storage().clone(), wl, DType::I32);
+                let wdims = [dims[0], dims[1], dims[2] / 2];
+                let words = shape.iter().product::<usize>() / 2;
+                let y = gpu::shape::gather(op, d, &xw, wdims, idx, &[words])?;
+                let mut yl = Layout::contiguous(&shape);
+                yl.offset = y.layout().offset * 2;
+                return Ok(Tensor::from_parts(y.storage().clone(), yl, DType::F16));
+            }
             let xw = x.astype(gpu_word(x.dtype()))?;
             gpu::shape::gather(op, d, &xw, dims, idx, &shape)?.astype(x.dtype())
         }

@@ -170,6 +170,40 @@ fn gather_index_select_match_cpu() {
     }
 }
 
+/// f16 slices of even length gather as packed u32 words on GPUs (no f32 copy of the table):
+/// embedding-style rows, an inner axis, a view at an even and at an odd element offset (the
+/// latter takes the widening path).
+#[test]
+fn gather_f16_rows_as_words_match_cpu() {
+    let idx = Tensor::from_slice(&[5i64, 0, -1, 2, 2], &[5], Place::Cpu).unwrap();
+    let n = 7 * 6 * 8;
+    let table = tensor(&values(n + 1, 21, true), &[n + 1], DType::F16);
+    // The views are taken on each place, so the GPU ones keep their element offsets.
+    let views = |t: &Tensor| -> Vec<(&'static str, Tensor)> {
+        let even = t.slice(0, Some(0), Some(n as isize), 1).unwrap().reshape(&[7, 6, 8]).unwrap();
+        let odd = t.slice(0, Some(1), None, 1).unwrap().reshape(&[7, 6, 8]).unwrap();
+        let rows = even.slice(0, Some(1), None, 1).unwrap();
+        vec![("even", even), ("odd", odd), ("rows from 1", rows)]
+    };
+    let cpu_views = views(&table);
+    for p in gpus() {
+        let gpu_table = table.to(p).unwrap();
+        for ((name, x), (_, xg)) in cpu_views.iter().zip(views(&gpu_table)) {
+            assert!(xg.is_contiguous());
+            for axis in [0isize, 1] {
+                let idx = if axis == 1 {
+                    idx.slice(0, Some(0), Some(4), 1).unwrap()
+                } else {
+                    idx.clone()
+                };
+                let cpu = gather(x, &idx, axis).unwrap();
+                let got = gather(&xg, &idx, axis).unwrap();
+                same(&format!("f16 gather {name} axis {axis}"), &cpu, &got);
+            }
+        }
+    }
+}
+
 #[test]
 fn pad_and_tile_match_cpu() {
     let pads: &[&[(isize, isize)]] = &[&[(1, 2), (0, 3)], &[(-1, 1), (2, -2)], &[(0, 0), (3, 0)]];
