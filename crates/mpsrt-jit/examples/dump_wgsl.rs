@@ -3,7 +3,7 @@
 //! (one spec per parameter: a pointer's element type, a runtime scalar, or a constexpr int).
 //!
 //! Triton TTIR: `dump_wgsl FILE.ttir [threads=N] [device_max=N] [widen=N] [subgroups] [coop=S]
-//! [vec2] [vec4] [bounded] [nostage] [separate] [prefetch]`
+//! [vec2] [vec4] [bounded] [nostage] [separate] [noprefetch] [f16store]`
 //! compiles like the Triton backend does on an adapter with those properties (`threads` is
 //! `num_warps * 32`; `coop=16` is a 16x16 f16 cooperative-matrix configuration on 32-lane
 //! subgroups), e.g. the H100/H200: `threads=256 device_max=1024 subgroups coop=16`.
@@ -70,7 +70,8 @@ fn ttir(src: &str, flags: &[String]) {
             "bounded" => opts.self_bounded = true,
             "nostage" => opts.stage_dot = false,
             "separate" => opts.joint_stage = false,
-            "prefetch" => opts.prefetch_stage = true,
+            "noprefetch" => opts.prefetch_stage = false,
+            "f16store" => opts.f16_store = true,
             "coop" => opts.coop = Some(mpsrt_jit::CoopConfig { size: n, subgroup: 32 }),
             _ => {
                 eprintln!("unknown flag {f:?}");

@@ -44,6 +44,9 @@ pub(crate) struct Emitter {
     pub emulate_coop: bool,
     /// `CompileOptions::self_bounded`: storage indices go through `ix{k}` (`module::bix`).
     pub self_bounded: bool,
+    /// `CompileOptions::f16_store` on an adapter with f16 matrix units: buffers an f16 block is
+    /// stored to are bound as `array<f16>` (plain stores; the module enables `f16`).
+    pub native_f16_store: bool,
     /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
     pub subgroups: bool,
     /// A reduction used subgroup operations: the entry point takes the subgroup builtins
@@ -67,6 +70,7 @@ impl Emitter {
             extra_workgroup_bytes: 0,
             emulate_coop: false,
             self_bounded: false,
+            native_f16_store: false,
             subgroups: false,
             uses_subgroups: false,
         }

@@ -143,6 +143,10 @@ pub struct CompileOptions {
     /// whole-run condition holds; before the loop, the first step's runs are loaded. Tutorial 03
     /// at 4096³ on an H200 (session 14): 1.04 ms with it, 1.44 without (session 13: 1.75).
     pub prefetch_stage: bool,
+    /// TTIR kernels on an adapter with f16 matrix units (`coop` set, so `shader-f16` too):
+    /// buffers f16 blocks are stored to are bound as `array<f16>` and stored element by element
+    /// (no packed-word atomics, no pair exchange); the module enables `f16`.
+    pub f16_store: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
@@ -166,6 +170,7 @@ impl Default for CompileOptions {
             uniform_fast: true,
             joint_stage: true,
             prefetch_stage: true,
+            f16_store: false,
             emulate_coop: false,
         }
     }

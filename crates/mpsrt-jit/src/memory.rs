@@ -253,7 +253,10 @@ pub(crate) fn emit_store_exprs(
     full: Option<&str>,
 ) {
     let vi = cast_expr(&v.at("i"), vd, elem);
-    if elem == DType::F16 && paired_f16_store(em, p, pi, arg, &vi, mi, full) {
+    if elem == DType::F16 && em.native_f16_store {
+        // `st{arg}` is a plain store into an `array<f16>` binding (`module::accessors`).
+        em.uses_f16 = true;
+    } else if elem == DType::F16 && paired_f16_store(em, p, pi, arg, &vi, mi, full) {
         return;
     }
     let body = |em: &mut crate::emit::Emitter| match &mi {

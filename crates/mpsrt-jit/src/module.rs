@@ -97,7 +97,7 @@ fn assemble(
                 wgsl_elem: if !a.atomics.is_empty() {
                     atomic_elem(dtype)
                 } else {
-                    storage_elem(dtype, a.stored)
+                    storage_elem(dtype, a.stored, em.native_f16_store)
                 }
                 .to_string(),
             });
@@ -187,7 +187,8 @@ fn assemble(
                     );
                 }
             }
-            accessors(&mut w, k, dtype, a, em.self_bounded);
+            let native = em.native_f16_store && dtype == DType::F16;
+            accessors(&mut w, k, dtype, a, em.self_bounded, native);
         }
     }
     for f in &em.functions {
@@ -248,10 +249,11 @@ fn atomic_elem(d: DType) -> &'static str {
     }
 }
 
-fn storage_elem(d: DType, stored: bool) -> &'static str {
+fn storage_elem(d: DType, stored: bool, native_f16: bool) -> &'static str {
     match d {
         DType::F32 => "f32",
         DType::I32 => "i32",
+        DType::F16 if stored && native_f16 => "f16",
         // Packed types: stores use atomics so lanes of one word written by different
         // invocations do not race (see the crate docs).
         _ if stored => "atomic<u32>",
@@ -260,10 +262,20 @@ fn storage_elem(d: DType, stored: bool) -> &'static str {
 }
 
 /// Emits `ld{k}` / `st{k}` for pointer parameter `k` (only those the kernel uses).
-fn accessors(w: &mut String, k: usize, d: DType, a: &ArgInfo, bounded: bool) {
+fn accessors(w: &mut String, k: usize, d: DType, a: &ArgInfo, bounded: bool, native: bool) {
     let rt = crate::value::Ty::D(d).wgsl();
     // Index `i` of the binding, clamped with `bounded`.
     let ix = |i: &str| bix(k, i, bounded);
+    if native && a.stored && a.atomics.is_empty() {
+        // An `array<f16>` binding (`Emitter::native_f16_store`): plain element accesses.
+        let _ = writeln!(
+            w,
+            "fn ld{k}(p: i32) -> f32 {{\n    return f32(buf{k}[{}]);\n}}\nfn st{k}(p: i32, v: f32) {{\n    buf{k}[{}] = f16(v);\n}}",
+            ix("u32(p + P.off{k})").replace("{k}", &k.to_string()),
+            ix("u32(p + P.off{k})").replace("{k}", &k.to_string())
+        );
+        return;
+    }
     if !a.atomics.is_empty() {
         // Every access of an atomic buffer is atomic (WGSL has no plain access to atomic<T>).
         let (load, store) = if d == DType::I32 {

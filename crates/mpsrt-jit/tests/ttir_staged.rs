@@ -213,3 +213,28 @@ fn prefetch_loads_the_next_step_before_the_products() {
     let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &plain, 1024).unwrap();
     assert!(!k.wgsl.contains("var pv"));
 }
+
+#[test]
+fn f16_store_binds_the_output_as_halves() {
+    // f16_store with matrix units: the f16 output is `array<f16>`, stored element by element
+    // (no packed-word atomics, no pair exchange); without them nothing changes.
+    let opts = CompileOptions {
+        max_workgroup_size: 256,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        self_bounded: true,
+        f16_store: true,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap_or_else(|e| panic!("{e}"));
+    assert!(k.wgsl.contains("var<storage, read_write> buf2: array<f16>;"), "{}", k.wgsl);
+    assert!(k.wgsl.contains("buf2[ix2(u32(p + P.off2))] = f16(v);"), "{}", k.wgsl);
+    assert!(!k.wgsl.contains("atomic") && !k.wgsl.contains("subgroupShuffleXor"));
+    assert_eq!(k.bindings.iter().filter(|b| b.wgsl_elem == "f16").count(), 1);
+    let plain = CompileOptions { f16_store: true, max_workgroup_size: 128, ..Default::default() };
+    let k = compile_ttir(&fixture("03_matmul"), None, &plain).unwrap();
+    common::validate(&k).unwrap();
+    assert!(k.wgsl.contains("buf2: array<atomic<u32>>;") && !k.wgsl.contains("enable f16"));
+}

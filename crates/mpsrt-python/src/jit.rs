@@ -175,6 +175,7 @@ fn launch_jit(
         uniform_fast: false,
         joint_stage: true,
         prefetch_stage: false,
+        f16_store: false,
         emulate_coop: false,
     };
     let sig = signature(&args);
@@ -410,6 +411,12 @@ fn prefetch_wanted() -> bool {
     std::env::var("MPSRT_TRITON_PREFETCH").map_or(true, |v| v.trim() != "0")
 }
 
+/// `MPSRT_TRITON_F16_STORE=1`: f16 blocks are stored through `array<f16>` bindings on
+/// adapters with f16 matrix units (`mpsrt_jit::CompileOptions::f16_store`, for A/B).
+fn f16_store_wanted() -> bool {
+    std::env::var("MPSRT_TRITON_F16_STORE").is_ok_and(|v| v.trim() == "1")
+}
+
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
 /// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
 /// or is dropped; without them it is undefined, as on CUDA).
@@ -438,9 +445,10 @@ fn triton_compiler_version() -> String {
     let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
     let js = if joint_stage_wanted() { "" } else { "-nojs" };
     let pf = if prefetch_wanted() { "" } else { "-nopf" };
+    let hs = if f16_store_wanted() { "-hs" } else { "" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
     format!(
-        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{emu}-w{}",
+        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{hs}{emu}-w{}",
         mpsrt_jit::ttir_compiler_id(),
         widen_to()
     )
@@ -491,6 +499,7 @@ fn triton_compile<'py>(
                 uniform_fast: uniform_fast_wanted(),
                 joint_stage: joint_stage_wanted(),
                 prefetch_stage: prefetch_wanted(),
+                f16_store: f16_store_wanted(),
                 emulate_coop: emulate,
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };

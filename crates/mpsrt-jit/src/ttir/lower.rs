@@ -82,6 +82,7 @@ impl TtirLowerer {
         em.coop = opts.coop;
         em.emulate_coop = opts.emulate_coop;
         em.self_bounded = opts.self_bounded;
+        em.native_f16_store = opts.f16_store && opts.coop.is_some();
         em.subgroups = opts.subgroups;
         TtirLowerer {
             em,
