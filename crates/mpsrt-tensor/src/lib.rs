@@ -38,7 +38,9 @@ pub use gpu::conv_gemm::{
     input_scale_pending, with_conv_destination, with_conv_input_affine_relu, with_conv_input_scale,
 };
 pub use gpu::conv_se::{conv1x1_vec, depthwise_conv_pool, se_gate};
-pub use gpu::matmul::{matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, plan_gemm, GemmPlan};
+pub use gpu::matmul::{
+    matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, plan_gemm, small_m_prefers_tiled, GemmPlan,
+};
 pub use matmul::{gemm, gemm_act, linear, matmul, matmul_fused};
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};

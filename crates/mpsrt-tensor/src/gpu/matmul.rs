@@ -15,9 +15,12 @@
 //! to the assembled product.
 
 use super::matmul_coop::{
-    cached_coop, coop_enabled, coop_epilogue, coop_spec, coop_spec_sliced, coop_splitk_target,
+    cached_coop, coop_enabled, coop_epilogue, coop_small_m, coop_spec, coop_spec_sliced,
+    coop_splitk_target,
 };
-pub use super::matmul_coop::{matmul_kernel_name, plan_coop_splitk, plan_f16_gemm};
+pub use super::matmul_coop::{
+    matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, small_m_prefers_tiled,
+};
 use super::reduce::gpu_buffer;
 use super::window;
 use crate::activation::maybe_apply;
@@ -84,6 +87,12 @@ fn splitk_target() -> usize {
             super::env_knob("MPSRT_GEMM_SPLITK_WGS", 2 * 132)
         }
     })
+}
+
+/// Whether f16 products on the tiled GEMM split K too (`MPSRT_GEMM_SPLITK_F16`, default on).
+fn splitk_f16() -> bool {
+    static T: OnceLock<bool> = OnceLock::new();
+    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_SPLITK_F16", 1) != 0)
 }
 
 /// K per slice at least this long: shorter slices spend their time in the prologue/epilogue.
@@ -459,7 +468,13 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
             splitk_reduce(&dev, op, p, w, &sum, (act, p0, p1), &result)?;
             return Ok(result);
         }
-        if let Some(spec) = coop.filter(|s| !epilogue || s.variant == 3) {
+        // Few rows and few blocks: the tiled GEMM's split-K fills more of the GPU.
+        let tiled = |s: &CoopMatmulSpec| {
+            let plan = plan_gemm([mm, nn, k], z, tile128_min(), splitk_target());
+            let block = (s.block_m() as usize, s.block_n() as usize);
+            coop_small_m() && small_m_prefers_tiled([mm, nn, k], z, block, plan.slices)
+        };
+        if let Some(spec) = coop.filter(|s| (!epilogue || s.variant == 3) && !tiled(s)) {
             let pl = cached_coop(&dev, op, spec)?;
             let result = alloc_out(if spec.out_f16 { DType::F16 } else { DType::F32 })?;
             let outb = gpu_buffer(op, &result)?;
@@ -491,9 +506,10 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let f32x = dtype == DType::F32;
     let plan = plan_gemm([mm, nn, k], z, tile128_min(), splitk_target());
     let limit = window::limits(&dev).0;
-    // Split-K (f32): the slices are an extra, outermost batch dim (A and B advance by a slice
-    // of K), so one GEMM dispatch writes partials `[S, batch.., M, N]`.
-    let slices = if f32x
+    // Split-K (f32, and f16 unless `MPSRT_GEMM_SPLITK_F16=0`: the partials are f32 either
+    // way): the slices are an extra, outermost batch dim (A and B advance by a slice of K), so
+    // one GEMM dispatch writes partials `[S, batch.., M, N]`.
+    let slices = if (f32x || splitk_f16())
         && plan.slices > 1
         && z * plan.slices <= maxd
         && ((plan.slices * z * mm * nn * 4) as u64) <= limit
