@@ -256,6 +256,7 @@ fn gather_at(op: &str, x: &Tensor, ax: usize, idx: &[i64], idx_shape: &[usize]) 
             // were converted on every run (55 µs of a 5 ms model on the H200).
             let off = x.layout().offset;
             if x.dtype() == DType::F16
+                && f16_gather_words()
                 && dims[2].is_multiple_of(2)
                 && x.is_contiguous()
                 && off.is_multiple_of(2)
@@ -274,6 +275,13 @@ fn gather_at(op: &str, x: &Tensor, ax: usize, idx: &[i64], idx_shape: &[usize]) 
             gpu::shape::gather(op, d, &xw, dims, idx, &shape)?.astype(x.dtype())
         }
     }
+}
+
+/// Whether f16 gathers move packed words (`MPSRT_F16_GATHER_WORDS=0`: widen to f32 first, the
+/// A/B switch).
+fn f16_gather_words() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_F16_GATHER_WORDS").map_or(true, |v| v.trim() != "0"))
 }
 
 /// ONNX Gather: `out[i.., j.., k..] = x[i.., indices[j..], k..]` along `axis`; indices of any
