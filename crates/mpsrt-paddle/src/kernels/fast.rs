@@ -4,7 +4,7 @@
 //! Paddle's tensors, building the expression, looking its pipeline up, packing the metadata,
 //! each with a handful of heap allocations. For a `direct` kernel whose arguments are only
 //! tensors (`[In.., Out]`), dense, of the output's dims, in distinct buffers, the launch the
-//! general path records is a function of (kernel, device, dtypes, element count, element
+//! general path records is a function of (kernel, device, dtypes, dims, element
 //! offsets): the first call with such a key runs the general path under
 //! [`mpsrt_runtime::capture_launches`]; if it recorded exactly one dispatch whose bindings are
 //! the op's own input and output buffers, the dispatch (pipeline, binding roles and windows,
@@ -50,6 +50,10 @@ struct Key {
     name: usize,
     device: usize,
     numel: usize,
+    /// The dims every operand has (elementwise launches depend only on `numel`; kept so a
+    /// kernel whose launch depends on the shape can never replay another shape's).
+    nd: usize,
+    dims: [i64; MAX_DIMS],
     /// Paddle dtype codes of inputs 0..n and of the output (at `OUT`); 0xff: no such input.
     dtypes: [u8; MAX_INS + 1],
     /// Element offsets of each operand in its buffer.
@@ -181,8 +185,15 @@ pub fn try_launch(name: &'static str, dev_ctx: *const c_void, args: &[(Kind, Raw
     if numel == 0 {
         return Outcome::No;
     }
-    let mut key =
-        Key { name: name.as_ptr() as usize, device: 0, numel, dtypes: [0xff; 4], offs: [0; 4] };
+    let mut key = Key {
+        name: name.as_ptr() as usize,
+        device: 0,
+        numel,
+        nd: o.nd,
+        dims: o.dims,
+        dtypes: [0xff; MAX_INS + 1],
+        offs: [0; MAX_INS + 1],
+    };
     let mut held: [Option<Arc<GpuBuffer>>; MAX_INS + 1] = Default::default();
     for (k, &(kind, raw)) in ins.iter().enumerate() {
         let (Kind::In, Raw::P(t)) = (kind, raw) else { return Outcome::No };
