@@ -127,6 +127,11 @@ pub struct CoopConvSpec {
     /// on the H200, about 200 GB/s for the residual read). `MPSRT_COOP_CONV_PREFETCH=0`: the
     /// per-element loads, for A/B.
     pub prefetch: bool,
+    /// With `prefetch`: the barriers around each tile's trip through the scratch are subgroup
+    /// barriers (the scratch is the subgroup's own), so the workgroup's subgroups do not wait
+    /// for each other between tiles (`MPSRT_COOP_CONV_SGBAR=1`, off until checked on hardware;
+    /// the emulated form keeps workgroup barriers: it has no subgroups).
+    pub sg_barrier: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -554,7 +559,7 @@ impl CoopConvSpec {
         }
         for i in 0..self.tm {
             for j in 0..self.tn {
-                self.tile_to_scratch(w, i, j);
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
                 let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
                 let _ = writeln!(
                     w,
@@ -576,14 +581,14 @@ impl CoopConvSpec {
         }
     }
 
-    /// Accumulator tile `(i, j)` into the subgroup's scratch, then a barrier.
-    fn tile_to_scratch(&self, w: &mut String, i: u32, j: u32) {
+    /// Accumulator tile `(i, j)` into the subgroup's scratch, then `barrier`.
+    fn tile_to_scratch(&self, w: &mut String, i: u32, j: u32, barrier: &str) {
         let (s, sg) = (self.size, self.subgroup);
         if self.emulate {
             let qn = s * s / sg;
-            let _ = writeln!(w, "  for (var q = 0u; q < {qn}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}\n  workgroupBarrier();", (i * self.tn + j) * qn);
+            let _ = writeln!(w, "  for (var q = 0u; q < {qn}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}\n  {barrier}", (i * self.tn + j) * qn);
         } else {
-            let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], {s}u);\n  workgroupBarrier();");
+            let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], {s}u);\n  {barrier}");
         }
     }
 
@@ -597,6 +602,11 @@ impl CoopConvSpec {
         let partial = !(s * s).is_multiple_of(sg);
         let loads_per_tile = qn * u32::from(self.has_res);
         let rows_per_group = if tm * tn * loads_per_tile <= 32 { tm } else { 1 };
+        let barrier = if self.sg_barrier && !self.emulate {
+            "subgroupBarrier();"
+        } else {
+            "workgroupBarrier();"
+        };
         // Element (i, j, q)'s channel and column, and whether it is stored.
         let at = |i: u32, j: u32, q: u32| {
             let e = format!("(lane + {}u)", q * sg);
@@ -622,7 +632,7 @@ impl CoopConvSpec {
             }
             for i in rows {
                 for j in 0..tn {
-                    self.tile_to_scratch(w, i, j);
+                    self.tile_to_scratch(w, i, j, barrier);
                     for q in 0..qn {
                         let _ = write!(
                             w,
@@ -638,7 +648,7 @@ impl CoopConvSpec {
                         }
                         w.push_str(" out[mw(5u) + (col / P) * (OC * P) + m * P + col % P] = f16(act(vec4<f32>(v)).x); } }\n");
                     }
-                    w.push_str("  workgroupBarrier();\n");
+                    let _ = writeln!(w, "  {barrier}");
                 }
             }
             w.push_str("  }\n");
@@ -721,6 +731,7 @@ pub fn plan_coop_conv(
         bk: BK,
         clamp: false,
         prefetch: true,
+        sg_barrier: false,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

@@ -11,7 +11,8 @@
 //! would leave most of the GPU idle without split-K). `MPSRT_CONV_PLAN_LOG=1` prints the choice;
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_PREFETCH=0`
-//! loads the epilogue's residual and bias per element instead of up front (A/B); `MPSRT_COOP_CONV_TILE=TMxTN`
+//! loads the epilogue's residual and bias per element instead of up front (A/B);
+//! `MPSRT_COOP_CONV_SGBAR=1` uses subgroup barriers around the epilogue's per-subgroup scratch; `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
 //! and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
 //! ignored where the device's workgroup memory is too small);
@@ -220,6 +221,7 @@ pub(crate) fn try_conv(
     spec.emulate = emulate;
     spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
     spec.prefetch = env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
+    spec.sg_barrier = spec.prefetch && env_knob("MPSRT_COOP_CONV_SGBAR", 0) != 0;
     let bk = match env_knob("MPSRT_COOP_CONV_BK", 32) {
         64 => 64,
         _ => 32,
