@@ -267,9 +267,24 @@ fn a_replay_submitted_early_in_parts_is_bit_identical() {
     let st = s.replay_status(&[vec![1, 7], vec![1, 7, HIDDEN]]).unwrap();
     assert!(st.starts_with("ready"), "{st}");
     let early = dev.submit_timing().replay_early_submits - early0;
+    // At most one early submit per replay (parts growing 8x): still bit-identical, and the
+    // replays (runs 2 and 3; run 0 runs step by step, run 1 is captured) submit once each.
+    let growth = dev.replay_early_growth();
+    dev.set_replay_early_growth(8, 1);
+    let (s1, fresh1) = sessions(bert_like());
+    let t0 = dev.submit_timing();
+    for run in 0..4u64 {
+        let f = bert_feeds(7, 500 + run);
+        assert_eq!(bytes(&s1.run(&f).unwrap()), bytes(&fresh1.run(&f).unwrap()), "run {run}");
+    }
+    let t = dev.submit_timing().since(&t0);
+    dev.set_replay_early_growth(growth.0, growth.1);
     dev.set_replay_early(0);
     dev.set_replay_split(threads, chunk);
     assert!(early >= 2, "{early} early submits in two replays");
+    // Each of the 2 replays has 2 recorded ranges (around the live Gather), one early each.
+    assert!(t.replays >= 2 && t.replay_early_submits <= t.replays, "{t:?}");
+    assert!(t.replay_early_submits >= 1, "{t:?}");
 }
 
 #[test]
@@ -293,4 +308,55 @@ fn profile_reports_host_and_gpu_time_per_step() {
             }
         }
     }
+}
+
+/// `depth` MatMul + Tanh layers on an `[8, 32]` input: no step reads an input on the host, so
+/// each replay is one whole range (the adaptive early-submit policy applies).
+fn mlp(depth: usize) -> Graph {
+    let mut g = Graph::new();
+    let mut x = g.add_input("x", DType::F32, vec![Dim::Known(8), Dim::Known(32)]).unwrap();
+    for i in 0..depth {
+        let w = values(32 * 32, 50 + i as u64).iter().map(|v| v * 0.3).collect::<Vec<_>>();
+        let w = g.add_initializer(format!("w{i}"), HostTensor::from_f32(vec![32, 32], &w));
+        let (m, t) = (g.add_value(format!("m{i}"), DType::F32, None).unwrap(), {
+            g.add_value(format!("t{i}"), DType::F32, None).unwrap()
+        });
+        g.add_node(format!("mm{i}"), Op::MatMul, vec![x, w.unwrap()], vec![m]);
+        g.add_node(format!("tanh{i}"), Op::Unary(UnaryOp::Tanh), vec![m], vec![t]);
+        x = t;
+    }
+    g.outputs = vec![x];
+    g
+}
+
+#[test]
+fn adaptive_early_submits_learn_the_gpu_time_and_stay_bit_identical() {
+    if !gpu() {
+        return;
+    }
+    // Early parts sized from the GPU time per command learnt on the previous replay (the first
+    // replay doubles): whatever the parts, the outputs equal a fresh plan's.
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let (threads, chunk) = dev.replay_split();
+    let (early, adapt) = (dev.replay_early(), dev.replay_early_adapt());
+    dev.set_replay_split(1, chunk);
+    dev.set_replay_early(2);
+    dev.set_replay_early_adapt(true);
+    let (s, fresh) = sessions(mlp(12));
+    let t0 = dev.submit_timing();
+    for run in 0..6u64 {
+        let x = Tensor::from_slice(&values(8 * 32, 600 + run), &[8, 32], GPU).unwrap();
+        let f: HashMap<String, Tensor> = [("x".to_string(), x)].into_iter().collect();
+        let got = bytes(&s.run(&f).unwrap());
+        assert_eq!(got, bytes(&fresh.run(&f).unwrap()), "run {run}");
+        dev.synchronize().unwrap();
+    }
+    let t = dev.submit_timing().since(&t0);
+    dev.set_replay_early(early);
+    dev.set_replay_early_adapt(adapt);
+    dev.set_replay_split(threads, chunk);
+    assert!(s.replay_status(&[vec![8, 32]]).unwrap().starts_with("ready"));
+    // Four replays (runs 2-5), each submitting its first part early.
+    assert!(t.replays >= 4 && t.replay_early_submits >= 4, "{t:?}");
 }

@@ -107,6 +107,10 @@ pub struct GpuDevice {
     /// Growth factor of the early parts and most early submits per replay (`replay.rs`).
     pub(crate) replay_early_growth: AtomicUsize,
     pub(crate) replay_early_max: AtomicUsize,
+    /// Whether early parts follow the GPU's queued work (`replay/early.rs`).
+    pub(crate) replay_early_adapt: std::sync::atomic::AtomicBool,
+    /// The last completed batch serials and when their callbacks ran (`replay/early.rs` clock).
+    pub(crate) completed_at: Arc<Mutex<crate::replay::Completions>>,
     this: Weak<GpuDevice>,
 }
 
@@ -270,6 +274,7 @@ impl GpuDevice {
             crate::env::DEFAULT_REPLAY_EARLY
         });
         let (early_growth, early_max) = (config.replay_early_growth, config.replay_early_max);
+        let early_adapt = config.replay_early_adapt;
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -296,6 +301,8 @@ impl GpuDevice {
             replay_early: AtomicUsize::new(replay_early),
             replay_early_growth: AtomicUsize::new(early_growth),
             replay_early_max: AtomicUsize::new(early_max),
+            replay_early_adapt: std::sync::atomic::AtomicBool::new(early_adapt),
+            completed_at: Arc::default(),
             this: this.clone(),
         }))
     }
@@ -655,8 +662,10 @@ impl GpuDevice {
         let batch = &mut st.batch;
         batch.submitted.push_back((serial, index, batch.bytes.max(1)));
         let done = self.completed.clone();
+        let at = self.completed_at.clone();
         self.queue.on_submitted_work_done(move || {
             done.fetch_max(serial, Ordering::AcqRel);
+            at.lock().push(serial);
         });
         batch.reset_after_submit();
         batch.retire_arenas(serial);

@@ -70,6 +70,10 @@ pub struct RuntimeConfig {
     /// Most early submits in one serial replay (`MPSRT_REPLAY_EARLY_MAX`, default unbounded);
     /// the rest of the replay goes with the run's final submit.
     pub replay_early_max: usize,
+    /// Whether the early parts after the first are sized from the GPU's queued work and the
+    /// host's recording speed, measured on the recording's previous replay
+    /// (`MPSRT_REPLAY_EARLY_ADAPT`, default 1; 0: parts grow by `replay_early_growth`).
+    pub replay_early_adapt: bool,
 }
 
 /// `MPSRT_REPLAY_EARLY` when unset, on GPUs (H200, 2026-11-26, three fresh processes each:
@@ -95,6 +99,7 @@ impl Default for RuntimeConfig {
             replay_early: None,
             replay_early_growth: 2,
             replay_early_max: usize::MAX,
+            replay_early_adapt: true,
         }
     }
 }
@@ -152,6 +157,9 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_EARLY_MAX")? {
             c.replay_early_max = v.min(1 << 20) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_EARLY_ADAPT")? {
+            c.replay_early_adapt = v != 0;
         }
         if let Some(v) = var_u64("MPSRT_UNIFIED_FAST_PATH")? {
             c.unified_fast_path = v != 0;

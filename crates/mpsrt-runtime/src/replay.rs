@@ -22,8 +22,11 @@
 //! A capture is per thread (a thread-local), so other threads' work on the same device is
 //! neither recorded nor disturbed.
 
+mod early;
+
 use crate::device::{Binding, GpuBuffer, GpuDevice};
 use crate::pipeline::Pipeline;
+pub(crate) use early::{now_ns, Completions};
 use mpsrt_core::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
@@ -252,6 +255,8 @@ pub struct Recording {
     dispatches: usize,
     /// Serial of the batch the last replay was recorded into.
     last_serial: AtomicU64,
+    /// The last full replay's early parts and the GPU time per command learnt from them.
+    early: parking_lot::Mutex<early::EarlyLog>,
 }
 
 impl std::fmt::Debug for Recording {
@@ -540,6 +545,7 @@ impl GpuDevice {
             bytes,
             dispatches,
             last_serial: AtomicU64::new(0),
+            early: parking_lot::Mutex::default(),
         }
     }
 
@@ -560,6 +566,17 @@ impl GpuDevice {
     pub fn set_replay_early_growth(&self, growth: usize, max_submits: usize) {
         self.replay_early_growth.store(growth.max(2), Ordering::Relaxed);
         self.replay_early_max.store(max_submits, Ordering::Relaxed);
+    }
+
+    /// Whether early parts after the first are sized from the GPU's queued work, learnt from the
+    /// recording's previous replay (`MPSRT_REPLAY_EARLY_ADAPT`; off: they grow by `growth`).
+    pub fn set_replay_early_adapt(&self, on: bool) {
+        self.replay_early_adapt.store(on, Ordering::Relaxed);
+    }
+
+    /// The setting of [`GpuDevice::set_replay_early_adapt`].
+    pub fn replay_early_adapt(&self) -> bool {
+        self.replay_early_adapt.load(Ordering::Relaxed)
     }
 
     /// `(growth, max_submits)` of [`GpuDevice::set_replay_early_growth`].
@@ -617,17 +634,43 @@ impl GpuDevice {
             let idle = self.completed.load(Ordering::Acquire) + 1 >= st.batch.serial;
             let first = if idle { self.replay_early.load(Ordering::Relaxed) } else { 0 };
             let (growth, max) = self.replay_early_growth();
+            // Sized to the GPU's queued work (`replay/early.rs`) for whole replays; ranges
+            // between live steps double.
+            let whole = range.start == 0 && range.end == rec.cmds.len();
+            let adapt = whole && first > 0 && self.replay_early_adapt.load(Ordering::Relaxed);
+            let gpu_ns = if adapt {
+                let mut log = rec.early.lock();
+                if let Some(at) = self.completed_at.lock().at(log.serial) {
+                    log.learn(at);
+                }
+                log.gpu_ns
+            } else {
+                0.0
+            };
+            let start = now_ns();
+            let mut plan = early::EarlyPlan::new(cmds.len(), first, growth, max, gpu_ns, start);
+            let mut log = Vec::new();
             let mut done = 0;
-            for part in early_parts(cmds.len(), first, growth, max) {
+            while let Some(part) = plan.part(done) {
                 let n =
                     Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..done + part]);
-                done += part;
                 early += n;
                 st.batch.ops += n;
                 let ts = std::time::Instant::now();
                 self.submit_locked_with(st, false);
                 st.timing.replay_early_submits += 1;
                 st.timing.early_submit_ns += ts.elapsed().as_nanos() as u64;
+                let now = now_ns();
+                log.push((now, cmds.len() - done));
+                done += part;
+                plan.submitted(part, done, now);
+            }
+            if adapt && !log.is_empty() {
+                // The last part goes with the run's final submit, just after this.
+                log.push((now_ns(), cmds.len() - done));
+                let mut l = rec.early.lock();
+                l.parts = log;
+                l.serial = st.batch.serial;
             }
             Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..])
         };
@@ -687,43 +730,5 @@ impl GpuDevice {
         }
         batch.bound_group = None;
         dispatches
-    }
-}
-
-/// Sizes of the early parts of a serial replay of `len` commands: `first`, then each `growth`
-/// times the one before, at most `max` of them, while more than the part's size is left (the
-/// rest goes with the run's final submit). Empty when `first` is 0.
-pub(crate) fn early_parts(len: usize, first: usize, growth: usize, max: usize) -> Vec<usize> {
-    let mut parts = Vec::new();
-    let (mut part, mut done) = (first, 0);
-    while part > 0 && len - done > part && parts.len() < max {
-        parts.push(part);
-        done += part;
-        part = part.saturating_mul(growth.max(2));
-    }
-    parts
-}
-
-#[cfg(test)]
-mod tests {
-    use super::early_parts;
-
-    #[test]
-    fn early_parts_grow_and_leave_the_rest_for_the_final_submit() {
-        // The doubling default: 8, 16, 32 of 60 commands, 4 left.
-        assert_eq!(early_parts(60, 8, 2, usize::MAX), vec![8, 16, 32]);
-        assert_eq!(early_parts(60, 8, 4, usize::MAX), vec![8, 32]);
-        assert_eq!(early_parts(60, 8, 8, usize::MAX), vec![8]);
-        assert_eq!(early_parts(300, 8, 4, usize::MAX), vec![8, 32, 128]);
-        assert_eq!(early_parts(300, 8, 2, 1), vec![8]);
-        assert_eq!(early_parts(8, 8, 2, usize::MAX), Vec::<usize>::new());
-        assert_eq!(early_parts(60, 0, 2, usize::MAX), Vec::<usize>::new());
-        for len in 0..200 {
-            for (first, growth, max) in [(1, 2, 9), (3, 3, 2), (8, 4, usize::MAX)] {
-                let p = early_parts(len, first, growth, max);
-                assert!(p.len() <= max);
-                assert!(p.iter().sum::<usize>() < len || p.is_empty(), "{len} {p:?}");
-            }
-        }
     }
 }
