@@ -68,6 +68,11 @@ pub struct CoopTune {
     /// less workgroup memory — two slabs of K 16 then fit the budget that keeps two
     /// workgroups per SM (`COOP_SHARED_BUDGET`).
     pub ns: bool,
+    /// Register ring (with `db`): two sets of staging registers take turns, so a slab's
+    /// 16-byte global loads are issued two K steps before its products instead of one; the
+    /// loop is unrolled by two (constant stages and sets). Interior loop with both operands
+    /// 8 wide only; elsewhere the `db` loop.
+    pub rq: bool,
 }
 
 impl Default for CoopTune {
@@ -93,6 +98,7 @@ impl Default for CoopTune {
             gl: false,
             fo: false,
             ns: false,
+            rq: false,
         }
     }
 }
@@ -130,6 +136,7 @@ impl CoopTune {
             (self.gl, "_gl1"),
             (self.fo, "_fo1"),
             (self.ns, "_ns1"),
+            (self.rq, "_rq1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -142,7 +149,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -166,6 +173,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("rq") {
+                t.rq = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ns") {
                 t.ns = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("fo") {
@@ -285,6 +294,7 @@ impl CoopTune {
             "k64_fi1_cl1_vs4_uc1_fo1",
             "k16_db1_fi1_cl1_vs4_uc1_ns1",
             "fi1_cl1_vs4_uc1_ns1",
+            "k16_db1_fi1_cl1_vs4_uc1_ns1_rq1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("pipelined tune"))
@@ -356,6 +366,9 @@ impl CoopTune {
         }
         if self.gl && self.wl {
             return Err(format!("{}: 16-byte loads (gl) are wl's already", self.name()));
+        }
+        if self.rq && (!self.db || self.sp) {
+            return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
         }
         if self.rp && self.db {
             return Err(format!(

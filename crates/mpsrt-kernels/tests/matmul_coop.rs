@@ -517,7 +517,14 @@ fn pipelined_candidates_validate_translate_and_fit() {
             let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
             wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
             wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
-            if tune.db && aligned {
+            if tune.rq && aligned && vec_a && vec_b {
+                // The ring: two steps per iteration, one barrier each, then the odd tail.
+                let body = src.split("for (; k0").nth(1).unwrap();
+                let lp = body.split("Wfull = select").next().unwrap();
+                assert_eq!(lp.matches("workgroupBarrier()").count(), 2, "{}", tune.name());
+                assert_eq!(lp.matches("coopMultiplyAdd").count(), 2 * 16, "{}", tune.name());
+                assert!(src.contains("qa0l") && src.contains("qb0h"), "two register sets");
+            } else if tune.db && aligned {
                 // Prologue barrier + one per step (+ none in the direct f32 store of whole
                 // blocks with alpha 1, two per tile in the scratch fallback after it).
                 let body = src.split("for (var k0").nth(1).unwrap();

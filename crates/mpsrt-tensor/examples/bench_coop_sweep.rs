@@ -243,6 +243,8 @@ fn check() -> Result<(bool, f64)> {
         // Whole blocks of every tune and K a multiple of every K step: the interior and
         // direct-load paths (and their `aligned` specializations).
         (h(&[256, 320])?, h(&[320, 512])?),
+        // Whole blocks with an odd number of K-16 steps: the register ring's last step.
+        (h(&[256, 336])?, h(&[336, 256])?),
         // B transposed (strided staging).
         (h(&[200, 136])?, h(&[264, 136])?.transpose(0, 1)?),
         // Nothing a multiple of 8: scalar staging everywhere, partial K slabs.
