@@ -57,10 +57,10 @@ pub struct RuntimeConfig {
     pub replay_chunk: usize,
     /// Commands of a serial replay recorded before the first early submit
     /// (`MPSRT_REPLAY_EARLY`, 0: off; unset: `DEFAULT_REPLAY_EARLY` on GPUs, off on CPU
-    /// adapters, whose workers share the host's cores): the replay is submitted in parts of
-    /// N, 2N, 4N, … commands and the rest, so the GPU starts on the first part while the host
-    /// records the next (at batch 1 the host's recording is otherwise all in front of the
-    /// GPU's work).
+    /// adapters, whose workers share the host's cores): the first N commands are submitted at
+    /// once, so the GPU starts on them while the host records the rest (at batch 1 the host's
+    /// recording is otherwise all in front of the GPU's work); later parts follow
+    /// `replay_early_adapt` / `replay_early_growth`.
     pub replay_early: Option<usize>,
     /// Factor by which each early part of a serial replay is larger than the one before
     /// (`MPSRT_REPLAY_EARLY_GROWTH`, default 2, at least 2). Every early submit costs the host a
