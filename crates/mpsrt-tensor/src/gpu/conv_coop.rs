@@ -12,7 +12,8 @@
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_PREFETCH=0`
 //! loads the epilogue's residual and bias per element instead of up front (A/B);
-//! `MPSRT_COOP_CONV_SGBAR=1` uses subgroup barriers around the epilogue's per-subgroup scratch; `MPSRT_COOP_CONV_TILE=TMxTN`
+//! `MPSRT_COOP_CONV_SGBAR=1` uses subgroup barriers around the epilogue's per-subgroup scratch;
+//! `MPSRT_COOP_CONV_OC64=1` runs convs of ≤ 64 output channels on 2 × 2 subgroups (64 × 64); `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
 //! and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
 //! ignored where the device's workgroup memory is too small);
@@ -227,7 +228,12 @@ pub(crate) fn try_conv(
         _ => 32,
     };
     let (tm, tn) = pair_knob("MPSRT_COOP_CONV_TILE").unwrap_or((spec.tm, spec.tn));
-    let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((spec.wm, spec.wn));
+    // `MPSRT_COOP_CONV_OC64=1` (opt-in, for timing): convs of at most 64 output channels (the
+    // stem and layer 1 of ResNet-50) on 2 × 2 subgroups instead of 4 × 2, whose upper half of
+    // 128 block rows would hold no channel.
+    let narrow = spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 0) != 0;
+    let wm_default = if narrow { 2 } else { spec.wm };
+    let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
     if (tm, tn, bk, wm, wn) != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn) {
         let t = CoopConvSpec { tm, tn, bk, wm, wn, ..spec };
         if t.shared_bytes() <= props.max_compute_workgroup_storage_size
