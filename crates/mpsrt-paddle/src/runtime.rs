@@ -45,8 +45,12 @@ fn device(d: C_Device) -> Result<Arc<mpsrt_runtime::GpuDevice>> {
 extern "C-unwind" fn initialize() -> C_Status {
     C_SUCCESS
 }
+/// Paddle is shutting down: let the recorder thread (if on) finish what it holds first.
 extern "C-unwind" fn finalize() -> C_Status {
-    C_SUCCESS
+    slot("finalize", C_ERROR, || {
+        crate::kernels::drain();
+        Ok(())
+    })
 }
 extern "C-unwind" fn init_device(d: C_Device) -> C_Status {
     // Opening the wgpu device is deferred to its first allocation: Paddle initialises every
@@ -68,7 +72,10 @@ extern "C-unwind" fn get_device(d: C_Device) -> C_Status {
     })
 }
 extern "C-unwind" fn deinit_device(_d: C_Device) -> C_Status {
-    C_SUCCESS
+    slot("deinit_device", C_ERROR, || {
+        crate::kernels::drain();
+        Ok(())
+    })
 }
 
 /// Streams are tokens (one in-order queue per device); a non-null value keeps Paddle happy.

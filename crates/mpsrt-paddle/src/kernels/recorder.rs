@@ -48,8 +48,10 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("MPSRT_PADDLE_RECORDER").is_ok_and(|v| v == "1"))
 }
 
+/// The recorder, created (with its thread) by the first deferred launch.
+static R: OnceLock<&'static Recorder> = OnceLock::new();
+
 fn recorder() -> &'static Recorder {
-    static R: OnceLock<&'static Recorder> = OnceLock::new();
     R.get_or_init(|| {
         let r: &'static Recorder = Box::leak(Box::new(Recorder {
             jobs: Mutex::new(VecDeque::with_capacity(CAP)),
@@ -83,10 +85,7 @@ pub fn submit(job: Job) {
 
 /// Wait until every submitted job has been recorded (a no-op when the recorder is off or idle).
 pub fn drain() {
-    if !enabled() {
-        return;
-    }
-    let r = recorder();
+    let Some(r) = R.get() else { return };
     if r.pending.load(Ordering::Acquire) == 0 {
         return;
     }
