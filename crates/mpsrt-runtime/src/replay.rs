@@ -656,14 +656,14 @@ impl GpuDevice {
                     Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..done + part]);
                 early += n;
                 st.batch.ops += n;
-                let ts = std::time::Instant::now();
+                let (ts, q0) = (std::time::Instant::now(), st.timing.queue_submit_ns);
                 self.submit_locked_with(st, false);
                 st.timing.replay_early_submits += 1;
                 st.timing.early_submit_ns += ts.elapsed().as_nanos() as u64;
                 let now = now_ns();
                 log.push((now, cmds.len() - done));
                 done += part;
-                plan.submitted(part, done, now);
+                plan.submitted(part, done, now, st.timing.queue_submit_ns - q0);
             }
             if adapt && !log.is_empty() {
                 // The last part goes with the run's final submit, just after this.

@@ -100,6 +100,9 @@ pub(crate) struct EarlyPlan {
     busy_until: u64,
     submits: usize,
     next: usize,
+    /// Host nanoseconds of the early submits' `Queue::submit` calls so far (a fixed cost per
+    /// submit, not per command).
+    queue_ns: u64,
 }
 
 impl EarlyPlan {
@@ -124,6 +127,7 @@ impl EarlyPlan {
             busy_until: start,
             submits: 0,
             next: first,
+            queue_ns: 0,
         }
     }
 
@@ -134,23 +138,27 @@ impl EarlyPlan {
         (self.next > 0 && left > self.next && self.submits < self.max).then_some(self.next)
     }
 
-    /// A part of `n` commands was submitted at `now` (with `done` commands submitted in all).
-    pub fn submitted(&mut self, n: usize, done: usize, now: u64) {
+    /// A part of `n` commands was submitted at `now` (with `done` commands submitted in all);
+    /// its `Queue::submit` took `queue_ns`.
+    pub fn submitted(&mut self, n: usize, done: usize, now: u64, queue_ns: u64) {
         self.submits += 1;
+        self.queue_ns += queue_ns;
         if self.gpu_ns <= 0.0 {
             self.next = self.next.saturating_mul(self.growth);
             return;
         }
         self.busy_until = self.busy_until.max(now) + (self.gpu_ns * n as f64) as u64;
-        // Host time per command so far, its early submits included (an over-estimate: fewer,
-        // later submits would leave the GPU waiting, so err towards submitting).
-        let host = (now.saturating_sub(self.start) as f64 / done.max(1) as f64).max(1.0);
+        // Host time per command so far (recording and `finish`, which grow with the commands;
+        // the queue submits are a cost per submit, charged once below).
+        let spent = now.saturating_sub(self.start).saturating_sub(self.queue_ns);
+        let host = (spent as f64 / done.max(1) as f64).max(1.0);
+        let per_submit = self.queue_ns as f64 / self.submits as f64;
         let ahead = self.busy_until.saturating_sub(now) as f64;
         let left = self.len.saturating_sub(done);
-        self.next = if host * left as f64 <= ahead {
-            0 // the host records the rest before the GPU runs out of work
+        self.next = if host * left as f64 + per_submit <= ahead {
+            0 // the host records and submits the rest before the GPU runs out of work
         } else {
-            ((ahead / host) as usize).max(self.first)
+            (((ahead - per_submit).max(0.0) / host) as usize).max(self.first)
         };
     }
 }
@@ -186,29 +194,34 @@ mod tests {
         // Unknown GPU time: doubling parts.
         let mut p = EarlyPlan::new(100, 8, 2, usize::MAX, 0.0, 0);
         assert_eq!(p.part(0), Some(8));
-        p.submitted(8, 8, 1_000);
+        p.submitted(8, 8, 1_000, 0);
         assert_eq!(p.part(8), Some(16));
         // 20 us of GPU per command, 2 us of host: 8 commands keep the GPU busy 160 us, the
         // host's 92 others take 184 us: one more part, as large as 160 us of host time allows.
         let mut p = EarlyPlan::new(100, 8, 2, usize::MAX, 20_000.0, 0);
-        p.submitted(8, 8, 16_000);
+        p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), Some(80));
-        p.submitted(80, 88, 176_000);
+        p.submitted(80, 88, 176_000, 0);
         assert_eq!(p.part(88), None, "the last 12 commands fit in the GPU's queued work");
         // A heavy GPU (100 us per command): one early part is enough.
         let mut p = EarlyPlan::new(100, 8, 2, usize::MAX, 100_000.0, 0);
-        p.submitted(8, 8, 16_000);
+        p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), None);
         // A light GPU (3 us per command, host 2 us): parts grow by 1.5, never below the first.
         let mut p = EarlyPlan::new(400, 8, 2, usize::MAX, 3_000.0, 0);
-        p.submitted(8, 8, 16_000);
+        p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), Some(12));
         let mut p = EarlyPlan::new(400, 8, 2, usize::MAX, 1_000.0, 0);
-        p.submitted(8, 8, 16_000);
+        p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), Some(8));
+        // The same with a 10 us queue submit inside the first 26 us: 2 us per command, and the
+        // next submit's 10 us comes off the 160 us the GPU is busy.
+        let mut p = EarlyPlan::new(100, 8, 2, usize::MAX, 20_000.0, 0);
+        p.submitted(8, 8, 26_000, 10_000);
+        assert_eq!(p.part(8), Some(75));
         // At most `max` early submits.
         let mut p = EarlyPlan::new(400, 8, 2, 1, 3_000.0, 0);
-        p.submitted(8, 8, 16_000);
+        p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), None);
         assert_eq!(EarlyPlan::new(400, 0, 2, 9, 3_000.0, 0).part(0), None);
     }
