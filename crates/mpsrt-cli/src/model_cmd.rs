@@ -233,6 +233,7 @@ struct HostParts {
     rest: f64,
     submits: f64,
     early_submits: f64,
+    dispatches: f64,
 }
 
 impl HostParts {
@@ -253,6 +254,7 @@ impl HostParts {
             rest: total_us - record - early - final_submit - poll,
             submits: t.submits as f64,
             early_submits: t.replay_early_submits as f64,
+            dispatches: t.dispatches as f64,
         }
     }
 
@@ -267,7 +269,7 @@ impl HostParts {
             "early_submits": p(|h| h.early), "final_submit": p(|h| h.final_submit),
             "finish": p(|h| h.finish), "queue_submit": p(|h| h.queue_submit),
             "poll": p(|h| h.poll), "rest": p(|h| h.rest), "submits_n": p(|h| h.submits),
-            "early_submits_n": p(|h| h.early_submits),
+            "early_submits_n": p(|h| h.early_submits), "dispatches_n": p(|h| h.dispatches),
         })
     }
 }
