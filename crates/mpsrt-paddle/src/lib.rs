@@ -185,6 +185,8 @@ pub extern "C" fn mpsrt_paddle_device_json(index: i32, buf: *mut c_char, len: us
 #[no_mangle]
 pub extern "C" fn mpsrt_paddle_empty_cache(index: i32) {
     let _ = std::panic::catch_unwind(|| {
+        // Deferred launches hold their buffers: record them first, so freed ones are released.
+        kernels::drain();
         if let Ok(d) = mpsrt_runtime::gpu_device(index.max(0) as usize) {
             d.empty_cache();
         }
