@@ -301,10 +301,12 @@ fn profile_reports_host_and_gpu_time_per_step() {
         for p in &prof {
             assert!(p.host_ms >= 0.0 && p.host_ms <= p.ms * repeat as f64 + 1e-3, "{p:?}");
             // Timestamps where the adapter has them (lavapipe does); never more than the
-            // synchronized wall time of the step.
+            // synchronized wall time of the step, within the two clocks' disagreement (the
+            // GPU's timestamp ticks and the host's clock are read at different points: on a
+            // loaded 2-core machine lavapipe's timestamps exceeded the wall time by a few µs).
             assert_eq!(p.gpu_ms.is_some(), dev.has_timestamps(), "{p:?}");
             if let Some(g) = p.gpu_ms {
-                assert!(g >= 0.0 && g <= p.ms + 1e-3, "repeat {repeat}: {p:?}");
+                assert!(g >= 0.0 && g <= p.ms * 1.05 + 0.05, "repeat {repeat}: {p:?}");
             }
         }
     }
