@@ -145,7 +145,8 @@ pub struct CompileOptions {
     pub prefetch_stage: bool,
     /// TTIR kernels on an adapter with f16 matrix units (`coop` set, so `shader-f16` too):
     /// buffers f16 blocks are stored to are bound as `array<f16>` and stored element by element
-    /// (no packed-word atomics, no pair exchange); the module enables `f16`.
+    /// (no packed-word atomics, no pair exchange); the module enables `f16`. Tutorial 03 at
+    /// 4096³, 8 warps, on an H100 (session 14 call 2): 0.90 ms with it, 1.01 without.
     pub f16_store: bool,
     /// Testing: with `coop` set, the staged dot (`stage_dot`) keeps its staging (slabs, word
     /// loads, hoisting) but multiplies in f32 registers instead of on cooperative matrices, and
@@ -170,7 +171,7 @@ impl Default for CompileOptions {
             uniform_fast: true,
             joint_stage: true,
             prefetch_stage: true,
-            f16_store: false,
+            f16_store: true,
             emulate_coop: false,
         }
     }

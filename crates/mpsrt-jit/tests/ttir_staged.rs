@@ -101,8 +101,20 @@ fn operands_go_straight_into_padded_word_slabs() {
     // Two barriers per K step: after staging, after the products.
     assert_eq!(body.matches("workgroupBarrier()").count(), 2, "{body}");
     assert_eq!(k.wgsl.matches("coopStoreT(").count(), 8);
-    // The f16 result is stored a word (two neighbouring elements) at a time where the pair
-    // lines up: swapped with subgroupShuffleXor, one plain atomicStore instead of two RMWs each.
+    // The f16 result goes through an `array<f16>` binding (`f16_store`, on by default).
+    assert!(k.wgsl.contains("buf2: array<f16>;") && !k.wgsl.contains("atomicStore("));
+    // Without it, a word (two neighbouring elements) at a time where the pair lines up:
+    // swapped with subgroupShuffleXor, one plain atomicStore instead of two RMWs each.
+    let opts = CompileOptions {
+        max_workgroup_size: 256,
+        coop: Some(CoopConfig { size: 16, subgroup: 32 }),
+        subgroups: true,
+        f16_store: false,
+        max_workgroup_storage: 48 * 1024,
+        ..Default::default()
+    };
+    let k = compile_ttir_widening(&fixture("03_matmul_128x128"), None, &opts, 1024).unwrap();
+    common::validate_coop(&k).unwrap();
     assert!(k.wgsl.contains("subgroupShuffleXor(") && k.wgsl.contains("atomicStore(&buf2["));
 }
 

@@ -411,10 +411,11 @@ fn prefetch_wanted() -> bool {
     std::env::var("MPSRT_TRITON_PREFETCH").map_or(true, |v| v.trim() != "0")
 }
 
-/// `MPSRT_TRITON_F16_STORE=1`: f16 blocks are stored through `array<f16>` bindings on
-/// adapters with f16 matrix units (`mpsrt_jit::CompileOptions::f16_store`, for A/B).
+/// `MPSRT_TRITON_F16_STORE=0`: f16 blocks are stored as packed words (atomics, pair exchange)
+/// instead of through `array<f16>` bindings on adapters with f16 matrix units
+/// (`mpsrt_jit::CompileOptions::f16_store`, for A/B).
 fn f16_store_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_F16_STORE").is_ok_and(|v| v.trim() == "1")
+    std::env::var("MPSRT_TRITON_F16_STORE").map_or(true, |v| v.trim() != "0")
 }
 
 /// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
@@ -445,7 +446,7 @@ fn triton_compiler_version() -> String {
     let uf = if uniform_fast_wanted() { "" } else { "-nouf" };
     let js = if joint_stage_wanted() { "" } else { "-nojs" };
     let pf = if prefetch_wanted() { "" } else { "-nopf" };
-    let hs = if f16_store_wanted() { "-hs" } else { "" };
+    let hs = if f16_store_wanted() { "" } else { "-nohs" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
     format!(
         "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{hs}{emu}-w{}",
