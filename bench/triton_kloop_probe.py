@@ -30,7 +30,7 @@ def patched(text, threads, widen=False):
         if OUTDIR:
             js = os.environ.get("MPSRT_TRITON_JOINT_STAGE", "1")
             pf = os.environ.get("MPSRT_TRITON_PREFETCH", "1")
-            hs = os.environ.get("MPSRT_TRITON_F16_STORE", "0")
+            hs = os.environ.get("MPSRT_TRITON_F16_STORE", "1")
             with open(os.path.join(OUTDIR, f"{VARIANT}_js{js}_pf{pf}_hs{hs}_{threads}.wgsl"), "w") as f:
                 f.write(k["wgsl"])
     return k
@@ -73,7 +73,7 @@ for K in (S, 2 * S):
         rec = dict(probe="variant", variant=VARIANT, K=K, num_warps=nw,
                    joint=os.environ.get("MPSRT_TRITON_JOINT_STAGE", "1"),
                    prefetch=os.environ.get("MPSRT_TRITON_PREFETCH", "1"),
-                   f16_store=os.environ.get("MPSRT_TRITON_F16_STORE", "0"))
+                   f16_store=os.environ.get("MPSRT_TRITON_F16_STORE", "1"))
         try:
             out = T.matmul(ta, tb)
             if "noepi" not in VARIANT and K == S:
