@@ -124,14 +124,9 @@ pub struct CoopConvSpec {
     /// 32 values) is loaded into registers before the group's first tile is stored, so the
     /// lane waits for one memory latency per group instead of one per element (the residual
     /// convs of ResNet-50 b32 f16 ran 2.2-2.7x slower than the same conv without the residual
-    /// on the H200, about 200 GB/s for the residual read). `MPSRT_COOP_CONV_PREFETCH=0`: the
-    /// per-element loads, for A/B.
+    /// on the H200, about 200 GB/s for the residual read). The launcher sets it for convs
+    /// with a residual only (`MPSRT_COOP_CONV_PREFETCH=0`: never, for A/B).
     pub prefetch: bool,
-    /// With `prefetch`: the barriers around each tile's trip through the scratch are subgroup
-    /// barriers (the scratch is the subgroup's own), so the workgroup's subgroups do not wait
-    /// for each other between tiles (`MPSRT_COOP_CONV_SGBAR=1`, off until checked on hardware;
-    /// the emulated form keeps workgroup barriers: it has no subgroups).
-    pub sg_barrier: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -602,11 +597,7 @@ impl CoopConvSpec {
         let partial = !(s * s).is_multiple_of(sg);
         let loads_per_tile = qn * u32::from(self.has_res);
         let rows_per_group = if tm * tn * loads_per_tile <= 32 { tm } else { 1 };
-        let barrier = if self.sg_barrier && !self.emulate {
-            "subgroupBarrier();"
-        } else {
-            "workgroupBarrier();"
-        };
+        let barrier = "workgroupBarrier();";
         // Element (i, j, q)'s channel and column, and whether it is stored.
         let at = |i: u32, j: u32, q: u32| {
             let e = format!("(lane + {}u)", q * sg);
@@ -731,7 +722,6 @@ pub fn plan_coop_conv(
         bk: BK,
         clamp: false,
         prefetch: true,
-        sg_barrier: false,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

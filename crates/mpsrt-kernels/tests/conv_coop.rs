@@ -101,7 +101,6 @@ fn every_shape_class_validates_and_translates() {
                     bk: if n % 4 == 2 { 64 } else { 32 },
                     clamp: n % 3 == 1,
                     prefetch: n % 2 == 0,
-                    sg_barrier: n % 4 == 0,
                     emulate: false,
                 };
                 n += 1;
@@ -122,7 +121,6 @@ fn every_shape_class_validates_and_translates() {
                 assert_eq!(src.contains("var xv"), spec.x_vec, "{name}");
                 assert_eq!(src.contains("let dy"), !shape.pointwise(), "{name}");
                 assert_eq!(src.contains("res: array<f16>"), spec.has_res, "{name}");
-                assert_eq!(src.contains("subgroupBarrier"), spec.sg_barrier, "{name}");
                 // The emulated form (lavapipe's numerics test) needs no cooperative matrices
                 // and no subgroups.
                 if subgroup == 32 {

@@ -12,8 +12,8 @@
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_PREFETCH=0`
 //! loads the epilogue's residual and bias per element instead of up front (A/B);
-//! `MPSRT_COOP_CONV_SGBAR=1` uses subgroup barriers around the epilogue's per-subgroup scratch;
-//! `MPSRT_COOP_CONV_OC64=1` runs convs of ≤ 64 output channels on 2 × 2 subgroups (64 × 64); `MPSRT_COOP_CONV_TILE=TMxTN`
+//! `MPSRT_COOP_CONV_OC64=0` runs convs of ≤ 64 output channels on the default 4 × 2 subgroups
+//! instead of 2 × 2 (64 × 64 blocks); `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
 //! and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
 //! ignored where the device's workgroup memory is too small);
@@ -221,17 +221,20 @@ pub(crate) fn try_conv(
     spec.act = kind;
     spec.emulate = emulate;
     spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
-    spec.prefetch = env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
-    spec.sg_barrier = spec.prefetch && env_knob("MPSRT_COOP_CONV_SGBAR", 0) != 0;
+    // Only where a residual is read: with bias alone the up-front loads cost the long-K 3×3
+    // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
+    // reads hit the cache anyway.
+    spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
     let bk = match env_knob("MPSRT_COOP_CONV_BK", 32) {
         64 => 64,
         _ => 32,
     };
     let (tm, tn) = pair_knob("MPSRT_COOP_CONV_TILE").unwrap_or((spec.tm, spec.tn));
-    // `MPSRT_COOP_CONV_OC64=1` (opt-in, for timing): convs of at most 64 output channels (the
-    // stem and layer 1 of ResNet-50) on 2 × 2 subgroups instead of 4 × 2, whose upper half of
-    // 128 block rows would hold no channel.
-    let narrow = spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 0) != 0;
+    // Convs of at most 64 output channels (the stem and layer 1 of ResNet-50) on 2 × 2
+    // subgroups instead of 4 × 2, whose upper half of 128 block rows would hold no channel
+    // (H100, call 2, b32 f16: stem 0.426 -> 0.276 ms, 3×3 64-channel 0.266 -> 0.209, p50
+    // 7.38–7.41 -> 6.93–7.01 ms; `MPSRT_COOP_CONV_OC64=0` keeps 4 × 2).
+    let narrow = spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
     let wm_default = if narrow { 2 } else { spec.wm };
     let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
     if (tm, tn, bk, wm, wn) != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn) {
