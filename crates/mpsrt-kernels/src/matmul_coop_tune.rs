@@ -71,7 +71,9 @@ pub struct CoopTune {
     /// Register ring (with `db`): two sets of staging registers take turns, so a slab's
     /// 16-byte global loads are issued two K steps before its products instead of one; the
     /// loop is unrolled by two (constant stages and sets). Interior loop with both operands
-    /// 8 wide only; elsewhere the `db` loop.
+    /// 8 wide only; elsewhere the `db` loop. Unverified: wrong results on the H100 (max rel
+    /// err 1.36, 8th session call 2; naga validates it), and slower than the default anyway
+    /// (154 vs 188 TFLOP/s at 4096³); runs only with `MPSRT_COOP_EXPERIMENTAL=1`.
     pub rq: bool,
 }
 
@@ -311,6 +313,8 @@ impl CoopTune {
     pub fn unverified(&self) -> Option<&'static str> {
         if self.wl {
             Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
+        } else if self.rq {
+            Some("rq1: failed bench_coop_sweep's check on the H100 (8th session call 2)")
         } else {
             None
         }

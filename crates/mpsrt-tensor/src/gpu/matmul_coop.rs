@@ -85,11 +85,14 @@ pub fn plan_f16_gemm(
 
 /// Whether generation-3 kernels write the f16 product themselves instead of an f32 product
 /// that the caller casts in a second pass: `MPSRT_COOP_F16_OUT=1` always, `0` never, unset
-/// ([`f16_out_auto`]) for tunes at most 2 tiles wide per subgroup. Checked correct on the H200
-/// (session 13 call 2: every `matmul_f16_check` and sweep check); timed there, the f16 store
-/// through the scratch won on BERT-base's 64×64-block products (attention output 0.0276 vs
-/// 0.0320–0.0347 ms, FFN down 0.0692 vs 0.0772–0.0829) and lost on 128×128 blocks (4096³
-/// 103.6 vs 186–187 TFLOP/s, FFN up 0.0771 vs 0.0565–0.0635 ms).
+/// ([`f16_out_auto`]) always. Checked correct on the H200 (session 13 call 2: every
+/// `matmul_f16_check` and sweep check); timed there, the f16 store through the scratch won on
+/// BERT-base's 64×64-block products (attention output 0.0276 vs 0.0320–0.0347 ms, FFN down
+/// 0.0692 vs 0.0772–0.0829) and lost on 128×128 blocks (4096³ 103.6 vs 186–187 TFLOP/s): its
+/// 4-tile scratch (34.5 KB) left one workgroup per SM. With the scratch cut to one tile for
+/// 4×4 tiles (`COOP_SHARED_BUDGET`, 23040 B) it wins there too (8th session call 2, H100,
+/// alternated fresh processes: 4096³ 198.0 / 195.9 vs 187.7–187.9 TFLOP/s; 2048×3072×768
+/// 106.0 / 101.8 vs 82.0–82.9; 1024×3072×768 95.5 / 93.0 vs 74.5–81.5).
 pub(crate) fn coop_f16_out() -> Option<bool> {
     static E: OnceLock<Option<bool>> = OnceLock::new();
     *E.get_or_init(|| match std::env::var("MPSRT_COOP_F16_OUT").ok()?.trim() {
@@ -98,10 +101,10 @@ pub(crate) fn coop_f16_out() -> Option<bool> {
     })
 }
 
-/// The unset `MPSRT_COOP_F16_OUT`'s choice for a tune: f16 output for tunes at most 2 tiles
-/// wide per subgroup (measured faster there; slower on 4-wide ones, see [`coop_f16_out`]).
-pub(crate) fn f16_out_auto(tune: &mpsrt_kernels::CoopTune) -> bool {
-    tune.tn <= 2
+/// The unset `MPSRT_COOP_F16_OUT`'s choice for a tune: f16 output for every tune since its
+/// scratch stays within the two-workgroup budget (see [`coop_f16_out`]).
+pub(crate) fn f16_out_auto(_tune: &mpsrt_kernels::CoopTune) -> bool {
+    true
 }
 
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
