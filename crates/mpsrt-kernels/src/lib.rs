@@ -14,6 +14,7 @@ pub mod layout;
 pub mod matmul;
 pub mod matmul_coop;
 pub mod matmul_coop_family;
+mod matmul_coop_store;
 pub mod matmul_coop_tune;
 pub mod pool_f16;
 pub mod reduce;

@@ -1,0 +1,152 @@
+//! Generation 3's workgroup-memory budget and its stores through workgroup memory: how many
+//! bytes a tune's slabs and store scratch take ([`shared_bytes`], kept within
+//! [`COOP_SHARED_BUDGET`] so two workgroups fit on an NVIDIA SM), and the two stores that are
+//! not a plain `coopStoreT` to the output: the row-scratch store (f16 output or an epilogue)
+//! and the scratch-free in-place store (`ns1`). Split from `matmul_coop_family.rs`, which
+//! renders the rest of the kernel.
+
+use crate::matmul_coop::CoopMatmulSpec;
+use crate::matmul_coop_family::block;
+use mpsrt_core::DType;
+use std::fmt::Write as _;
+
+/// Workgroup-memory bytes of a generation-3 kernel.
+pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
+    slab_bytes(spec) + scratch_bytes(spec, row_tiles(spec))
+}
+
+/// Bytes of the K slabs (both stages with `db`).
+fn slab_bytes(spec: &CoopMatmulSpec) -> u32 {
+    let (bm, bn, _) = block(spec);
+    let t = &spec.tune;
+    let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
+    let stages = if t.db { 2 } else { 1 };
+    2 * stages * (bm * (bk + pad) + bk * (bn + pad))
+}
+
+/// Bytes of the store scratch with `row` tiles per subgroup (none for `ns1` kernels of whole
+/// blocks that store f32 straight to the output).
+fn scratch_bytes(spec: &CoopMatmulSpec, row: u32) -> u32 {
+    if no_scratch(spec) {
+        return 0;
+    }
+    let t = &spec.tune;
+    let acc = if spec.acc == DType::F32 { 4 } else { 2 };
+    u32::from(t.wm) * u32::from(t.wn) * row * spec.size * spec.size * acc
+}
+
+/// `ns1` applies: whole blocks, f32 accumulators stored straight to an f32 output, no
+/// epilogue — `alpha != 1` is applied in place after the stores, so no scratch is declared.
+pub(crate) fn no_scratch(spec: &CoopMatmulSpec) -> bool {
+    spec.tune.ns && spec.aligned && !rows_store(spec) && spec.acc == DType::F32
+}
+
+/// Workgroup memory per workgroup that keeps two workgroups of a 4×4-tile kernel on an SM on
+/// NVIDIA's Vulkan driver (H200, 8th session): the default kernel's 23040 bytes ran at 188
+/// TFLOP/s at 4096³ while every kernel past 25 KB (two slabs, K 64, the 4-tile f16 store
+/// scratch: 34.5 KB) ran at half or less with no register spill (`COOP_STATS`), i.e. one
+/// workgroup per SM.
+pub const COOP_SHARED_BUDGET: u32 = 23040;
+
+/// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
+/// rather than `coopStoreT` straight to an f32 output.
+pub(crate) fn rows_store(spec: &CoopMatmulSpec) -> bool {
+    spec.out_f16 || spec.epi.any()
+}
+
+/// Tiles per scratch row of the f16 / epilogue store: the subgroup's row of `tn` tiles, in
+/// groups of at most 4 (8 tiles would push 4×8 tunes past 48 KiB), and fewer where the
+/// scratch would push the kernel past [`COOP_SHARED_BUDGET`] (4×4 tiles: one tile per group,
+/// 23040 bytes as with the f32 store, instead of 34.5 KB, which halved 4096³ with the f16
+/// store: one workgroup per SM).
+pub(crate) fn row_tiles(spec: &CoopMatmulSpec) -> u32 {
+    let tn = u32::from(spec.tune.tn);
+    if !rows_store(spec) {
+        return 1;
+    }
+    let slabs = slab_bytes(spec);
+    [4, 2, 1]
+        .into_iter()
+        .find(|&r| r <= tn && slabs + scratch_bytes(spec, r) <= COOP_SHARED_BUDGET)
+        .unwrap_or(1)
+}
+
+/// The store through the scratch (f16 output or an epilogue): for each of the subgroup's `tm`
+/// rows of tiles, the accumulators go (at most 4 at a time, [`row_tiles`]) to the subgroup's
+/// scratch as one row-major `s × cw·s` block (`coopStoreT` with stride `cw·s`), then each
+/// lane applies the epilogue (`alpha·acc + beta·C + res`, activation) to its elements and
+/// stores the in-bounds ones, rounded to f16 for an f16 output (runs of `cw·s` consecutive
+/// elements per output row). Two barriers per group of tiles.
+pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
+    let (s, sg) = (spec.size, spec.subgroup);
+    let cw = row_tiles(spec);
+    let row = cw * s;
+    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    if spec.epi.c {
+        w.push_str("  let beta = bitcast<f32>(mw(11u));\n");
+    }
+    let mut val = String::from("alpha * f32(Cs[cs + e])");
+    if spec.epi.c {
+        val.push_str(" + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n) * mi(14u))]");
+    }
+    if spec.epi.res {
+        val.push_str(" + res[obase + m * N + n]");
+    }
+    if spec.epi.act != crate::matmul::MatmulAct::None {
+        val = format!("act(vec4<f32>({val})).x");
+    }
+    if spec.out_f16 {
+        val = format!("f16({val})");
+    }
+    let _ = writeln!(w, "  let cs = sg * {}u;", row * s);
+    for i in 0..tm {
+        for g in (0..tn).step_by(cw as usize) {
+            for j in g..g + cw {
+                // The index is bound first (naga's SPIR-V writer needs the pointer's index
+                // cached).
+                let _ = writeln!(
+                    w,
+                    "  let q{i}_{j} = cs + {}u;\n  coopStoreT(c{i}_{j}, &Cs[q{i}_{j}], {row}u);",
+                    (j - g) * s
+                );
+            }
+            w.push_str("  workgroupBarrier();\n");
+            let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
+            let _ = writeln!(
+                w,
+                "    let m = m0 + sm + {}u + e / {row}u; let n = n0 + sn + {}u + e % {row}u;",
+                i * s,
+                g * s
+            );
+            let _ = writeln!(w, "    if (m < Mr && n < N) {{ out[obase + m * N + n] = {val}; }}");
+            w.push_str("  }\n  workgroupBarrier();\n");
+        }
+    }
+}
+
+/// The `ns1` store of whole blocks: every tile `coopStoreT` straight to the f32 output; with
+/// `alpha != 1` (uniform) each subgroup then scales its own tiles in place after a storage
+/// barrier (no workgroup scratch, so two-slab K-16 kernels stay within
+/// [`COOP_SHARED_BUDGET`]).
+pub(crate) fn store_direct_in_place(w: &mut String, tm: u32, tn: u32, s: u32, sg: u32) {
+    w.push_str("  let alpha = bitcast<f32>(mw(10u));\n  let obase = wid.z * Mr * N;\n");
+    for i in 0..tm {
+        for j in 0..tn {
+            let _ = writeln!(
+                w,
+                "  let o{i}_{j} = obase + (m0 + sm + {}u) * N + n0 + sn + {}u;\n  coopStoreT(c{i}_{j}, &out[o{i}_{j}], N);",
+                i * s,
+                j * s
+            );
+        }
+    }
+    w.push_str("  if (alpha != 1.0) {\n    storageBarrier();\n");
+    let _ = writeln!(w, "    for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+    let _ = writeln!(w, "      let r = (e / {s}u) * N + e % {s}u;");
+    for i in 0..tm {
+        for j in 0..tn {
+            let _ = writeln!(w, "      out[o{i}_{j} + r] = alpha * out[o{i}_{j} + r];");
+        }
+    }
+    w.push_str("    }\n  }\n");
+}
