@@ -1,0 +1,1 @@
+tar xJf .carry/bin.tar.xz && REQ=none EXPORT=0 bash .gpureq/run.sh; export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json PYTHONPATH=/tmp/site; python3 bench/gpt2_generate.py --tokens 128 --out /tmp/gpt2
