@@ -199,3 +199,36 @@ fn whole_run_flag_is_subgroup_uniform() {
     let no_sg = compile("03_matmul_128x128", &CompileOptions { subgroups: false, ..opts(128, 16) });
     assert!(!no_sg.wgsl.contains("subgroupAll("));
 }
+
+#[test]
+fn row_loop_loads_are_issued_one_iteration_early() {
+    // Tutorial 02's row loop: the next row's load goes out at the top of the body, into the
+    // `var` the prologue filled with the first row (`ttir::pipeline`).
+    let k = compile("02_fused_softmax", &opts(128, 16));
+    let head = &k.wgsl[..k.wgsl.find("for (var iv").unwrap()];
+    assert!(head.contains("var pre"), "{}", k.wgsl);
+    let body = &k.wgsl[k.wgsl.find("for (var iv").unwrap()..];
+    let first = body.lines().nth(1).unwrap().trim();
+    assert!(first.starts_with("let cur") && first.contains("= pre"), "{}", k.wgsl);
+    assert!(body.contains("+ i32(P.np0)) * P.s"), "next row's address: {}", k.wgsl);
+    // Tutorial 05: its three column loops load X, X, then W, B and X (the last one stores Y).
+    let ln = compile("05_layer_norm_fwd", &opts(128, 16));
+    assert_eq!(ln.wgsl.matches("var pre").count(), 5, "{}", ln.wgsl);
+    // Off with the prefetch option.
+    for name in ["02_fused_softmax", "05_layer_norm_fwd"] {
+        let k = compile(name, &CompileOptions { prefetch_stage: false, ..opts(128, 16) });
+        assert!(!k.wgsl.contains("var pre"), "{name}");
+    }
+}
+
+#[test]
+fn loads_from_a_buffer_the_loop_stores_to_stay_in_place() {
+    // The softmax writing its rows into its input: a load moved before an earlier iteration's
+    // store could read stale data, so nothing is pipelined.
+    let src =
+        fixture("02_fused_softmax").replace("tt.addptr %output_ptr,", "tt.addptr %input_ptr,");
+    assert!(src.contains("tt.addptr %input_ptr, %output_row_start_ptr"), "fixture changed");
+    let k = compile_ttir_widening(&src, None, &opts(128, 16), 1024).unwrap();
+    common::validate_coop(&k).unwrap();
+    assert!(!k.wgsl.contains("var pre"), "{}", k.wgsl);
+}

@@ -74,6 +74,8 @@ pub(crate) struct TtirLowerer {
     pub(super) carried_tpl: HashMap<String, (String, String, Option<String>)>,
     /// Where each enclosing `scf.for` starts (loop-invariant `let`s are inserted there).
     pub(super) loop_marks: Vec<(usize, usize)>,
+    /// `tt.load` results issued one iteration early, by SSA name (`pipeline`).
+    pub(super) pipelined: HashMap<String, V>,
 }
 
 impl TtirLowerer {
@@ -108,6 +110,7 @@ impl TtirLowerer {
             staged_loads: HashMap::new(),
             carried_tpl: HashMap::new(),
             loop_marks: Vec::new(),
+            pipelined: HashMap::new(),
         }
     }
 
@@ -314,7 +317,10 @@ impl TtirLowerer {
                 }
                 one(self.map(ty, &shape, &[&p, &off], |a| format!("{} + {}", a[0], a[1])))
             }
-            "tt.load" => self.load(op, &ops).map(|v| vec![v]),
+            "tt.load" => match op.results.first().and_then(|r| self.pipelined.remove(r)) {
+                Some(v) => Ok(vec![v]),
+                None => self.load(op, &ops).map(|v| vec![v]),
+            },
             "tt.atomic_rmw" | "tt.atomic_cas" => self.atomic(op, &ops).map(|v| vec![v]),
             "tt.bitcast" if self.get(&ops[0])?.ty().dtype().is_none() => {
                 // A pointer reinterpreted as another element type (float atomic_max/min).
@@ -702,11 +708,13 @@ impl TtirLowerer {
         }
         let (plain_vars, plain_inits) = (plain(&vars, &special), plain(&inits, &special));
         self.assign(&plain_vars, &plain_inits)?;
+        let mut piped = self.pipeline_plan(op, iv, &names);
+        self.pipeline_prologue(op, iv, &lb, &mut piped)?;
         let lv = self.em.fresh("iv");
         let (lb, ub, st) = (lb.view().expr.clone(), ub.view().expr.clone(), st.view().expr.clone());
         self.loop_marks.push(self.em.mark());
         self.em.open(format!("for (var {lv}: i32 = {lb}; {lv} < {ub}; {lv} += {st})"));
-        self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv, Ty::D(DType::I32))));
+        self.vals.insert(iv.to_string(), V::T(Tensor::scalar(lv.clone(), Ty::D(DType::I32))));
         for ((n, v), (step, init)) in names.iter().zip(&vars).zip(carried.iter().zip(&inits)) {
             let v = match step {
                 Some(x) => self.carried_block(init.view(), &v.expr, Some((op, x.as_str()))),
@@ -714,6 +722,7 @@ impl TtirLowerer {
             };
             self.vals.insert(n.clone(), V::T(v));
         }
+        self.pipeline_top(op, iv, &lv, &st, &piped)?;
         let body = op.regions.first().ok_or_else(|| self.err("scf.for without a body"))?;
         self.nesting += 1;
         let yielded = self.block(&body.ops)?;

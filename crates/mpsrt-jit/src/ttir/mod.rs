@@ -17,6 +17,7 @@ mod dot_stage;
 mod elementwise;
 mod lower;
 pub(crate) mod parse;
+mod pipeline;
 mod reduce;
 mod remat;
 mod stage_emit;
