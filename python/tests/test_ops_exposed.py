@@ -37,6 +37,11 @@ NOT_OPS = {
     "plan_f16_conv": "the pure route planner behind f16 convs on the matrix units (tested in Rust)",
     "plan_coop_splitk": "the pure split-K planner behind the f16 matrix-unit GEMM (tested in Rust)",
     "conv_coop_launches": "a diagnostic counter (how many convs took the matrix-unit route)",
+    "matmul_fused": "matmul + bias + residual + activation fused for the graph engine (a linear "
+                    "layer's GEMM epilogue); equals mpsrt.matmul, + bias, + residual, then "
+                    "F.gelu/F.relu/...",
+    "small_m_prefers_tiled": "a pure routing query (does a small-M f16 GEMM take the tiled "
+                             "split-K instead of the matrix units; tested in Rust), not an op",
     "conv1x1_vec": "a 1x1 conv on a 1x1 map as one GEMV dispatch for the graph engine; equals "
                    "F.conv2d on that shape",
     "depthwise_conv_pool": "a depthwise conv and the global average pool of its output in one "
