@@ -255,6 +255,10 @@ impl CpuBuffer {
 mod tests {
     use super::*;
 
+    /// Held by tests that use the process-wide pool: an out-of-memory refusal in one test
+    /// clears the pool (`Pool::clear`), which would race the recycling check of another.
+    static POOL_TESTS: Mutex<()> = Mutex::new(());
+
     #[test]
     fn typed_views_round_trip() {
         let b = CpuBuffer::from_slice("t", &[1.5f64, -2.0]).unwrap();
@@ -273,6 +277,7 @@ mod tests {
 
     #[test]
     fn dropped_buffers_are_recycled_for_overwrite() {
+        let _pool = POOL_TESTS.lock();
         // A size no other test uses: the pool is process-wide.
         let len = MIN_POOLED + 8 * 13 + 3;
         let mut a = CpuBuffer::for_overwrite("t", len).unwrap();
@@ -292,6 +297,7 @@ mod tests {
 
     #[test]
     fn huge_requests_are_refused_before_allocating() {
+        let _pool = POOL_TESTS.lock();
         for len in [1usize << 50, usize::MAX - 3, (1usize << 62) + 1] {
             let e = CpuBuffer::zeroed("zeros", len).err().expect("refused");
             assert!(
