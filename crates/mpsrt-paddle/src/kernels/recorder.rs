@@ -48,11 +48,12 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("MPSRT_PADDLE_RECORDER").is_ok_and(|v| v == "1"))
 }
 
-/// The recorder, created (with its thread) by the first deferred launch.
-static R: OnceLock<&'static Recorder> = OnceLock::new();
+/// The recorder, created (with its thread) by the first deferred launch; `None` when the OS
+/// refused the thread, in which case jobs are recorded on the calling thread instead.
+static R: OnceLock<Option<&'static Recorder>> = OnceLock::new();
 
-fn recorder() -> &'static Recorder {
-    R.get_or_init(|| {
+fn recorder() -> Option<&'static Recorder> {
+    *R.get_or_init(|| {
         let r: &'static Recorder = Box::leak(Box::new(Recorder {
             jobs: Mutex::new(VecDeque::with_capacity(CAP)),
             work: Condvar::new(),
@@ -63,14 +64,18 @@ fn recorder() -> &'static Recorder {
         std::thread::Builder::new()
             .name("mpsrt-paddle-recorder".into())
             .spawn(move || run(r))
-            .expect("spawn the recorder thread");
-        r
+            .ok()
+            .map(|_| r)
     })
 }
 
-/// Queue `job` for the recorder thread (waits while the queue is full).
+/// Queue `job` for the recorder thread (waits while the queue is full). Without a recorder
+/// thread the job is recorded here, in order, with the same deferred-error semantics.
 pub fn submit(job: Job) {
-    let r = recorder();
+    let Some(r) = recorder() else {
+        record(&job);
+        return;
+    };
     let mut q = r.jobs.lock();
     while q.len() >= CAP {
         r.idle.wait(&mut q);
@@ -85,7 +90,7 @@ pub fn submit(job: Job) {
 
 /// Wait until every submitted job has been recorded (a no-op when the recorder is off or idle).
 pub fn drain() {
-    let Some(r) = R.get() else { return };
+    let Some(Some(r)) = R.get() else { return };
     if r.pending.load(Ordering::Acquire) == 0 {
         return;
     }
