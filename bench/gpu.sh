@@ -81,6 +81,8 @@ if part models; then
     batches="1 32"; [ $name = bert_base ] && batches="1 8"
     for b in $batches; do
       it=30; [ $b -gt 1 ] && it=10
+      # The GPU's state before each process (memory used / utilisation by anyone else, clocks).
+      echo "$name b$b $(nvidia-smi --query-gpu=memory.used,utilization.gpu,clocks.sm,temperature.gpu,power.draw --format=csv,noheader)" >> "$OUT/gpu_state.txt"
       timeout 90 $M bench /tmp/models/$name.onnx --device gpu --batch $b --iterations $it --warmup 5 --json \
         | sed "s/^{/{\"model\": \"$name\", /"
     done
