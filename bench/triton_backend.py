@@ -24,7 +24,10 @@ register-staged cooperative tl.dot instead of operands staged straight into padd
 MPSRT_TRITON_VEC4_SLAB=0 (f16 slabs instead of session 13's vec4<f16> ones),
 MPSRT_TRITON_CHECKED=1 (wgpu's runtime checks instead of the compiler's own index clamps),
 MPSRT_TRITON_JOINT_STAGE=0 / MPSRT_TRITON_PREFETCH=0 (session 13's per-operand staged copies /
-no prefetch of the next K step), MPSRT_TRITON_F16_STORE=1 (array<f16> output bindings).
+no prefetch of the next K step), MPSRT_TRITON_F16_STORE=1 (array<f16> output bindings),
+MPSRT_TRITON_ONE_BARRIER=0 (two barriers per multi-subgroup reduction, session 14's),
+MPSRT_TRITON_NARROW=0 (reduction kernels of small blocks keep num_warps' workgroup instead of
+narrowing to 8 elements per invocation, at least one subgroup; 1..16 sets the share).
 bench/triton_kloop_probe.py times tutorial 03 at fixed configs with its WGSL rewritten.
 Usage: python3 bench/triton_backend.py [--iters N] [--quick] [--only add,softmax,matmul]
        [--softmax-cols 4096] [--matmul-sizes 2048,4096] [--matmul-mnk 4096x4096x8192] [--sweep]
@@ -137,7 +140,8 @@ def main():
     knobs = ("MPSRT_JIT_SUBGROUPS", "MPSRT_TRITON_WIDEN_TO", "MPSRT_COOP_MATMUL",
              "MPSRT_TRITON_DOT_STAGE", "MPSRT_TRITON_VEC4_SLAB", "MPSRT_TRITON_VEC2_SLAB",
              "MPSRT_TRITON_CHECKED", "MPSRT_TRITON_UNCHECKED", "MPSRT_TRITON_JOINT_STAGE",
-             "MPSRT_TRITON_PREFETCH", "MPSRT_TRITON_F16_STORE")
+             "MPSRT_TRITON_PREFETCH", "MPSRT_TRITON_F16_STORE", "MPSRT_TRITON_ONE_BARRIER",
+             "MPSRT_TRITON_NARROW")
     emit(device=mpsrt.mps.get_device_name(), triton=triton.__version__,
          driver=type(driver.active).__name__, compiler=mpsrt._C.triton_compiler_version(),
          env={k: os.environ[k] for k in knobs if k in os.environ})

@@ -50,8 +50,21 @@ pub(crate) struct Emitter {
     /// Whole-block reductions may use subgroup operations (`CompileOptions::subgroups`).
     pub subgroups: bool,
     /// A reduction used subgroup operations: the entry point takes the subgroup builtins
-    /// (`sg`, `sgl`, `nsg`, `sgs`) and the module declares `wgr`.
+    /// (`sg`, `sgl`, `nsg`, `sgs`).
     pub uses_subgroups: bool,
+    /// Words of the subgroup reductions' `var<workgroup> wgr` (0: not declared).
+    pub wgr_words: usize,
+    /// The adapter's fixed subgroup size (`CompileOptions::subgroup_size`; 0: unknown).
+    pub subgroup_size: usize,
+    /// Reduction results need not be uniform values in WGSL's sense (no reduction steers
+    /// control flow, `ttir::uniform`): reductions may skip the `workgroupUniformLoad`
+    /// (`subgroup`).
+    pub nonuniform_ok: bool,
+    /// `CompileOptions::one_barrier`: with `nonuniform_ok`, multi-subgroup reductions take one
+    /// barrier (partials in alternating halves of `wgr`, `subgroup`).
+    pub one_barrier: bool,
+    /// A one-barrier reduction was emitted: the entry point declares its parity `var rp`.
+    pub uses_parity: bool,
 }
 
 impl Emitter {
@@ -73,6 +86,11 @@ impl Emitter {
             native_f16_store: false,
             subgroups: false,
             uses_subgroups: false,
+            wgr_words: 0,
+            subgroup_size: 0,
+            nonuniform_ok: false,
+            one_barrier: false,
+            uses_parity: false,
         }
     }
 
@@ -302,49 +320,6 @@ impl Emitter {
         }
     }
 
-    /// The workgroup-wide `op` of every invocation's `acc` through subgroup operations: each
-    /// subgroup reduces its lanes (`subgroupAdd/Max/Min`), one lane per subgroup writes the
-    /// partial to `wgr[subgroup_id]`, one barrier, then every subgroup folds the partials
-    /// (strided over its lanes) and reduces them again; invocation 0 publishes the result and
-    /// `workgroupUniformLoad` hands it to everyone as a uniform value. Two barriers instead of
-    /// the tree's `log2(wg) + 2`. `wgr` belongs to these reductions alone, and every invocation
-    /// passes the uniform load's barrier only after reading the partials, so the next reduction
-    /// may overwrite them without a trailing barrier. Subgroup ids are used, never
-    /// `lid / size`, so nothing assumes how invocations map onto subgroups.
-    fn subgroup_fold(&mut self, acc: &str, ty: Ty, op: RedOp) -> Tensor {
-        let d = ty.dtype().unwrap_or(DType::I32);
-        let (wt, ident) = (ty.wgsl(), identity(op, d));
-        self.uses_subgroups = true;
-        let sop = match op {
-            RedOp::Sum => "subgroupAdd",
-            RedOp::Max => "subgroupMax",
-            RedOp::Min => "subgroupMin",
-        };
-        // Partials (at most one per invocation) and the published result at index `wg`.
-        let slot = self.wg;
-        let p = self.fresh("p");
-        self.line(format!("let {p} = {sop}({acc});"));
-        self.open("if (sgl == 0u)");
-        self.line(format!("wgr[sg] = {};", bits(&p, ty)));
-        self.close();
-        self.barrier();
-        let (q, j) = (self.fresh("q"), self.fresh("j"));
-        self.line(format!("var {q}: {wt} = {ident};"));
-        self.open(format!("for (var {j} = sgl; {j} < nsg; {j} += sgs)"));
-        let c = combine(op, &q, &unbits(&format!("wgr[{j}]"), ty));
-        self.line(format!("{q} = {c};"));
-        self.close();
-        let r = self.fresh("p");
-        self.line(format!("let {r} = {sop}({q});"));
-        self.open("if (lid == 0u)");
-        self.line(format!("wgr[{slot}u] = {};", bits(&r, ty)));
-        self.close();
-        let (name, w) = (self.fresh("t"), self.fresh("w"));
-        self.line(format!("let {w} = workgroupUniformLoad(&wgr[{slot}u]);"));
-        self.line(format!("let {name}: {wt} = {};", unbits(&w, ty)));
-        Tensor::scalar(name, ty)
-    }
-
     /// `a @ b` (+ `acc`), f32 math: both operands are staged in workgroup memory and each
     /// invocation computes the dot products of the output elements it owns.
     pub fn dot(&mut self, a: &Tensor, b: &Tensor, acc: Option<&Tensor>, out_ty: Ty) -> Tensor {
@@ -435,7 +410,7 @@ pub(crate) fn unbits(e: &str, ty: Ty) -> String {
     }
 }
 
-fn combine(op: RedOp, a: &str, b: &str) -> String {
+pub(crate) fn combine(op: RedOp, a: &str, b: &str) -> String {
     match op {
         RedOp::Sum => format!("{a} + {b}"),
         RedOp::Max => format!("max({a}, {b})"),
@@ -443,7 +418,7 @@ fn combine(op: RedOp, a: &str, b: &str) -> String {
     }
 }
 
-fn identity(op: RedOp, d: DType) -> String {
+pub(crate) fn identity(op: RedOp, d: DType) -> String {
     let float = d.is_float();
     match (op, float) {
         (RedOp::Sum, true) => "0.0f".into(),

@@ -48,6 +48,7 @@ mod memory;
 mod module;
 mod prune;
 mod source;
+mod subgroup;
 mod ttir;
 mod value;
 
@@ -153,6 +154,21 @@ pub struct CompileOptions {
     /// no other path touches them, so adapters without matrix units (lavapipe: `shader-f16` is
     /// enough) run the staging code; `MPSRT_TRITON_EMULATE_COOP=1` in the Python extension.
     pub emulate_coop: bool,
+    /// The adapter's subgroup size where it is fixed (`subgroup_min_size ==
+    /// subgroup_max_size`), else 0. With `subgroups`, a workgroup no larger than this is one
+    /// subgroup: its whole-block reductions are single subgroup operations (`subgroup`).
+    pub subgroup_size: u32,
+    /// With `subgroups`: TTIR kernels in which no reduction result steers control flow
+    /// (`ttir::uniform`) reduce over several subgroups with one barrier instead of two (partials
+    /// in alternating halves of the workgroup array, `subgroup`).
+    pub one_barrier: bool,
+    /// Layout choice for TTIR kernels whose work is reductions of small blocks (a `tt.reduce`,
+    /// no `tl.dot` / `tt.scan`, no reduction steering control flow): with `subgroups` and a
+    /// known `subgroup_size`, the workgroup narrows (Triton's `num_warps` is a hint) until each
+    /// invocation holds `narrow_to` elements of the largest block, but not below one subgroup.
+    /// A 256-element softmax row on 32-lane subgroups: one subgroup of 8 elements per lane,
+    /// every reduction a subgroup operation. 0: off.
+    pub narrow_to: u32,
 }
 
 impl Default for CompileOptions {
@@ -173,6 +189,9 @@ impl Default for CompileOptions {
             prefetch_stage: true,
             f16_store: true,
             emulate_coop: false,
+            subgroup_size: 0,
+            one_barrier: true,
+            narrow_to: 8,
         }
     }
 }
@@ -259,6 +278,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("memory.rs"),
         include_str!("module.rs"),
         include_str!("prune.rs"),
+        include_str!("subgroup.rs"),
         include_str!("value.rs"),
         include_str!("ttir/parse.rs"),
         include_str!("ttir/lower.rs"),
@@ -270,6 +290,8 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/remat.rs"),
         include_str!("ttir/dot_stage.rs"),
         include_str!("ttir/stage_emit.rs"),
+        include_str!("ttir/pipeline.rs"),
+        include_str!("ttir/uniform.rs"),
     ];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in sources.iter().flat_map(|s| s.bytes()) {

@@ -48,8 +48,7 @@ pub(crate) fn finish(
     cache_key: String,
     opts: &CompileOptions,
 ) -> Result<CompiledKernel> {
-    let red = if em.uses_subgroups { (wg + 1) * 4 } else { 0 };
-    let bytes = (em.scratch[0] + em.scratch[1]) * 4 + em.extra_workgroup_bytes + red;
+    let bytes = (em.scratch[0] + em.scratch[1]) * 4 + em.extra_workgroup_bytes + em.wgr_words * 4;
     if bytes > opts.max_workgroup_storage as usize {
         return Err(Error::unsupported(
             "jit",
@@ -167,9 +166,9 @@ fn assemble(
             let _ = writeln!(w, "var<workgroup> wg{i}: array<u32, {n}>;");
         }
     }
-    if em.uses_subgroups {
-        // Subgroup reductions' partials and published result (`Emitter::subgroup_fold`).
-        let _ = writeln!(w, "var<workgroup> wgr: array<u32, {}>;", wg + 1);
+    if em.wgr_words > 0 {
+        // Subgroup reductions' partials (and published result), see `subgroup`.
+        let _ = writeln!(w, "var<workgroup> wgr: array<u32, {}>;", em.wgr_words);
     }
     if em.lines.iter().any(|l| l.contains("f16r(")) {
         w.push_str(F16_HELPER);
@@ -203,6 +202,10 @@ fn assemble(
     };
     let _ = writeln!(w, "fn {ENTRY}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32{sg}) {{");
     w.push_str(PROLOGUE);
+    if em.uses_parity {
+        // The half of `wgr` the next one-barrier reduction writes (`subgroup`).
+        w.push_str("    var rp: u32 = 0u;\n");
+    }
     for b in &bindings {
         if !(args[b.arg_index].loaded || args[b.arg_index].stored) {
             // Keeps unused buffers in the pipeline's derived layout, so the launcher can always
@@ -230,7 +233,7 @@ fn assemble(
         uniform_size,
         workgroup_bytes: ((em.scratch[0] + em.scratch[1]) * 4
             + em.extra_workgroup_bytes
-            + if em.uses_subgroups { (wg + 1) * 4 } else { 0 }) as u32,
+            + em.wgr_words * 4) as u32,
         cache_key,
     }
 }

@@ -8,6 +8,7 @@
 //! compiled by `mpsrt_jit::compile_ttir`, and launches take Triton's non-constexpr arguments.
 
 use crate::tensor::PyTensor;
+use crate::triton_knobs::*;
 use crate::{IntoPy, PyRes};
 use mpsrt_core::{DType, Error, Result};
 use mpsrt_jit::{
@@ -177,6 +178,7 @@ fn launch_jit(
         prefetch_stage: false,
         f16_store: false,
         emulate_coop: false,
+        ..CompileOptions::default()
     };
     let sig = signature(&args);
     let memo = format!("{name:?}\0{:?}\0{opts:?}\0{source}", sig.args);
@@ -344,94 +346,6 @@ fn triton_gpu_time(
     Ok(Some((ns / 1e6 / n.max(1) as f64, split)))
 }
 
-/// Whether compiled kernels may use subgroup operations where the adapter has them:
-/// `MPSRT_JIT_SUBGROUPS=0` keeps the workgroup-memory reductions (for A/B timing).
-fn subgroups_wanted() -> bool {
-    std::env::var("MPSRT_JIT_SUBGROUPS").map_or(true, |v| v.trim() != "0")
-}
-
-/// Elements per invocation the Triton backend widens workgroups to: `MPSRT_TRITON_WIDEN_TO`
-/// (1..=16, for A/B timing), else `mpsrt_jit::WIDEN_TO`.
-fn widen_to() -> usize {
-    std::env::var("MPSRT_TRITON_WIDEN_TO")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|v| (1..=16).contains(v))
-        .unwrap_or(mpsrt_jit::WIDEN_TO)
-}
-
-/// Whether Triton's `tl.dot` on cooperative matrices stages its operands straight into padded
-/// workgroup slabs (`mpsrt_jit::CompileOptions::stage_dot`): `MPSRT_TRITON_DOT_STAGE=0` keeps
-/// session 11's register-staged path (for A/B timing).
-fn dot_stage_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_DOT_STAGE").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_VEC2_SLAB=1`: the staged dot's slabs hold `vec2<f16>` pairs
-/// (`mpsrt_jit::CompileOptions::slab_vec2`, for A/B timing).
-fn vec2_slab_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_VEC2_SLAB").is_ok_and(|v| v.trim() == "1")
-}
-
-/// Whether the staged dot's slabs are `vec4<f16>` (`mpsrt_jit::CompileOptions::slab_vec4`,
-/// 16x16 tiles): `MPSRT_TRITON_VEC4_SLAB=0` keeps the `f16` (or `MPSRT_TRITON_VEC2_SLAB`) slabs.
-fn vec4_slab_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_VEC4_SLAB").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_CHECKED=1`: Triton kernels keep wgpu's runtime checks instead of clamping
-/// their storage indices themselves (`mpsrt_jit::CompileOptions::self_bounded`, default on;
-/// such modules are built without wgpu's checks, see `triton_load`).
-fn triton_checked_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_CHECKED").is_ok_and(|v| v.trim() == "1")
-}
-
-/// `MPSRT_TRITON_PRUNE=0`: Triton kernels keep their write-only per-invocation arrays
-/// (`mpsrt_jit::CompileOptions::prune_dead`, for A/B timing).
-fn prune_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_PRUNE").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_UNIFORM_FAST=0`: the staged dot's whole-run flag stays per invocation
-/// (`mpsrt_jit::CompileOptions::uniform_fast`, for A/B timing).
-fn uniform_fast_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_UNIFORM_FAST").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_JOINT_STAGE=0`: each staged dot operand is copied where its load stands
-/// (session 13) instead of all at the dot, global loads first
-/// (`mpsrt_jit::CompileOptions::joint_stage`, for A/B timing).
-fn joint_stage_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_JOINT_STAGE").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_PREFETCH=0`: the staged dot does not load the next K step's whole runs into
-/// registers before the products (`mpsrt_jit::CompileOptions::prefetch_stage`, for A/B).
-fn prefetch_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_PREFETCH").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_F16_STORE=0`: f16 blocks are stored as packed words (atomics, pair exchange)
-/// instead of through `array<f16>` bindings on adapters with f16 matrix units
-/// (`mpsrt_jit::CompileOptions::f16_store`, for A/B).
-fn f16_store_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_F16_STORE").map_or(true, |v| v.trim() != "0")
-}
-
-/// `MPSRT_TRITON_UNCHECKED=1`: Triton kernels' pipelines skip wgpu's per-access bounds checks
-/// (off by default: with them an out-of-bounds access of a kernel with a wrong mask reads zero
-/// or is dropped; without them it is undefined, as on CUDA).
-fn triton_unchecked_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_UNCHECKED").is_ok_and(|v| v.trim() == "1")
-}
-
-/// `MPSRT_TRITON_EMULATE_COOP=1` (testing): on adapters without matrix units but with
-/// `shader-f16`, Triton's staged `tl.dot` runs its staging code with f32 register products
-/// (`mpsrt_jit::CompileOptions::emulate_coop`), so lavapipe checks the staging.
-fn emulate_coop_wanted() -> bool {
-    std::env::var("MPSRT_TRITON_EMULATE_COOP").is_ok_and(|v| v.trim() == "1")
-}
-
 /// The TTIR compiler's identity for Triton's cache key; it names the subgroup and dot-staging
 /// opt-outs and the widening target, so a kernel compiled under one is not served from the
 /// cache under another.
@@ -448,10 +362,12 @@ fn triton_compiler_version() -> String {
     let pf = if prefetch_wanted() { "" } else { "-nopf" };
     let hs = if f16_store_wanted() { "" } else { "-nohs" };
     let emu = if emulate_coop_wanted() { "-emu" } else { "" };
+    let ob = if one_barrier_wanted() { "" } else { "-noob" };
     format!(
-        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{hs}{emu}-w{}",
+        "{}{sg}{ds}{v2}{v4}{chk}{pr}{uf}{js}{pf}{hs}{emu}{ob}-w{}-n{}",
         mpsrt_jit::ttir_compiler_id(),
-        widen_to()
+        widen_to(),
+        narrow_to()
     )
 }
 
@@ -471,18 +387,23 @@ fn triton_compile<'py>(
     let k = py
         .detach(move || {
             let dev = mpsrt_runtime::gpu_device(mpsrt_runtime::current_device()).ok();
-            let (limit, subgroups, coop, emulate) =
-                dev.as_ref().map_or((256, false, None, false), |d| {
+            let (limit, subgroups, coop, emulate, sg_size) =
+                dev.as_ref().map_or((256, false, None, false, 0), |d| {
                     let p = d.properties();
                     let sg = p.subgroups && subgroups_wanted();
                     let limit = p.max_compute_invocations_per_workgroup.max(1);
+                    let fixed = if p.subgroup_min_size == p.subgroup_max_size {
+                        p.subgroup_min_size
+                    } else {
+                        0
+                    };
                     match triton_coop(p) {
                         None if emulate_coop_wanted() && p.shader_f16 => {
                             // Tiles are dealt as on 32-lane subgroups (the emulation uses none).
                             let c = mpsrt_jit::CoopConfig { size: 16, subgroup: 32 };
-                            (limit, sg, Some(c), true)
+                            (limit, sg, Some(c), true, fixed)
                         }
-                        c => (limit, sg, c, false),
+                        c => (limit, sg, c, false, fixed),
                     }
                 });
             let floor = |x: u32| 1u32 << (31 - x.max(1).leading_zeros());
@@ -502,6 +423,9 @@ fn triton_compile<'py>(
                 prefetch_stage: prefetch_wanted(),
                 f16_store: f16_store_wanted(),
                 emulate_coop: emulate,
+                subgroup_size: sg_size,
+                one_barrier: one_barrier_wanted(),
+                narrow_to: narrow_to(),
             };
             let device_max = if widen { floor(limit) } else { opts.max_workgroup_size };
             mpsrt_jit::compile_ttir_widening_to(&ttir, None, &opts, device_max, widen_to())

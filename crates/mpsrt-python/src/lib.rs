@@ -17,6 +17,7 @@ mod ops;
 mod reduce;
 mod shape_ops;
 mod tensor;
+mod triton_knobs;
 
 // Linked for its exported C symbols (`InitPlugin`, `mpsrt_paddle_*`): Paddle loads this
 // library as its 'mps' CustomDevice plugin.

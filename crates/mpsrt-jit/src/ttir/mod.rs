@@ -21,6 +21,7 @@ mod pipeline;
 mod reduce;
 mod remat;
 mod stage_emit;
+mod uniform;
 
 use crate::{ArgSpec, CompileOptions, CompiledKernel, KernelSignature};
 pub(crate) use atomic::helper as atomic_helper;
@@ -105,8 +106,16 @@ pub fn compile_ttir_widening_to(
     let sig = signature(func)?;
     let key = crate::cache_key(ttir, &func.name, &sig, opts);
     let mut max_wg = opts.max_workgroup_size as usize;
-    let mut low = lower::TtirLowerer::new(max_wg, opts);
-    low.run(func, &sig)?;
+    // Reduction results may stay non-uniform WGSL values unless one steers control flow.
+    let free = !uniform::reductions_steer(&func.body);
+    let lower_at = |wg: usize| -> Result<lower::TtirLowerer> {
+        let mut l = lower::TtirLowerer::new(wg, opts);
+        l.em.nonuniform_ok = free;
+        (l.em.subgroup_size, l.em.one_barrier) = (opts.subgroup_size as usize, opts.one_barrier);
+        l.run(func, &sig)?;
+        Ok(l)
+    };
+    let mut low = lower_at(max_wg)?;
     let numel = low.em.max_numel;
     let wide =
         numel.div_ceil(per_invocation).max(MIN_WIDE.min(numel.div_ceil(4))).next_power_of_two();
@@ -115,13 +124,14 @@ pub fn compile_ttir_widening_to(
     let staged_dot = opts.stage_dot && opts.coop.is_some() && ttir.contains("tt.dot");
     if !staged_dot && wide > max_wg && (device_max as usize) > max_wg {
         max_wg = wide.min(device_max as usize);
-        low = lower::TtirLowerer::new(max_wg, opts);
-        low.run(func, &sig)?;
+        low = lower_at(max_wg)?;
     }
     let mut wg = low.em.max_numel.clamp(1, max_wg).next_power_of_two().min(max_wg);
+    if let Some(w) = narrowed(ttir, opts, free, low.em.max_numel).filter(|&w| w < wg) {
+        wg = w;
+    }
     if wg != max_wg {
-        low = lower::TtirLowerer::new(wg, opts);
-        low.run(func, &sig)?;
+        low = lower_at(wg)?;
     }
     // A cooperative `tl.dot` deals its output tiles evenly over the subgroups; when widening
     // left more subgroups than tiles (tutorial 03's 32x32 blocks at 256 invocations: 4 tiles,
@@ -131,8 +141,7 @@ pub fn compile_ttir_widening_to(
         if !low.em.uses_coop && ttir.contains("tt.dot") {
             let mut w = wg / 2;
             while w >= (c.subgroup as usize).max(1) {
-                let mut l = lower::TtirLowerer::new(w, opts);
-                l.run(func, &sig)?;
+                let l = lower_at(w)?;
                 if l.em.uses_coop {
                     (low, wg) = (l, w);
                     break;
@@ -142,6 +151,21 @@ pub fn compile_ttir_widening_to(
         }
     }
     crate::module::finish(&low.args, &low.em, &func.name, wg, key, opts)
+}
+
+/// The workgroup size `CompileOptions::narrow_to` picks for a kernel whose largest block has
+/// `numel` elements: `numel / narrow_to` invocations (a power of two), at least one subgroup;
+/// `None` where the layout choice does not apply (no reduction, a `tl.dot` or scan, a reduction
+/// steering control flow, no fixed subgroup size).
+fn narrowed(ttir: &str, opts: &CompileOptions, free: bool, numel: usize) -> Option<usize> {
+    let n = opts.narrow_to as usize;
+    let sg = opts.subgroup_size as usize;
+    let reduces =
+        ttir.contains("tt.reduce") && !ttir.contains("tt.dot") && !ttir.contains("tt.scan");
+    if n == 0 || sg == 0 || !opts.subgroups || !free || !reduces {
+        return None;
+    }
+    Some(numel.div_ceil(n).next_power_of_two().max(sg))
 }
 
 /// The launch signature of a TTIR function: one entry per parameter.

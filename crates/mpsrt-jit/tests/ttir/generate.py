@@ -103,3 +103,14 @@ write("xchg_cas", lambda: F.xchg_cas_kernel.warmup(dev(8, "int32"), dev(32, "int
 d = dev((37, 64))
 write("tensor_descriptor", lambda: F.descriptor_kernel.warmup(d, dev((37, 50)), 37, 50, 64, BM=16,
                                                              BN=16, grid=(3, )))
+# Layout choice / one-barrier reductions (tests/ttir_layout.rs; kernels of test_triton_layout.py).
+spec = importlib.util.spec_from_file_location(
+    "test_triton_layout", ROOT / "python" / "tests" / "test_triton_layout.py")
+L = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = L
+spec.loader.exec_module(L)
+rs = dev((9, 200))
+write("row_stats", lambda: L.row_stats_kernel.warmup(rs, rs, dev((9, 3)), 9, 200, BLOCK=256,
+                                                    num_warps=8, grid=(4, )))
+write("steer", lambda: L.steer_kernel.warmup(dev(50), dev(50), 50, BLOCK=64, num_warps=2,
+                                            grid=(1, )))
