@@ -21,7 +21,7 @@ use crate::matmul_coop::CoopMatmulSpec;
 pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
-    no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
+    extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
@@ -124,6 +124,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
     }
     w.push_str("var<workgroup> Wfull: u32;\n");
+    w.push_str(&extra_shared(spec, true));
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
     w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
     w.push_str("        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32");
@@ -133,6 +134,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         ") {\n"
     });
     w.push_str("  let Mr = mw(0u); let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");
+    w.push_str(&extra_shared(spec, false));
     w.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
     w.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
     if t.sw == 0 {

@@ -12,7 +12,22 @@ use std::fmt::Write as _;
 
 /// Workgroup-memory bytes of a generation-3 kernel.
 pub(crate) fn shared_bytes(spec: &CoopMatmulSpec) -> u32 {
-    slab_bytes(spec) + scratch_bytes(spec, row_tiles(spec))
+    slab_bytes(spec) + scratch_bytes(spec, row_tiles(spec)) + 1024 * u32::from(spec.tune.xs)
+}
+
+/// The `xs` occupancy probe's declaration (`decl`) or its use at the top of the kernel: a
+/// store and a load the driver cannot drop (the condition is a run-time value) on a path that
+/// never runs (no product has `K == 0xffffffff`). Empty without `xs`.
+pub(crate) fn extra_shared(spec: &CoopMatmulSpec, decl: bool) -> String {
+    let words = 256 * u32::from(spec.tune.xs);
+    match (words, decl) {
+        (0, _) => String::new(),
+        (n, true) => format!("var<workgroup> Xs: array<u32, {n}>;\n"),
+        (n, false) => {
+            let ty = if spec.out_f16 { "f16" } else { "f32" };
+            format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}(f32(Xs[(tid + 1u) % {n}u])); }}\n")
+        }
+    }
 }
 
 /// Bytes of the K slabs (both stages with `db`).

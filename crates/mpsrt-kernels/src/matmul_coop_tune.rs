@@ -75,6 +75,14 @@ pub struct CoopTune {
     /// err 1.36, 8th session call 2; naga validates it), and slower than the default anyway
     /// (154 vs 188 TFLOP/s at 4096³); runs only with `MPSRT_COOP_EXPERIMENTAL=1`.
     pub rq: bool,
+    /// Extra workgroup memory in KiB (0: none), declared and touched on a path that never
+    /// runs (`K == 0xffffffff`), so the driver reserves it: an occupancy probe. With `xs` the
+    /// same kernel is timed at growing workgroup-memory sizes, which says where NVIDIA's
+    /// driver stops placing two workgroups on an SM (the cliff [`COOP_SHARED_BUDGET`] is set
+    /// from) without changing anything else. Diagnostic: never chosen by the planner.
+    ///
+    /// [`COOP_SHARED_BUDGET`]: crate::matmul_coop_store::COOP_SHARED_BUDGET
+    pub xs: u8,
 }
 
 impl Default for CoopTune {
@@ -101,6 +109,7 @@ impl Default for CoopTune {
             fo: false,
             ns: false,
             rq: false,
+            xs: 0,
         }
     }
 }
@@ -130,6 +139,9 @@ impl CoopTune {
         if self.sw != 0 {
             n.push_str(&format!("_sw{}", self.sw));
         }
+        if self.xs != 0 {
+            n.push_str(&format!("_xs{}", self.xs));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -151,7 +163,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB)")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -175,6 +187,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("xs") {
+                t.xs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("rq") {
                 t.rq = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ns") {
@@ -303,6 +317,39 @@ impl CoopTune {
         .collect()
     }
 
+    /// The candidates `COOP_AB=prefetch` times in one process (issue 23, 9th session): the
+    /// occupancy probe (`xs`: the default with 2, 10 and 24 KiB more workgroup memory — where
+    /// do two workgroups per SM stop?), one slab with the next slab's 16-byte loads in
+    /// registers during the products (`rp1`, so a workgroup hides its own global latency
+    /// instead of relying on the SM's other workgroup) on the unguarded whole-block loop, at
+    /// K 32 and 16, with the fragment order, on 128×256 blocks of 8 subgroups, and on the
+    /// 64×64 / 64×128 / 32×64 blocks BERT's few-block products take (K 32 and 64: fewer,
+    /// longer steps where the step's latency, not the matrix units, sets the time); and the
+    /// grouped order `sw8`.
+    pub fn prefetch() -> Vec<CoopTune> {
+        [
+            "fi1_cl1_vs4_uc1_xs2",
+            "fi1_cl1_vs4_uc1_xs10",
+            "fi1_cl1_vs4_uc1_xs24",
+            "fi1_cl1_vs4_uc1_rp1",
+            "fi1_cl1_vs4_uc1_rp1_fo1",
+            "k16_fi1_cl1_vs4_uc1_rp1",
+            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1",
+            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1",
+            "fi1_cl1_vs4_uc1_sw8",
+            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1",
+            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1",
+            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1",
+            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_rp1",
+            "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1",
+        ]
+        .iter()
+        .map(|t| CoopTune::parse(t).expect("prefetch tune"))
+        .collect()
+    }
+
     /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
     /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
     /// (H100, session11 call A, driver 580). `fi1`/`dg1` measured
@@ -374,6 +421,9 @@ impl CoopTune {
         if self.rq && (!self.db || self.sp) {
             return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
         }
+        if self.xs > 40 {
+            return Err(format!("{}: extra workgroup memory (xs) is at most 40 KiB", self.name()));
+        }
         if self.rp && self.db {
             return Err(format!(
                 "{}: register prefetch (rp) is the one-slab form; db has its own",
@@ -420,4 +470,31 @@ impl CoopTune {
         }
         v
     }
+}
+
+/// An in-process override of the cooperative GEMM's choices, for benchmarks that time several
+/// kernels in one process with the GPU kept busy (`bench_coop_sweep`'s `COOP_AB`), so A/B
+/// pairs see the same clock. Each field, when set, replaces its environment knob for every
+/// following f16 product: `variant` (`MPSRT_COOP_VARIANT` / the planner's default), `f16_out`
+/// (`MPSRT_COOP_F16_OUT`), `splitk` (the split-K workgroup target of `MPSRT_COOP_SPLITK` /
+/// `MPSRT_COOP_SPLITK_WGS`; 0 = off). Pipelines stay cached per kernel; plans already recorded
+/// keep the pipelines they were built with. Not for production paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoopOverride {
+    pub variant: Option<crate::matmul_coop::CoopVariant>,
+    pub f16_out: Option<bool>,
+    pub splitk: Option<usize>,
+}
+
+static OVERRIDE: std::sync::Mutex<CoopOverride> =
+    std::sync::Mutex::new(CoopOverride { variant: None, f16_out: None, splitk: None });
+
+/// Set this process's [`CoopOverride`] (`CoopOverride::default()`: back to the knobs).
+pub fn set_coop_override(o: CoopOverride) {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = o;
+}
+
+/// This process's [`CoopOverride`].
+pub fn coop_override() -> CoopOverride {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
 }

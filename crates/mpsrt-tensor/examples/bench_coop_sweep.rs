@@ -26,10 +26,16 @@
 //! `@f16out` sets it to 1, `@splitk` sets `MPSRT_COOP_SPLITK=1` (suffixes combine:
 //! `default@splitk@f16out`).
 //!
+//! `COOP_AB="default fi1_rp1_vs4_uc1 ..."` times the variants in one process instead, rounds
+//! of back-to-back calls after a warm-up (`support/coop_ab.rs`; `COOP_AB_SHAPES`,
+//! `COOP_AB_ROUNDS`, `COOP_AB_MS`).
+//!
 //! `COOP_STATS="default sp1_db1_fi1_vs4_uc1 ..."` prints the NVIDIA compiler's statistics
 //! (registers per thread, ...) of each variant's 4096³ kernel instead (`support/coop_stats.rs`;
 //! `COOP_STATS_DIR` receives the driver's internal representations, if any).
 
+#[path = "support/coop_ab.rs"]
+mod coop_ab;
 #[path = "support/coop_stats.rs"]
 mod coop_stats;
 
@@ -49,6 +55,25 @@ fn main() {
         let dir = std::env::var("COOP_STATS_DIR").ok();
         if let Err(e) = coop_stats::run(&v, dir.as_deref()) {
             println!("# coop stats failed: {e}");
+        }
+        return;
+    }
+    if let Ok(list) = std::env::var("COOP_AB") {
+        // In-process A/B (`support/coop_ab.rs`); unverified tunes run too.
+        std::env::set_var("MPSRT_COOP_EXPERIMENTAL", "1");
+        // `prefetch`: the default, the default with split-K, then `CoopTune::prefetch()`.
+        let v: Vec<String> = list
+            .split_whitespace()
+            .flat_map(|s| match s {
+                "prefetch" => ["default".to_string(), "default@splitk".to_string()]
+                    .into_iter()
+                    .chain(CoopTune::prefetch().iter().map(CoopTune::name))
+                    .collect(),
+                s => vec![s.to_string()],
+            })
+            .collect();
+        if let Err(e) = coop_ab::run(&v, check) {
+            println!("# coop A/B failed: {e}");
         }
         return;
     }

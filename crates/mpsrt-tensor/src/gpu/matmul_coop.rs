@@ -7,6 +7,7 @@
 
 use super::matmul::{cached, SpecCache};
 use mpsrt_core::{DType, Error, Result};
+use mpsrt_kernels::matmul_coop_tune::coop_override;
 use mpsrt_kernels::{
     coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
     CoopMatmulSpec,
@@ -94,6 +95,9 @@ pub fn plan_f16_gemm(
 /// alternated fresh processes: 4096³ 198.0 / 195.9 vs 187.7–187.9 TFLOP/s; 2048×3072×768
 /// 106.0 / 101.8 vs 82.0–82.9; 1024×3072×768 95.5 / 93.0 vs 74.5–81.5).
 pub(crate) fn coop_f16_out() -> Option<bool> {
+    if let Some(f) = coop_override().f16_out {
+        return Some(f);
+    }
     static E: OnceLock<Option<bool>> = OnceLock::new();
     *E.get_or_init(|| match std::env::var("MPSRT_COOP_F16_OUT").ok()?.trim() {
         "" => None,
@@ -118,6 +122,9 @@ pub(crate) fn coop_epilogue() -> bool {
 /// Workgroups a split-K cooperative launch aims for (`MPSRT_COOP_SPLITK_WGS`, default 192;
 /// 0 turns it off; `MPSRT_COOP_SPLITK=1` turns it on, default off until measured).
 pub(crate) fn coop_splitk_target() -> usize {
+    if let Some(t) = coop_override().splitk {
+        return t;
+    }
     static T: OnceLock<usize> = OnceLock::new();
     *T.get_or_init(|| {
         if super::env_knob("MPSRT_COOP_SPLITK", 0) == 0 {
@@ -225,7 +232,9 @@ pub(crate) fn coop_spec_sliced(
     vec_b: bool,
 ) -> CoopMatmulSpec {
     let [m, n, k] = mnk;
-    let variant = coop_variant_from_env()
+    let variant = coop_override()
+        .variant
+        .or_else(coop_variant_from_env)
         .unwrap_or_else(|| default_coop_variant(spec.size, [m * slices, n, k]));
     static EXP: OnceLock<bool> = OnceLock::new();
     let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);

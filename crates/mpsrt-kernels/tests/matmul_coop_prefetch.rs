@@ -1,0 +1,74 @@
+//! Issue 23, 9th session: the in-process A/B candidates (`CoopTune::prefetch`) — the
+//! workgroup-memory occupancy probe (`xs`) and the register-prefetch structures — render,
+//! validate with naga, translate to MSL and SPIR-V on every operand path and both aligned
+//! forms, with the f16 store and the f32 store, and fit NVIDIA's 48 KiB.
+
+use mpsrt_core::DType;
+use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
+
+fn wgsl_to_spv(src: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    let flags = naga::valid::ValidationFlags::all();
+    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
+        .validate(&module)
+        .map_err(|e| format!("{e:?}"))?;
+    let opts = naga::back::spv::Options::default();
+    match std::panic::catch_unwind(|| naga::back::spv::write_vec(&module, &info, &opts, None)) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("SPIR-V translation error: {e}")),
+        Err(_) => Err("SPIR-V translation panicked in naga".into()),
+    }
+}
+
+fn base() -> CoopMatmulSpec {
+    let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
+    plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap()
+}
+
+#[test]
+fn prefetch_candidates_validate_translate_and_fit() {
+    let tunes = CoopTune::prefetch();
+    assert!(tunes.len() >= 10, "{}", tunes.len());
+    let paths = [(true, true), (false, false), (true, false), (false, true)];
+    for (i, tune) in tunes.into_iter().enumerate() {
+        assert!(tune.unverified().is_none(), "{}", tune.name());
+        assert_eq!(CoopVariant::parse(&tune.name()), Ok(CoopVariant::Family(tune)));
+        for out_f16 in [true, false] {
+            let spec =
+                CoopMatmulSpec { out_f16, ..base() }.with_variant(CoopVariant::Family(tune), 49152);
+            assert_eq!((spec.variant, spec.out_f16), (3, out_f16), "{}", tune.name());
+            for (p, (vec_a, vec_b)) in paths.into_iter().enumerate() {
+                let aligned = p == 0 || (i + p) % 2 == 0;
+                let spec =
+                    CoopMatmulSpec { vec_a, vec_b, batch_dims: (i + p) % 3, aligned, ..spec };
+                let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+                // The probe's memory is declared and used (so the driver keeps it).
+                let xs = 256 * u32::from(tune.xs);
+                let decl = format!("var<workgroup> Xs: array<u32, {xs}>;");
+                assert_eq!(src.contains(&decl), xs > 0, "{}", tune.name());
+                assert_eq!(src.contains("K == 0xffffffffu"), xs > 0, "{}", tune.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_probe_adds_exactly_its_kibibytes() {
+    let d = CoopTune::parse("fi1_cl1_vs4_uc1").unwrap();
+    let f16 = CoopMatmulSpec { out_f16: true, ..base() };
+    let plain = f16.with_variant(CoopVariant::Family(d), 49152);
+    assert_eq!(plain.shared_bytes(), 23040);
+    for kib in [2u8, 10, 24] {
+        let t = CoopTune { xs: kib, ..d };
+        assert!(t.name().contains(&format!("_xs{kib}_")), "{}", t.name());
+        let s = f16.with_variant(CoopVariant::Family(t), 49152);
+        assert_eq!(s.shared_bytes(), 23040 + 1024 * u32::from(kib));
+        // A probe past the device's limit falls back like any tune.
+        assert_eq!(f16.with_variant(CoopVariant::Family(t), 23040).variant, 1);
+    }
+    assert!(CoopTune::parse("xs41").unwrap().check(16).is_err());
+    assert!(CoopTune::parse("xsq").is_err());
+}
