@@ -38,8 +38,11 @@
 
 use crate::matmul::MatmulAct;
 use crate::matmul_coop::{CoopConfig, CoopDecline};
-use mpsrt_core::DType;
 use std::fmt::Write as _;
+
+#[path = "conv_coop_epi.rs"]
+mod epi;
+use mpsrt_core::DType;
 
 /// K per workgroup-memory slab unless a spec asks for 64 (`CoopConvSpec::bk`).
 pub const BK: u32 = 32;
@@ -113,9 +116,20 @@ pub struct CoopConvSpec {
     /// An f16 residual (NCHW like the output) added before the activation.
     pub has_res: bool,
     pub act: MatmulAct,
-    /// K per slab: 32 or 64 (twice the products per barrier and per exposed load latency,
+    /// K per slab: 16, 32 or 64 (twice the products per barrier and per exposed load latency,
     /// for twice the workgroup memory).
     pub bk: u32,
+    /// Slab stages: 2 (the next slab's registers go to the other stage after the products,
+    /// one barrier per step) or 1 (stored at the top of the step, two barriers per step; the
+    /// next slab's global loads are still in flight during the products): half the slab
+    /// memory, so more workgroups fit on an SM.
+    pub slabs: u32,
+    /// The epilogue's f32 scratch lives in the slab memory (dead once the K loop is done)
+    /// instead of its own array: one `array<vec2<f32>>` holds both, the f16 slabs written as
+    /// packed words (cooperative loads may read a matrix of another element type than the
+    /// pointer's; stores may not, hence the f32 type). Saves `wm·wn·S²·4` bytes for a pack
+    /// per pair of halves staged.
+    pub alias: bool,
     /// Global loads as a clamped index plus a `select` of zero instead of a branch per load
     /// (the cooperative GEMM's `cl1`, which made its checked loop 2× faster on the H200).
     pub clamp: bool,
@@ -175,11 +189,55 @@ impl CoopConvSpec {
     pub fn threads(&self) -> u32 {
         self.wm * self.wn * self.subgroup
     }
-    /// Workgroup-memory bytes: two A and two B slabs of f16, one f32 S×S scratch per subgroup.
+    /// Halves of one A slab stage and one B slab stage.
+    fn stage_halves(&self) -> (u32, u32) {
+        (self.block_m() * (self.bk + PAD), self.bk * (self.block_n() + PAD))
+    }
+    /// Workgroup-memory bytes: `slabs` A and B slab stages of f16, and one f32 S×S scratch per
+    /// subgroup beside them or (`alias`) inside them.
     pub fn shared_bytes(&self) -> u32 {
-        let (bm, bn, s) = (self.block_m(), self.block_n(), self.size);
-        let bk = self.bk;
-        2 * 2 * (bm * (bk + PAD) + bk * (bn + PAD)) + self.wm * self.wn * s * s * 4
+        let (a, b) = self.stage_halves();
+        let slab = self.slabs * (a + b) * 2;
+        let scratch = self.wm * self.wn * self.size * self.size * 4;
+        if self.alias {
+            slab.max(scratch)
+        } else {
+            slab + scratch
+        }
+    }
+    /// The A slab's element at vector index `idx` (4 halves) of the workgroup memory.
+    pub(crate) fn sa(&self, idx: &str) -> String {
+        if self.alias {
+            format!("Sh[{idx}]")
+        } else {
+            format!("As[{idx}]")
+        }
+    }
+    /// The B slab's element at vector index `idx`.
+    pub(crate) fn sb(&self, idx: &str) -> String {
+        if self.alias {
+            format!("Sh[{}u + ({idx})]", self.slabs * self.stage_halves().0 / 4)
+        } else {
+            format!("Bs[{idx}]")
+        }
+    }
+    /// Store a `vec4<f16>` value into a slab element.
+    fn put(&self, lv: String, v: &str) -> String {
+        if self.alias {
+            // naga's bitcasts keep the width: the halves go in as packed words (an exact
+            // round trip through f32).
+            format!("{{ let v = {v}; {lv} = bitcast<vec2<f32>>(vec2<u32>(pack2x16float(vec2<f32>(v.xy)), pack2x16float(vec2<f32>(v.zw)))); }}")
+        } else {
+            format!("{lv} = {v};")
+        }
+    }
+    /// One f32 of the epilogue scratch at scalar index `idx` (an lvalue).
+    pub(crate) fn cs(&self, idx: &str) -> String {
+        if self.alias {
+            format!("Sh[({idx}) >> 1u][({idx}) & 1u]")
+        } else {
+            format!("Cs[{idx}]")
+        }
     }
     /// Workgroups for a batch of `n` images: `[column blocks, channel blocks, 1]`.
     pub fn grid(&self, n: u32) -> [u32; 3] {
@@ -211,8 +269,11 @@ impl CoopConvSpec {
         let (nt, qb) = (self.threads(), self.block_n() / 4);
         // Each thread keeps the same 4 columns for every B row it loads.
         let bk = self.bk;
-        if bk != 32 && bk != 64 {
-            return Err(format!("conv_coop: K step must be 32 or 64, got {bk}"));
+        if !matches!(bk, 16 | 32 | 64) || bk < s {
+            return Err(format!("conv_coop: K step must be 16, 32 or 64 (and >= S), got {bk}"));
+        }
+        if !matches!(self.slabs, 1 | 2) {
+            return Err(format!("conv_coop: 1 or 2 slab stages, got {}", self.slabs));
         }
         if !nt.is_multiple_of(qb) || !(bk * qb).is_multiple_of(nt) {
             return Err(format!("conv_coop: {nt} threads cannot tile a {bk}x{} B slab", qb * 4));
@@ -282,9 +343,15 @@ impl CoopConvSpec {
         let _ = writeln!(w, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
         w.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
         w.push_str(self.act.wgsl());
-        let _ = writeln!(w, "var<workgroup> As: array<vec4<f16>, {}>;", 2 * a_stage / 4);
-        let _ = writeln!(w, "var<workgroup> Bs: array<vec4<f16>, {}>;", 2 * b_stage / 4);
-        let _ = writeln!(w, "var<workgroup> Cs: array<f32, {}>;", self.wm * self.wn * s * s);
+        let ns = self.slabs;
+        if self.alias {
+            let _ =
+                writeln!(w, "var<workgroup> Sh: array<vec2<f32>, {}>;", self.shared_bytes() / 8);
+        } else {
+            let _ = writeln!(w, "var<workgroup> As: array<vec4<f16>, {}>;", ns * a_stage / 4);
+            let _ = writeln!(w, "var<workgroup> Bs: array<vec4<f16>, {}>;", ns * b_stage / 4);
+            let _ = writeln!(w, "var<workgroup> Cs: array<f32, {}>;", self.wm * self.wn * s * s);
+        }
         let _ = writeln!(w, "@compute @workgroup_size({nt})");
         w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32");
         if self.emulate {
@@ -346,25 +413,49 @@ impl CoopConvSpec {
         }
         let load = |k0: &str| self.load(k0, na, nbv);
         let store = |st: &str| self.store(st, na, nbv);
-        w.push_str("  {\n");
-        w.push_str(&load("0u"));
-        w.push_str(&store("0u"));
-        w.push_str("  }\n  workgroupBarrier();\n  var st = 0u;\n");
-        let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
-        let _ = writeln!(w, "    let nxt = k0 + {bk}u; let ot = 1u - st;");
-        w.push_str("    if (nxt < K) {\n");
-        w.push_str(&load("nxt"));
-        w.push_str("    }\n");
-        let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+        if ns == 2 {
+            w.push_str("  {\n");
+            w.push_str(&load("0u"));
+            w.push_str(&store("0u"));
+            w.push_str("  }\n  workgroupBarrier();\n  var st = 0u;\n");
+            let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            let _ = writeln!(w, "    let nxt = k0 + {bk}u; let ot = 1u - st;");
+            w.push_str("    if (nxt < K) {\n");
+            w.push_str(&load("nxt"));
+            w.push_str("    }\n");
+            let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+        } else {
+            // One stage: this step's registers go in at the top, the next step's global loads
+            // are issued before the products.
+            w.push_str("  {\n");
+            w.push_str(&load("0u"));
+            w.push_str("  }\n");
+            let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            let _ = writeln!(w, "    let nxt = k0 + {bk}u;");
+            w.push_str(&store("0u"));
+            w.push_str("    workgroupBarrier();\n    if (nxt < K) {\n");
+            w.push_str(&load("nxt"));
+            w.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+        }
         if self.emulate {
             self.emulated_products(&mut w);
         }
         for kk in (0..bk).step_by(s as usize).filter(|_| !self.emulate) {
             for i in 0..tm {
-                let _ = writeln!(w, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u) >> 2u], {}u);", i * s, as_ / 4);
+                let at = self.sa(&format!("(ab + (sm + {}u) * {as_}u + {kk}u) >> 2u", i * s));
+                let _ = writeln!(
+                    w,
+                    "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&{at}, {}u);",
+                    as_ / 4
+                );
             }
             for j in 0..tn {
-                let _ = writeln!(w, "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&Bs[(bb + {kk}u * {bs_}u + sn + {}u) >> 2u], {}u);", j * s, bs_ / 4);
+                let bt = self.sb(&format!("(bb + {kk}u * {bs_}u + sn + {}u) >> 2u", j * s));
+                let _ = writeln!(
+                    w,
+                    "    let b{j}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, B>>(&{bt}, {}u);",
+                    bs_ / 4
+                );
             }
             for i in 0..tm {
                 for j in 0..tn {
@@ -375,9 +466,14 @@ impl CoopConvSpec {
                 }
             }
         }
-        w.push_str("    if (nxt < K) {\n");
-        w.push_str(&store("ot"));
-        w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
+        if ns == 2 {
+            w.push_str("    if (nxt < K) {\n");
+            w.push_str(&store("ot"));
+            w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
+        } else {
+            // Also what makes the slab memory free for an aliased scratch after the loop.
+            w.push_str("    workgroupBarrier();\n  }\n");
+        }
         self.epilogue(&mut w);
         w.push_str("}\n");
         Ok(w)
@@ -509,21 +605,27 @@ impl CoopConvSpec {
             if self.w_vec {
                 let _ = writeln!(
                     c,
-                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; As[at] = ra{t}l; As[at + 1u] = ra{t}h; }} }}"
+                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} {} }} }}",
+                    self.put(self.sa("at"), &format!("ra{t}l")),
+                    self.put(self.sa("at + 1u"), &format!("ra{t}h"))
                 );
             } else {
                 let _ = writeln!(
                     c,
-                    " {open} As[({st} * {a_stage}u + (e / {q4}u) * {as_}u + (e % {q4}u) * 4u) >> 2u] = ra{t}; }} }}"
+                    " {open} {} }} }}",
+                    self.put(
+                        self.sa(&format!(
+                            "({st} * {a_stage}u + (e / {q4}u) * {as_}u + (e % {q4}u) * 4u) >> 2u"
+                        )),
+                        &format!("ra{t}")
+                    )
                 );
             }
         }
         for t in 0..nbv {
-            let _ = writeln!(
-                c,
-                "    Bs[({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u] = rb{t};",
-                t * (nt / qb)
-            );
+            let idx =
+                format!("({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u", t * (nt / qb));
+            let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{t}")));
         }
         c
     }
@@ -535,115 +637,24 @@ impl CoopConvSpec {
         let (s, sg) = (self.size, self.subgroup);
         let bk = self.bk;
         let (as_, bs_) = (bk + PAD, self.block_n() + PAD);
-        let h = |arr: &str, i: &str| format!("f32({arr}[({i}) >> 2u][({i}) & 3u])");
+        let h = |arr: &str, i: &str| {
+            let v = if arr == "As" {
+                self.sa(&format!("({i}) >> 2u"))
+            } else {
+                self.sb(&format!("({i}) >> 2u"))
+            };
+            if self.alias {
+                format!("unpack2x16float(bitcast<u32>({v}[(({i}) >> 1u) & 1u]))[({i}) & 1u]")
+            } else {
+                format!("f32({v}[({i}) & 3u])")
+            }
+        };
         let (tm, tn, qn) = (self.tm, self.tn, s * s / sg);
         let _ = writeln!(w, "    for (var ij = 0u; ij < {}u * rt; ij = ij + 1u) {{ let ti = ij / {tn}u; let tj = ij % {tn}u;", tm * tn);
         let _ = writeln!(w, "      for (var q = 0u; q < {qn}u * rt; q = q + 1u) {{ let e = lane + q * {sg}u; let r = e / {s}u; let cc = e % {s}u; var sum = acc[ij * {qn}u + q];");
         let _ = writeln!(w, "        for (var t = 0u; t < {bk}u * rt; t = t + 1u) {{ let ha = ab + (sm + ti * {s}u + r) * {as_}u + t; let hb = bb + t * {bs_}u + sn + tj * {s}u + cc;");
         let _ = writeln!(w, "          sum = sum + {} * {}; }}", h("As", "ha"), h("Bs", "hb"));
         let _ = writeln!(w, "        acc[ij * {qn}u + q] = sum; }} }}");
-    }
-
-    /// Bias, residual, activation and the f16 NCHW store of every accumulator tile, through
-    /// the subgroup's scratch.
-    fn epilogue(&self, w: &mut String) {
-        let (s, sg) = (self.size, self.subgroup);
-        let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
-        if self.prefetch {
-            return self.epilogue_prefetch(w);
-        }
-        for i in 0..self.tm {
-            for j in 0..self.tn {
-                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
-                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
-                let _ = writeln!(
-                    w,
-                    "    let m = m0 + sm + {}u + e / {s}u; let col = n0 + sn + {}u + e % {s}u;",
-                    i * s,
-                    j * s
-                );
-                w.push_str("    if (m < OC && col < NCOLS) {\n      var v = Cs[cs + e];\n");
-                if self.has_bias {
-                    w.push_str("      v = v + f32(bias[mw(4u) + m]);\n");
-                }
-                w.push_str("      let o = (col / P) * (OC * P) + m * P + col % P;\n");
-                if self.has_res {
-                    w.push_str("      v = v + f32(res[mw(6u) + o]);\n");
-                }
-                w.push_str("      out[mw(5u) + o] = f16(act(vec4<f32>(v)).x);\n    }\n");
-                w.push_str("  }\n  workgroupBarrier();\n");
-            }
-        }
-    }
-
-    /// Accumulator tile `(i, j)` into the subgroup's scratch, then `barrier`.
-    fn tile_to_scratch(&self, w: &mut String, i: u32, j: u32, barrier: &str) {
-        let (s, sg) = (self.size, self.subgroup);
-        if self.emulate {
-            let qn = s * s / sg;
-            let _ = writeln!(w, "  for (var q = 0u; q < {qn}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}\n  {barrier}", (i * self.tn + j) * qn);
-        } else {
-            let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], {s}u);\n  {barrier}");
-        }
-    }
-
-    /// [`Self::epilogue`] with the residual and bias loads of a group of tiles issued before
-    /// the group's stores (`prefetch`). Lane `l` handles elements `l + q·subgroup` of each
-    /// S×S tile (row-major), as the per-element form does, so each load instruction still
-    /// reads runs of consecutive halves of one channel.
-    fn epilogue_prefetch(&self, w: &mut String) {
-        let (s, sg, tm, tn) = (self.size, self.subgroup, self.tm, self.tn);
-        let qn = (s * s).div_ceil(sg);
-        let partial = !(s * s).is_multiple_of(sg);
-        let loads_per_tile = qn * u32::from(self.has_res);
-        let rows_per_group = if tm * tn * loads_per_tile <= 32 { tm } else { 1 };
-        let barrier = "workgroupBarrier();";
-        // Element (i, j, q)'s channel and column, and whether it is stored.
-        let at = |i: u32, j: u32, q: u32| {
-            let e = format!("(lane + {}u)", q * sg);
-            let ok = if partial { format!("{e} < {}u && ", s * s) } else { String::new() };
-            format!(
-                "let m = m0 + sm + {}u + {e} / {s}u; let col = n0 + sn + {}u + {e} % {s}u; let ok = {ok}m < OC && col < NCOLS;",
-                i * s,
-                j * s
-            )
-        };
-        for i0 in (0..tm).step_by(rows_per_group as usize) {
-            let rows = i0..i0 + rows_per_group;
-            w.push_str("  {\n");
-            for i in rows.clone() {
-                for q in (0..qn).filter(|_| self.has_bias) {
-                    let _ = writeln!(w, "  var b{i}_{q} = 0.0; {{ {} if (ok) {{ b{i}_{q} = f32(bias[mw(4u) + m]); }} }}", at(i, 0, q));
-                }
-                for j in (0..tn).filter(|_| self.has_res) {
-                    for q in 0..qn {
-                        let _ = writeln!(w, "  var r{i}_{j}_{q} = 0.0h; {{ {} if (ok) {{ r{i}_{j}_{q} = res[mw(6u) + (col / P) * (OC * P) + m * P + col % P]; }} }}", at(i, j, q));
-                    }
-                }
-            }
-            for i in rows {
-                for j in 0..tn {
-                    self.tile_to_scratch(w, i, j, barrier);
-                    for q in 0..qn {
-                        let _ = write!(
-                            w,
-                            "  {{ {} if (ok) {{ var v = Cs[cs + lane + {}u];",
-                            at(i, j, q),
-                            q * sg
-                        );
-                        if self.has_bias {
-                            let _ = write!(w, " v = v + b{i}_{q};");
-                        }
-                        if self.has_res {
-                            let _ = write!(w, " v = v + f32(r{i}_{j}_{q});");
-                        }
-                        w.push_str(" out[mw(5u) + (col / P) * (OC * P) + m * P + col % P] = f16(act(vec4<f32>(v)).x); } }\n");
-                    }
-                    let _ = writeln!(w, "  {barrier}");
-                }
-            }
-            w.push_str("  }\n");
-        }
     }
 }
 
@@ -720,6 +731,8 @@ pub fn plan_coop_conv(
         has_res: false,
         act: MatmulAct::None,
         bk: BK,
+        slabs: 2,
+        alias: false,
         clamp: false,
         prefetch: true,
         emulate: false,

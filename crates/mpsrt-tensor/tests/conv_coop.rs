@@ -61,7 +61,15 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         // Both epilogues: residual and bias loaded up front (default), and per element.
         std::env::set_var("MPSRT_COOP_CONV_PREFETCH", if i == 3 || i == 4 { "0" } else { "1" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
-        let (bk, tile) = if i % 3 == 2 { ("64", "1x1") } else { ("32", "") };
+        // K steps of 16 with one slab stage (cases 0, 3 and 6 also one stage at K 32).
+        let (bk, tile) = match i % 3 {
+            2 => ("64", "1x1"),
+            _ if i == 4 || i == 7 => ("16", ""),
+            _ => ("32", ""),
+        };
+        std::env::set_var("MPSRT_COOP_CONV_SLABS", if i % 3 == 0 || i == 4 { "1" } else { "2" });
+        // The epilogue's scratch inside the slab memory (packed-word slabs) for half the cases.
+        std::env::set_var("MPSRT_COOP_CONV_ALIAS", if i % 2 == 0 { "1" } else { "0" });
         std::env::set_var("MPSRT_COOP_CONV_BK", bk);
         std::env::set_var("MPSRT_COOP_CONV_TILE", tile);
         // 4×2 subgroups of 1×2 tiles (64×64 blocks of 256 invocations) for some cases.
@@ -69,6 +77,12 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         std::env::set_var("MPSRT_COOP_CONV_WARPS", warps);
         if i % 4 == 1 {
             std::env::set_var("MPSRT_COOP_CONV_TILE", "1x2");
+        }
+        // The cooperative GEMM's shape: 2 × 2 subgroups of 4 × 4 tiles (128 × 128), and of
+        // 2 × 4 tiles (64 × 128).
+        if i == 6 || i == 7 {
+            std::env::set_var("MPSRT_COOP_CONV_WARPS", "2x2");
+            std::env::set_var("MPSRT_COOP_CONV_TILE", if i == 6 { "2x4" } else { "4x4" });
         }
         let x = half(&[n, c, h, w], seed);
         // Weights scaled so sums stay well inside f16's range.
@@ -131,6 +145,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_BK",
         "MPSRT_COOP_CONV_TILE",
         "MPSRT_COOP_CONV_WARPS",
+        "MPSRT_COOP_CONV_SLABS",
+        "MPSRT_COOP_CONV_ALIAS",
     ] {
         std::env::remove_var(v);
     }

@@ -47,15 +47,20 @@ fn spec_for(variant: &str) -> Result<CoopMatmulSpec, String> {
 
 /// SPIR-V words and the descriptor types of bindings 0.. (storage or uniform).
 fn spirv(spec: &CoopMatmulSpec) -> Result<(Vec<u32>, Vec<vk::DescriptorType>), String> {
-    let src = spec.render()?;
-    let module = naga::front::wgsl::parse_str(&src).map_err(|e| e.emit_to_string(&src))?;
+    spirv_of(&spec.render()?, spec.variant == 3 && spec.tune.uc)
+}
+
+/// SPIR-V words and binding types of WGSL source `src` (`unchecked`: no bounds checks, as
+/// `pipeline_unchecked` compiles it). Also what a `wgsl:<file>` variant reads: a kernel
+/// another launcher dumped (`MPSRT_COOP_CONV_DUMP`, the cooperative conv's).
+fn spirv_of(src: &str, unchecked: bool) -> Result<(Vec<u32>, Vec<vk::DescriptorType>), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::all(),
     )
     .validate(&module)
     .map_err(|e| format!("{e:?}"))?;
-    let unchecked = spec.variant == 3 && spec.tune.uc;
     let policy = if unchecked {
         naga::proc::BoundsCheckPolicy::Unchecked
     } else {
@@ -184,8 +189,17 @@ pub fn run(variants: &[String], dir: Option<&str>) -> Result<(), String> {
         let pe = ash::khr::pipeline_executable_properties::Device::new(&inst, &device);
         for v in variants {
             let line = (|| -> Result<String, String> {
-                let spec = spec_for(v)?;
-                let (words, binds) = spirv(&spec)?;
+                let (name, (words, binds)) = match v.strip_prefix("wgsl:") {
+                    Some(path) => {
+                        let src =
+                            std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+                        ("wgsl".to_string(), spirv_of(&src, true)?)
+                    }
+                    None => {
+                        let spec = spec_for(v)?;
+                        (spec.variant_name(), spirv(&spec)?)
+                    }
+                };
                 let sm = device
                     .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
                     .map_err(vkerr("create_shader_module"))?;
@@ -254,7 +268,7 @@ pub fn run(variants: &[String], dir: Option<&str>) -> Result<(), String> {
                 device.destroy_pipeline_layout(pl, None);
                 device.destroy_descriptor_set_layout(dsl, None);
                 device.destroy_shader_module(sm, None);
-                Ok(format!("{},{}", spec.variant_name(), out.join(";")))
+                Ok(format!("{name},{}", out.join(";")))
             })();
             match line {
                 Ok(l) => println!("stats,{v},{l}"),

@@ -15,8 +15,9 @@
 //! `MPSRT_COOP_CONV_OC64=0` runs convs of ≤ 64 output channels on the default 4 × 2 subgroups
 //! instead of 2 × 2 (64 × 64 blocks); `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
-//! and `MPSRT_COOP_CONV_BK=64` the K step (for timing, read per call;
-//! ignored where the device's workgroup memory is too small);
+//! `MPSRT_COOP_CONV_BK=16|32|64` the K step, `MPSRT_COOP_CONV_SLABS=1|2` the slab stages and
+//! `MPSRT_COOP_CONV_ALIAS=0|1` whether the epilogue's scratch lives in the slab memory (for
+//! timing, read per call; ignored where the device's workgroup memory is too small);
 //! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
 //! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
 
@@ -93,6 +94,36 @@ fn log(g: &ConvGeom, what: &str) {
             "conv plan f16: n{} c{} {}x{} -> oc{} {}x{} k{}x{} s{}x{}: {what}",
             g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw
         );
+    }
+}
+
+/// `MPSRT_COOP_CONV_DUMP=<dir>`: each kernel's WGSL to `<dir>/<geometry and tile>.wgsl`, once
+/// per spec (for the NVIDIA compiler's statistics: `COOP_STATS=wgsl:<file>` in
+/// `bench_coop_sweep`).
+fn dump(spec: &CoopConvSpec) {
+    static DONE: OnceLock<parking_lot::Mutex<std::collections::HashSet<CoopConvSpec>>> =
+        OnceLock::new();
+    let Ok(dir) = std::env::var("MPSRT_COOP_CONV_DUMP") else { return };
+    if !DONE.get_or_init(Default::default).lock().insert(*spec) {
+        return;
+    }
+    let (sh, e) = (&spec.shape, u8::from(spec.has_res));
+    let name = format!(
+        "{dir}/c{}_h{}_oc{}_k{}s{}_b{}x{}_w{}_k{}_s{}_a{}_r{e}.wgsl",
+        sh.c,
+        sh.h,
+        sh.oc,
+        sh.kh,
+        sh.sh,
+        spec.block_m(),
+        spec.block_n(),
+        spec.threads() / spec.subgroup,
+        spec.bk,
+        spec.slabs,
+        u8::from(spec.alias)
+    );
+    if let Ok(src) = spec.render() {
+        let _ = std::fs::write(name, src);
     }
 }
 
@@ -225,10 +256,13 @@ pub(crate) fn try_conv(
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
     // reads hit the cache anyway.
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
-    let bk = match env_knob("MPSRT_COOP_CONV_BK", 32) {
+    let bk = match env_knob("MPSRT_COOP_CONV_BK", spec.bk as usize) {
+        16 => 16,
         64 => 64,
         _ => 32,
     };
+    let slabs = if env_knob("MPSRT_COOP_CONV_SLABS", spec.slabs as usize) == 1 { 1 } else { 2 };
+    let alias = env_knob("MPSRT_COOP_CONV_ALIAS", usize::from(spec.alias)) != 0;
     let (tm, tn) = pair_knob("MPSRT_COOP_CONV_TILE").unwrap_or((spec.tm, spec.tn));
     // Convs of at most 64 output channels (the stem and layer 1 of ResNet-50) on 2 × 2
     // subgroups instead of 4 × 2, whose upper half of 128 block rows would hold no channel
@@ -237,8 +271,10 @@ pub(crate) fn try_conv(
     let narrow = spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
     let wm_default = if narrow { 2 } else { spec.wm };
     let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
-    if (tm, tn, bk, wm, wn) != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn) {
-        let t = CoopConvSpec { tm, tn, bk, wm, wn, ..spec };
+    if (tm, tn, bk, wm, wn, slabs, alias)
+        != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias)
+    {
+        let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, ..spec };
         if t.shared_bytes() <= props.max_compute_workgroup_storage_size
             && t.threads() <= props.max_compute_invocations_per_workgroup
             && t.render().is_ok()
@@ -248,7 +284,12 @@ pub(crate) fn try_conv(
     }
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
     let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
-    log(g, &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} clamp {cl}"));
+    let (sl, al, sb) = (spec.slabs, u8::from(spec.alias), spec.shared_bytes());
+    log(
+        g,
+        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} shared {sb} B clamp {cl}"),
+    );
+    dump(&spec);
     let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
     let meta = conv_gemm_meta(

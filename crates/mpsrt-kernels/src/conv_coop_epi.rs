@@ -1,0 +1,117 @@
+//! The cooperative conv's epilogue (`conv_coop.rs`): bias, residual, activation and the f16
+//! NCHW store of every accumulator tile, through a per-subgroup f32 scratch in workgroup memory
+//! (its own array, or — `alias` — the slab memory, which is dead once the K loop is done).
+
+use super::CoopConvSpec;
+use std::fmt::Write as _;
+
+impl CoopConvSpec {
+    /// Bias, residual, activation and the f16 NCHW store of every accumulator tile, through
+    /// the subgroup's scratch.
+    pub(crate) fn epilogue(&self, w: &mut String) {
+        let (s, sg) = (self.size, self.subgroup);
+        let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+        if self.prefetch {
+            return self.epilogue_prefetch(w);
+        }
+        for i in 0..self.tm {
+            for j in 0..self.tn {
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
+                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+                let _ = writeln!(
+                    w,
+                    "    let m = m0 + sm + {}u + e / {s}u; let col = n0 + sn + {}u + e % {s}u;",
+                    i * s,
+                    j * s
+                );
+                let _ = writeln!(
+                    w,
+                    "    if (m < OC && col < NCOLS) {{\n      var v = {};",
+                    self.cs("cs + e")
+                );
+                if self.has_bias {
+                    w.push_str("      v = v + f32(bias[mw(4u) + m]);\n");
+                }
+                w.push_str("      let o = (col / P) * (OC * P) + m * P + col % P;\n");
+                if self.has_res {
+                    w.push_str("      v = v + f32(res[mw(6u) + o]);\n");
+                }
+                w.push_str("      out[mw(5u) + o] = f16(act(vec4<f32>(v)).x);\n    }\n");
+                w.push_str("  }\n  workgroupBarrier();\n");
+            }
+        }
+    }
+
+    /// Accumulator tile `(i, j)` into the subgroup's scratch, then `barrier`.
+    fn tile_to_scratch(&self, w: &mut String, i: u32, j: u32, barrier: &str) {
+        let (s, sg) = (self.size, self.subgroup);
+        if self.emulate {
+            let qn = s * s / sg;
+            let dst = self.cs(&format!("cs + lane + q * {sg}u"));
+            let _ = writeln!(w, "  for (var q = 0u; q < {qn}u; q = q + 1u) {{ {dst} = acc[{}u + q]; }}\n  {barrier}", (i * self.tn + j) * qn);
+        } else {
+            // Aliased: the scratch is `array<vec2<f32>>`, so pointer and stride count pairs.
+            let (at, stride) = if self.alias { ("Sh[cs >> 1u]", s / 2) } else { ("Cs[cs]", s) };
+            let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &{at}, {stride}u);\n  {barrier}");
+        }
+    }
+
+    /// [`Self::epilogue`] with the residual and bias loads of a group of tiles issued before
+    /// the group's stores (`prefetch`). Lane `l` handles elements `l + q·subgroup` of each
+    /// S×S tile (row-major), as the per-element form does, so each load instruction still
+    /// reads runs of consecutive halves of one channel.
+    fn epilogue_prefetch(&self, w: &mut String) {
+        let (s, sg, tm, tn) = (self.size, self.subgroup, self.tm, self.tn);
+        let qn = (s * s).div_ceil(sg);
+        let partial = !(s * s).is_multiple_of(sg);
+        let loads_per_tile = qn * u32::from(self.has_res);
+        let rows_per_group = if tm * tn * loads_per_tile <= 32 { tm } else { 1 };
+        let barrier = "workgroupBarrier();";
+        // Element (i, j, q)'s channel and column, and whether it is stored.
+        let at = |i: u32, j: u32, q: u32| {
+            let e = format!("(lane + {}u)", q * sg);
+            let ok = if partial { format!("{e} < {}u && ", s * s) } else { String::new() };
+            format!(
+                "let m = m0 + sm + {}u + {e} / {s}u; let col = n0 + sn + {}u + {e} % {s}u; let ok = {ok}m < OC && col < NCOLS;",
+                i * s,
+                j * s
+            )
+        };
+        for i0 in (0..tm).step_by(rows_per_group as usize) {
+            let rows = i0..i0 + rows_per_group;
+            w.push_str("  {\n");
+            for i in rows.clone() {
+                for q in (0..qn).filter(|_| self.has_bias) {
+                    let _ = writeln!(w, "  var b{i}_{q} = 0.0; {{ {} if (ok) {{ b{i}_{q} = f32(bias[mw(4u) + m]); }} }}", at(i, 0, q));
+                }
+                for j in (0..tn).filter(|_| self.has_res) {
+                    for q in 0..qn {
+                        let _ = writeln!(w, "  var r{i}_{j}_{q} = 0.0h; {{ {} if (ok) {{ r{i}_{j}_{q} = res[mw(6u) + (col / P) * (OC * P) + m * P + col % P]; }} }}", at(i, j, q));
+                    }
+                }
+            }
+            for i in rows {
+                for j in 0..tn {
+                    self.tile_to_scratch(w, i, j, barrier);
+                    for q in 0..qn {
+                        let _ = write!(
+                            w,
+                            "  {{ {} if (ok) {{ var v = {};",
+                            at(i, j, q),
+                            self.cs(&format!("cs + lane + {}u", q * sg))
+                        );
+                        if self.has_bias {
+                            let _ = write!(w, " v = v + b{i}_{q};");
+                        }
+                        if self.has_res {
+                            let _ = write!(w, " v = v + f32(r{i}_{j}_{q});");
+                        }
+                        w.push_str(" out[mw(5u) + (col / P) * (OC * P) + m * P + col % P] = f16(act(vec4<f32>(v)).x); } }\n");
+                    }
+                    let _ = writeln!(w, "  {barrier}");
+                }
+            }
+            w.push_str("  }\n");
+        }
+    }
+}
