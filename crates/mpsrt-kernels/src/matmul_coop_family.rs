@@ -177,6 +177,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         vsa,
         vsb,
         rp: t.rp,
+        ph: t.ph,
         cl: t.cl,
         sp: t.sp,
         gl,
@@ -242,6 +243,9 @@ struct Loop {
     vsb: u32,
     /// One slab, next slab's vectors prefetched to registers.
     rp: bool,
+    /// With `rp`: 0 both operands prefetched, 1 only B (A staged between the barriers), 2
+    /// only A.
+    ph: u8,
     /// Checked loads as clamped address + select (no branch).
     cl: bool,
     /// With `db`: A's and B's next slabs prefetched around separate halves of the products.
@@ -728,17 +732,23 @@ impl Loop {
         }
         if self.rp && vecs {
             // One slab: the vector operands' next slab is in registers while this one is
-            // multiplied; scalar-staged operands load straight into the slab between the
-            // two barriers.
-            let sel = (self.va, self.vb);
-            decl_regs(&mut c);
+            // multiplied (with `ph`, only one of them); the others load straight into the
+            // slab between the two barriers.
+            let sel = (self.va && self.ph != 1, self.vb && self.ph != 2);
+            for (on, reg, tot) in [(sel.0, "ra", bm * bk / 8), (sel.1, "rb", bk * bn / 8)] {
+                for t in 0..if on { tot.div_ceil(nt) } else { 0 } {
+                    for (r, ty) in self.regs(reg, t) {
+                        let _ = writeln!(c, "    var {r} = {ty}();");
+                    }
+                }
+            }
             c.push_str("    {\n");
             c.push_str(&self.load_sel("0u", "0u", checked, true, sel));
             c.push_str("    }\n");
             let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
             c.push_str("    workgroupBarrier();\n");
-            c.push_str(&self.store("0u"));
-            c.push_str(&self.load_sel("k0", "0u", checked, false, (!self.va, !self.vb)));
+            c.push_str(&self.store_sel("0u", sel));
+            c.push_str(&self.load_sel("k0", "0u", checked, false, (!sel.0, !sel.1)));
             c.push_str("    workgroupBarrier();\n");
             let _ = writeln!(c, "    let nxt = k0 + {bk}u;\n    if (nxt < K) {{");
             c.push_str(&self.load_sel("nxt", "0u", checked, true, sel));

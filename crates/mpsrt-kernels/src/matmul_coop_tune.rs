@@ -83,6 +83,10 @@ pub struct CoopTune {
     ///
     /// [`COOP_SHARED_BUDGET`]: crate::matmul_coop_store::COOP_SHARED_BUDGET
     pub xs: u8,
+    /// Half prefetch (with `rp`): only B's next slab is held in registers (`ph1`; A is loaded
+    /// and stored between the two barriers, as without `rp`) or only A's (`ph2`): half of
+    /// `rp`'s 32 staging registers per thread beside the 4×4 tiles' 128 accumulator registers.
+    pub ph: u8,
 }
 
 impl Default for CoopTune {
@@ -110,6 +114,7 @@ impl Default for CoopTune {
             ns: false,
             rq: false,
             xs: 0,
+            ph: 0,
         }
     }
 }
@@ -142,6 +147,9 @@ impl CoopTune {
         if self.xs != 0 {
             n.push_str(&format!("_xs{}", self.xs));
         }
+        if self.ph != 0 {
+            n.push_str(&format!("_ph{}", self.ph));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -163,7 +171,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB)")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -187,6 +195,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("ph") {
+                t.ph = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("xs") {
                 t.xs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("rq") {
@@ -322,7 +332,7 @@ impl CoopTune {
     /// do two workgroups per SM stop?), one slab with the next slab's 16-byte loads in
     /// registers during the products (`rp1`, so a workgroup hides its own global latency
     /// instead of relying on the SM's other workgroup) on the unguarded whole-block loop, at
-    /// K 32 and 16, with the fragment order, on 128×256 blocks of 8 subgroups, and on the
+    /// K 32 and 16, for one operand only (`ph`), with the fragment order, on 128×256 blocks of 8 subgroups, and on the
     /// 64×64 / 64×128 / 32×64 blocks BERT's few-block products take (K 32 and 64: fewer,
     /// longer steps where the step's latency, not the matrix units, sets the time); and the
     /// grouped order `sw8`.
@@ -332,12 +342,12 @@ impl CoopTune {
             "fi1_cl1_vs4_uc1_xs10",
             "fi1_cl1_vs4_uc1_xs24",
             "fi1_cl1_vs4_uc1_rp1",
+            "fi1_cl1_vs4_uc1_rp1_ph1",
+            "fi1_cl1_vs4_uc1_rp1_ph2",
             "fi1_cl1_vs4_uc1_rp1_fo1",
             "k16_fi1_cl1_vs4_uc1_rp1",
             "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1",
-            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1",
             "fi1_cl1_vs4_uc1_sw8",
-            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1",
             "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1",
             "w2x2_t2x4_k32_fi1_cl1_vs4_uc1",
             "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1",
@@ -420,6 +430,9 @@ impl CoopTune {
         }
         if self.rq && (!self.db || self.sp) {
             return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
+        }
+        if self.ph > 2 || (self.ph != 0 && !self.rp) {
+            return Err(format!("{}: half prefetch (ph) is 1 (B) or 2 (A), with rp1", self.name()));
         }
         if self.xs > 40 {
             return Err(format!("{}: extra workgroup memory (xs) is at most 40 KiB", self.name()));

@@ -50,6 +50,15 @@ fn prefetch_candidates_validate_translate_and_fit() {
                 let decl = format!("var<workgroup> Xs: array<u32, {xs}>;");
                 assert_eq!(src.contains(&decl), xs > 0, "{}", tune.name());
                 assert_eq!(src.contains("K == 0xffffffffu"), xs > 0, "{}", tune.name());
+                if tune.rp && vec_a && vec_b {
+                    // Register prefetch: the operands `ph` keeps in registers are declared
+                    // before the loop (A's as `ra*`, B's as `rb*`), the others are not.
+                    let (ra, rb) = (src.contains("var ra0l"), src.contains("var rb0l"));
+                    let pre = src.split("for (var k0").next().unwrap();
+                    let (pa, pb) = (pre.contains("var ra0l"), pre.contains("var rb0l"));
+                    assert_eq!((pa, pb), (tune.ph != 1, tune.ph != 2), "{}", tune.name());
+                    assert!(ra && rb, "{}: both operands staged", tune.name());
+                }
             }
         }
     }
@@ -71,4 +80,9 @@ fn the_probe_adds_exactly_its_kibibytes() {
     }
     assert!(CoopTune::parse("xs41").unwrap().check(16).is_err());
     assert!(CoopTune::parse("xsq").is_err());
+    // Half prefetch needs the register prefetch, and names one operand.
+    assert!(CoopTune::parse("rp1_ph1").unwrap().check(16).is_ok());
+    for bad in ["ph1", "rp1_ph3"] {
+        assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
+    }
 }

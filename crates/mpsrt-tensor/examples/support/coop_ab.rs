@@ -9,7 +9,9 @@
 //! plus one f32 CPU reference product, then one compile call per shape. Then ≥ 0.6 s of
 //! warm-up, then `COOP_AB_ROUNDS` (5) rounds; each round times every (shape, variant) for
 //! about `COOP_AB_MS` (30) ms of back-to-back calls, in an order rotated per round. One CSV
-//! line per (variant, shape): the median, min and max TFLOP/s over the rounds.
+//! line per (variant, shape): the median, min and max TFLOP/s over the rounds (each
+//! measurement also as a `# r<round>,...` line as it lands). `COOP_AB_BUDGET_S` (60) bounds
+//! the run.
 
 use mpsrt_kernels::matmul_coop_tune::{set_coop_override, CoopOverride};
 use mpsrt_kernels::CoopVariant;
@@ -74,8 +76,12 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
     let g = Place::Gpu(0);
     let num = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (rounds, window) = (num("COOP_AB_ROUNDS", 5) as usize, num("COOP_AB_MS", 30) as f64);
+    // The whole run's budget: checks and compiles stop at 60% of it (the variants left are
+    // not timed), rounds stop when the next would not fit.
+    let budget = num("COOP_AB_BUDGET_S", 60) as f64;
+    let start = Instant::now();
     let shapes = shapes();
-    let mut vars = Vec::new();
+    let mut vars: Vec<(String, Knobs)> = Vec::new();
     for l in labels {
         match parse(l) {
             Ok(v) => vars.push((l.clone(), v)),
@@ -92,7 +98,11 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
         .collect::<Result<_>>()?;
     // Checks, kernel names, compiles.
     let mut info = Vec::new();
-    for (label, knobs) in &vars {
+    for (i, (label, knobs)) in vars.iter().enumerate() {
+        if start.elapsed().as_secs_f64() > 0.6 * budget {
+            println!("# budget: {} variants not checked or timed", vars.len() - i);
+            break;
+        }
         apply(*knobs);
         let (ok, err) = check()?;
         let cpu = cpu_check(256, 512, 320)?;
@@ -118,8 +128,15 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
         }
         dev.synchronize()?;
     }
+    vars.truncate(info.len());
     let mut tf = vec![vec![Vec::new(); shapes.len()]; vars.len()];
+    let mut round_s = 0.0;
     for r in 0..rounds {
+        let t_round = Instant::now();
+        if start.elapsed().as_secs_f64() + round_s > budget {
+            println!("# budget: {} of {rounds} rounds run", r);
+            break;
+        }
         for (si, &[m, n, k]) in shapes.iter().enumerate() {
             let (a, b) = &operands[si];
             for j in 0..vars.len() {
@@ -139,9 +156,12 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
                 }
                 dev.synchronize()?;
                 let ms = t.elapsed().as_secs_f64() * 1e3 / iters as f64;
-                tf[vi][si].push(2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12);
+                let t = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+                println!("# r{r},{},{m}x{n}x{k},{t:.2}", vars[vi].0);
+                tf[vi][si].push(t);
             }
         }
+        round_s = t_round.elapsed().as_secs_f64();
     }
     apply((None, None, None));
     println!(
