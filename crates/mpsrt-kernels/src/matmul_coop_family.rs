@@ -178,6 +178,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         vsb,
         rp: t.rp,
         ph: t.ph,
+        nb: t.nb,
         cl: t.cl,
         sp: t.sp,
         gl,
@@ -246,6 +247,8 @@ struct Loop {
     /// With `rp`: 0 both operands prefetched, 1 only B (A staged between the barriers), 2
     /// only A.
     ph: u8,
+    /// The next slab's prefetch without the `nxt < K` branch ([`Loop::next`]).
+    nb: bool,
     /// Checked loads as clamped address + select (no branch).
     cl: bool,
     /// With `db`: A's and B's next slabs prefetched around separate halves of the products.
@@ -711,6 +714,20 @@ impl Loop {
         c
     }
 
+    /// The next slab's start `nxt` (a `let`) and the opening of the block that prefetches it:
+    /// `if (nxt < K) {`, or with `nb` a plain block — checked loads are bounded by K anyway,
+    /// and unchecked loops (whole blocks, K a multiple of the step) reload their last slab
+    /// (`nxt` clamped to `K - bk`) into registers or a stage nothing reads afterwards — so no
+    /// branch on the loop counter stands between the products and the next slab's loads.
+    fn next(&self, checked: bool) -> (String, String) {
+        let bk = self.bk;
+        match (self.nb, checked) {
+            (false, _) => (format!("let nxt = k0 + {bk}u;"), "    if (nxt < K) {\n".into()),
+            (true, true) => (format!("let nxt = k0 + {bk}u;"), "    {\n".into()),
+            (true, false) => (format!("let nxt = min(k0 + {bk}u, K - {bk}u);"), "    {\n".into()),
+        }
+    }
+
     /// The staged K loop; `checked` bounds-checks every global load (edge workgroups).
     fn shared(&self, checked: bool) -> String {
         let Loop { bk, a_stage, b_stage, .. } = *self;
@@ -750,7 +767,8 @@ impl Loop {
             c.push_str(&self.store_sel("0u", sel));
             c.push_str(&self.load_sel("k0", "0u", checked, false, (!sel.0, !sel.1)));
             c.push_str("    workgroupBarrier();\n");
-            let _ = writeln!(c, "    let nxt = k0 + {bk}u;\n    if (nxt < K) {{");
+            let (nxt, open) = self.next(checked);
+            let _ = writeln!(c, "    {nxt}\n{open}");
             c.push_str(&self.load_sel("nxt", "0u", checked, true, sel));
             c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());
@@ -771,7 +789,8 @@ impl Loop {
         c.push_str(&self.store("0u"));
         c.push_str("    }\n    workgroupBarrier();\n    var st = 0u;\n");
         let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
-        let _ = writeln!(c, "    let nxt = k0 + {bk}u; let ot = 1u - st;");
+        let (nxt, open) = self.next(checked);
+        let _ = writeln!(c, "    {nxt} let ot = 1u - st;");
         let _ = writeln!(c, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
         if self.sp {
             // Split prefetch: A's next slab is in registers during the first half of the
@@ -779,12 +798,12 @@ impl Loop {
             // next to the accumulators and fragments.
             let half = (bk / self.s / 2) * self.s;
             for (sel, lo, hi) in [((true, false), 0, half), ((false, true), half, bk)] {
-                c.push_str("    if (nxt < K) {\n");
+                c.push_str(&open);
                 c.push_str(&self.load_sel("nxt", "ot", checked, true, sel));
                 c.push_str("    }\n");
                 c.push_str(&self.products_range(lo, hi));
                 if (self.va && sel.0) || (self.vb && sel.1) {
-                    c.push_str("    if (nxt < K) {\n");
+                    c.push_str(&open);
                     c.push_str(&self.store_sel("ot", sel));
                     c.push_str("    }\n");
                 }
@@ -792,12 +811,12 @@ impl Loop {
             c.push_str("    workgroupBarrier();\n    st = ot;\n    }\n");
             return c;
         }
-        c.push_str("    if (nxt < K) {\n");
+        c.push_str(&open);
         c.push_str(&self.load("nxt", "ot", checked, true));
         c.push_str("    }\n");
         c.push_str(&self.products());
         if vecs {
-            c.push_str("    if (nxt < K) {\n");
+            c.push_str(&open);
             c.push_str(&self.store("ot"));
             c.push_str("    }\n");
         }

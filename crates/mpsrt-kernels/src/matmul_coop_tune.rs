@@ -87,6 +87,11 @@ pub struct CoopTune {
     /// and stored between the two barriers, as without `rp`) or only A's (`ph2`): half of
     /// `rp`'s 32 staging registers per thread beside the 4×4 tiles' 128 accumulator registers.
     pub ph: u8,
+    /// No branch around the next slab's prefetch (`rp` / `db`): checked loads are bounded by
+    /// K already and whole-block loops clamp the next slab to the last one, so the loads are
+    /// issued unconditionally (the branch on the loop counter may keep the compiler from
+    /// hoisting them above the products).
+    pub nb: bool,
 }
 
 impl Default for CoopTune {
@@ -115,6 +120,7 @@ impl Default for CoopTune {
             rq: false,
             xs: 0,
             ph: 0,
+            nb: false,
         }
     }
 }
@@ -159,6 +165,7 @@ impl CoopTune {
             (self.fo, "_fo1"),
             (self.ns, "_ns1"),
             (self.rq, "_rq1"),
+            (self.nb, "_nb1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -171,7 +178,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -195,6 +202,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("nb") {
+                t.nb = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ph") {
                 t.ph = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("xs") {
@@ -332,28 +341,33 @@ impl CoopTune {
     /// do two workgroups per SM stop?), one slab with the next slab's 16-byte loads in
     /// registers during the products (`rp1`, so a workgroup hides its own global latency
     /// instead of relying on the SM's other workgroup) on the unguarded whole-block loop, at
-    /// K 32 and 16, for one operand only (`ph`), with the fragment order, on 128×256 blocks of 8 subgroups, and on the
+    /// K 32 and 16, for one operand only (`ph`), with and without the branch around the
+    /// prefetch (`nb`), with the fragment order; two slabs without that branch (`db1_nb1`,
+    /// past the budget: does the probe say two workgroups still fit?), on 128×256 blocks of 8 subgroups, and on the
     /// 64×64 / 64×128 / 32×64 blocks BERT's few-block products take (K 32 and 64: fewer,
     /// longer steps where the step's latency, not the matrix units, sets the time); and the
     /// grouped order `sw8`.
     pub fn prefetch() -> Vec<CoopTune> {
+        // Most informative first (`COOP_AB_BUDGET_S` may cut the list short).
         [
             "fi1_cl1_vs4_uc1_xs2",
-            "fi1_cl1_vs4_uc1_xs10",
             "fi1_cl1_vs4_uc1_xs24",
             "fi1_cl1_vs4_uc1_rp1",
-            "fi1_cl1_vs4_uc1_rp1_ph1",
-            "fi1_cl1_vs4_uc1_rp1_ph2",
-            "fi1_cl1_vs4_uc1_rp1_fo1",
-            "k16_fi1_cl1_vs4_uc1_rp1",
-            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1",
+            "fi1_cl1_vs4_uc1_rp1_nb1",
+            "fi1_cl1_vs4_uc1_rp1_ph1_nb1",
+            "fi1_cl1_vs4_uc1_rp1_ph2_nb1",
+            "db1_fi1_cl1_vs4_uc1_nb1",
+            "k16_db1_fi1_cl1_vs4_uc1_nb1",
+            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
+            "fi1_cl1_vs4_uc1_xs10",
+            "k16_fi1_cl1_vs4_uc1_rp1_nb1",
             "fi1_cl1_vs4_uc1_sw8",
-            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1",
-            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1",
-            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1",
+            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1_nb1",
             "w2x2_t2x2_k64_fi1_cl1_vs4_uc1",
-            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_rp1",
-            "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
+            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
+            "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
+            "fi1_cl1_vs4_uc1_rp1_fo1_nb1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("prefetch tune"))
@@ -430,6 +444,9 @@ impl CoopTune {
         }
         if self.rq && (!self.db || self.sp) {
             return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
+        }
+        if self.nb && !(self.rp || self.db) {
+            return Err(format!("{}: nb (no prefetch branch) needs rp1 or db1", self.name()));
         }
         if self.ph > 2 || (self.ph != 0 && !self.rp) {
             return Err(format!("{}: half prefetch (ph) is 1 (B) or 2 (A), with rp1", self.name()));

@@ -50,6 +50,15 @@ fn prefetch_candidates_validate_translate_and_fit() {
                 let decl = format!("var<workgroup> Xs: array<u32, {xs}>;");
                 assert_eq!(src.contains(&decl), xs > 0, "{}", tune.name());
                 assert_eq!(src.contains("K == 0xffffffffu"), xs > 0, "{}", tune.name());
+                // (The register prefetch needs an operand staged 8 wide.)
+                let prefetch = tune.db || (tune.rp && (vec_a || vec_b));
+                if tune.nb && prefetch {
+                    // No branch before the next slab's loads; whole-block loops clamp it.
+                    assert!(!src.contains("if (nxt < K)"), "{}", tune.name());
+                    assert!(src.contains("let nxt = min(k0 + "), "{}", tune.name());
+                } else if prefetch {
+                    assert!(src.contains("if (nxt < K)"), "{}", tune.name());
+                }
                 if tune.rp && vec_a && vec_b {
                     // Register prefetch: the operands `ph` keeps in registers are declared
                     // before the loop (A's as `ra*`, B's as `rb*`), the others are not.
@@ -82,7 +91,7 @@ fn the_probe_adds_exactly_its_kibibytes() {
     assert!(CoopTune::parse("xsq").is_err());
     // Half prefetch needs the register prefetch, and names one operand.
     assert!(CoopTune::parse("rp1_ph1").unwrap().check(16).is_ok());
-    for bad in ["ph1", "rp1_ph3"] {
+    for bad in ["ph1", "rp1_ph3", "nb1"] {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
