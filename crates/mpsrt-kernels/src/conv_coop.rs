@@ -141,6 +141,11 @@ pub struct CoopConvSpec {
     /// on the H200, about 200 GB/s for the residual read). The launcher sets it for convs
     /// with a residual only (`MPSRT_COOP_CONV_PREFETCH=0`: never, for A/B).
     pub prefetch: bool,
+    /// The epilogue stores pairs of adjacent output columns (`vec2<f16>`, and reads the
+    /// residual in pairs): half the store instructions, 8-byte scratch reads. Needs an even
+    /// `P` (a pair never straddles two images) and an even residual offset; replaces
+    /// `prefetch` (each tile row's residual pairs are loaded before its first tile is stored).
+    pub pairs: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -281,6 +286,9 @@ impl CoopConvSpec {
         if self.w_vec && !sh.k().is_multiple_of(8) {
             return Err("conv_coop: vector weight loads need K % 8 == 0".into());
         }
+        if self.pairs && !sh.p().is_multiple_of(2) {
+            return Err("conv_coop: paired stores need an even output map".into());
+        }
         if self.x_vec && !(sh.pointwise() && sh.sh == 1 && sh.sw == 1 && sh.p().is_multiple_of(4)) {
             return Err(
                 "conv_coop: vector input loads need a pointwise stride-1 conv with P % 4 == 0"
@@ -332,10 +340,11 @@ impl CoopConvSpec {
         if self.has_bias {
             bufs.push(("bias", if self.bias_f16 { "f16" } else { "f32" }, "read"));
         }
+        let oty = if self.pairs { "vec2<f16>" } else { "f16" };
         if self.has_res {
-            bufs.push(("res", "f16", "read"));
+            bufs.push(("res", oty, "read"));
         }
-        bufs.push(("out", "f16", "read_write"));
+        bufs.push(("out", oty, "read_write"));
         for (i, (name, ty, access)) in bufs.iter().enumerate() {
             let _ =
                 writeln!(w, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
@@ -735,6 +744,7 @@ pub fn plan_coop_conv(
         alias: false,
         clamp: false,
         prefetch: true,
+        pairs: false,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

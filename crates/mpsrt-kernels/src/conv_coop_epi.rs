@@ -11,6 +11,9 @@ impl CoopConvSpec {
     pub(crate) fn epilogue(&self, w: &mut String) {
         let (s, sg) = (self.size, self.subgroup);
         let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+        if self.pairs {
+            return self.epilogue_pairs(w);
+        }
         if self.prefetch {
             return self.epilogue_prefetch(w);
         }
@@ -110,6 +113,58 @@ impl CoopConvSpec {
                     }
                     let _ = writeln!(w, "  {barrier}");
                 }
+            }
+            w.push_str("  }\n");
+        }
+    }
+
+    /// [`Self::epilogue`] on pairs of adjacent columns (`pairs`): lane `l` handles pairs
+    /// `l + q·subgroup` of each S×S tile (row-major, S/2 pairs a row); the residual pairs of a
+    /// tile row are loaded before its first tile is stored.
+    fn epilogue_pairs(&self, w: &mut String) {
+        let (s, sg, tm, tn) = (self.size, self.subgroup, self.tm, self.tn);
+        let h = s / 2;
+        let qn = (s * h).div_ceil(sg);
+        let partial = !(s * h).is_multiple_of(sg);
+        let barrier = "workgroupBarrier();";
+        // Pair (i, j, q): its scratch index, channel, first column and output pair index.
+        let at = |i: u32, j: u32, q: u32| {
+            let e = format!("(lane + {}u)", q * sg);
+            let ok = if partial { format!("{e} < {}u && ", s * h) } else { String::new() };
+            format!(
+                "let ci = ({e} / {h}u) * {s}u + ({e} % {h}u) * 2u; let m = m0 + sm + {}u + {e} / {h}u; let col = n0 + sn + {}u + ({e} % {h}u) * 2u; let ok = {ok}m < OC && col < NCOLS; let o = ((col / P) * (OC * P) + m * P + col % P) >> 1u;",
+                i * s,
+                j * s
+            )
+        };
+        let pair = |idx: &str| {
+            if self.alias {
+                format!("Sh[({idx}) >> 1u]")
+            } else {
+                format!("vec2<f32>(Cs[{idx}], Cs[{idx} + 1u])")
+            }
+        };
+        for i in 0..tm {
+            w.push_str("  {\n");
+            for j in (0..tn).filter(|_| self.has_res) {
+                for q in 0..qn {
+                    let _ = writeln!(w, "  var r{j}_{q} = vec2<f16>(); {{ {} if (ok) {{ r{j}_{q} = res[(mw(6u) >> 1u) + o]; }} }}", at(i, j, q));
+                }
+            }
+            for j in 0..tn {
+                self.tile_to_scratch(w, i, j, barrier);
+                for q in 0..qn {
+                    let _ =
+                        write!(w, "  {{ {} if (ok) {{ var v = {};", at(i, j, q), pair("cs + ci"));
+                    if self.has_bias {
+                        w.push_str(" v = v + f32(bias[mw(4u) + m]);");
+                    }
+                    if self.has_res {
+                        let _ = write!(w, " v = v + vec2<f32>(r{j}_{q});");
+                    }
+                    w.push_str(" out[(mw(5u) >> 1u) + o] = vec2<f16>(act(vec4<f32>(v, 0.0, 0.0)).xy); } }\n");
+                }
+                let _ = writeln!(w, "  {barrier}");
             }
             w.push_str("  }\n");
         }

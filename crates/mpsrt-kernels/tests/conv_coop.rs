@@ -103,6 +103,7 @@ fn every_shape_class_validates_and_translates() {
                     alias: n % 4 == 1 || n % 4 == 2,
                     clamp: n % 3 == 1,
                     prefetch: n % 2 == 0,
+                    pairs: n % 5 == 1 && shape.p().is_multiple_of(2),
                     emulate: false,
                 };
                 n += 1;
@@ -122,7 +123,8 @@ fn every_shape_class_validates_and_translates() {
                 assert!(src.contains(&format!("const K: u32 = {}u;", shape.k())), "{name}");
                 assert_eq!(src.contains("var xv"), spec.x_vec, "{name}");
                 assert_eq!(src.contains("let dy"), !shape.pointwise(), "{name}");
-                assert_eq!(src.contains("res: array<f16>"), spec.has_res, "{name}");
+                let rty = if spec.pairs { "res: array<vec2<f16>>" } else { "res: array<f16>" };
+                assert_eq!(src.contains(rty), spec.has_res, "{name}");
                 // The emulated form (lavapipe's numerics test) needs no cooperative matrices
                 // and no subgroups.
                 if subgroup == 32 {

@@ -34,8 +34,8 @@ const CASES: &[Case] = &[
     (2, 5, 9, 9, 7, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
     // 3×3 stride 2, K = 144 (vector weight loads), 70 channels: two channel blocks.
     (3, 16, 11, 11, 70, 3, 2, [1, 1, 1, 1], 1, true, false, Some(Activation::Relu)),
-    // 1×1 stride 1 with P % 4 == 0 (vector input loads), columns across images.
-    (2, 24, 6, 6, 40, 1, 1, [0, 0, 0, 0], 1, true, false, None),
+    // 1×1 stride 1 with P % 4 == 0 (vector input loads), columns across images, residual.
+    (2, 24, 6, 6, 40, 1, 1, [0, 0, 0, 0], 1, true, true, None),
     // 1×1 stride 1 with P = 25 (scalar gather), residual without activation.
     (2, 8, 5, 5, 16, 1, 1, [0, 0, 0, 0], 1, false, true, None),
     // 1×1 stride 2 (the downsample projection).
@@ -60,6 +60,9 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
         // Both epilogues: residual and bias loaded up front (default), and per element.
         std::env::set_var("MPSRT_COOP_CONV_PREFETCH", if i == 3 || i == 4 { "0" } else { "1" });
+        // Paired column stores where the output map is even (cases 1, 2, 5, 6; the launcher
+        // keeps single stores for the odd maps of 0, 3 and 7).
+        std::env::set_var("MPSRT_COOP_CONV_PAIRS", if i == 4 { "0" } else { "1" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
         // K steps of 16 with one slab stage (cases 0, 3 and 6 also one stage at K 32).
         let (bk, tile) = match i % 3 {
@@ -147,6 +150,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_WARPS",
         "MPSRT_COOP_CONV_SLABS",
         "MPSRT_COOP_CONV_ALIAS",
+        "MPSRT_COOP_CONV_PAIRS",
     ] {
         std::env::remove_var(v);
     }

@@ -12,6 +12,7 @@
 //! `MPSRT_COOP_CONV_CHECKED=1` compiles the kernels with wgpu's bounds checks (default off);
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_PREFETCH=0`
 //! loads the epilogue's residual and bias per element instead of up front (A/B);
+//! `MPSRT_COOP_CONV_PAIRS=1` stores pairs of adjacent columns (even output maps);
 //! `MPSRT_COOP_CONV_OC64=0` runs convs of ≤ 64 output channels on the default 4 × 2 subgroups
 //! instead of 2 × 2 (64 × 64 blocks); `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
@@ -256,6 +257,11 @@ pub(crate) fn try_conv(
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
     // reads hit the cache anyway.
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
+    // Paired column stores: an even output map (no pair straddles two images) and an even
+    // residual offset (`vec2<f16>` reads).
+    spec.pairs = env_knob("MPSRT_COOP_CONV_PAIRS", 0) != 0
+        && (g.oh * g.ow).is_multiple_of(2)
+        && res.as_ref().is_none_or(|r| r.layout().offset.is_multiple_of(2));
     let bk = match env_knob("MPSRT_COOP_CONV_BK", spec.bk as usize) {
         16 => 16,
         64 => 64,
@@ -285,9 +291,10 @@ pub(crate) fn try_conv(
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
     let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
     let (sl, al, sb) = (spec.slabs, u8::from(spec.alias), spec.shared_bytes());
+    let pr = u8::from(spec.pairs);
     log(
         g,
-        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} shared {sb} B clamp {cl}"),
+        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} pairs {pr} shared {sb} B clamp {cl}"),
     );
     dump(&spec);
     let pipeline = pipeline(dev, op, spec)?;
