@@ -34,7 +34,7 @@ fn attention(ctx: &Ctx<'_>, node: &Node, inputs: &[Tensor]) -> Result<Vec<Tensor
     let label = ctx.label(node);
     // The fourth output (the scores) exists only in the unfused composition.
     let want_qk = node.outputs.len() > 3;
-    let outs = run(&label, ctx.place, a, inputs, want_qk).map_err(|e| {
+    let outs = run(&label, ctx.place, a, inputs, want_qk, node.outputs.len()).map_err(|e| {
         if e.op == label {
             e
         } else {
@@ -101,6 +101,7 @@ fn run(
     a: &AttentionAttrs,
     ins: &[Tensor],
     want_qk: bool,
+    n_out: usize,
 ) -> Result<Vec<Tensor>> {
     if ins.len() != a.num_inputs() {
         return Err(Error::invalid(
@@ -157,16 +158,40 @@ fn run(
     }
     let dt = q.dtype();
     if !want_qk && fusable(place, a, dt, d, dv) {
-        let mask = mask_i.map(|i| mask_bias(label, &ins[i], total, DType::F32)).transpose()?;
+        // An f16 mask stays f16 for f16 inputs (the kernels read either): no cast per run.
+        let mcf = |m: &Tensor| {
+            if m.dtype() == DType::F16 && dt == DType::F16 {
+                DType::F16
+            } else {
+                DType::F32
+            }
+        };
+        let mask = mask_i.map(|i| mask_bias(label, &ins[i], total, mcf(&ins[i]))).transpose()?;
+        // 4-D inputs get the output computed sequence-major and returned as the permuted view:
+        // exported graphs transpose it back to `[b, s, h, dv]` and reshape to `[b, s, h·dv]`,
+        // which is then free instead of a copy (`MPSRT_ATTENTION_SEQ_MAJOR=0` off).
+        let seq_major = three_d || seq_major_views();
         let opts = t::SdpaOptions {
             scale: a.scale.map_or(1.0 / (d as f64).sqrt(), f64::from),
             causal_offset: a.is_causal.then_some(past_len as i64),
-            seq_major: three_d,
+            seq_major,
         };
         let y = t::scaled_dot_product_attention(&q, &k, &v, mask.as_ref(), opts)?;
-        let y =
-            if three_d { y.reshape(&[b as isize, sq as isize, (hq * dv) as isize])? } else { y };
-        return Ok(vec![y, k.contiguous()?, v.contiguous()?]);
+        let y = if three_d {
+            y.reshape(&[b as isize, sq as isize, (hq * dv) as isize])?
+        } else if seq_major {
+            y.permute(&[0, 2, 1, 3])?
+        } else {
+            y
+        };
+        // present_key / present_value only when the node has those outputs (each a copy of
+        // a permuted view otherwise).
+        let mut outs = vec![y];
+        if n_out > 1 {
+            outs.push(k.contiguous()?);
+            outs.push(v.contiguous()?);
+        }
+        return Ok(outs);
     }
     let groups = hq / hkv;
     // f16 keeps the reference's rounding points but computes the rest in f32.
@@ -250,6 +275,13 @@ fn fusable(place: Place, a: &AttentionAttrs, dt: DType, d: usize, dv: usize) -> 
             None => dt != DType::F16,
         }
         && t::sdpa_fusable(place, dt, d, dv)
+}
+
+/// `MPSRT_ATTENTION_SEQ_MAJOR` (default on), read once: whether the fused kernel writes 4-D
+/// attention outputs sequence-major (see `run`).
+fn seq_major_views() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_ATTENTION_SEQ_MAJOR").map_or(true, |v| v.trim() != "0"))
 }
 
 /// Softmax over the last axis in f16 arithmetic: each step (`x - max`, `exp`, the row sum, the

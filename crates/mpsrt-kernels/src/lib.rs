@@ -4,6 +4,7 @@
 //! without a GPU (we have no Mac: this is how Metal breakage is caught).
 
 pub mod attention;
+pub mod attention_coop;
 pub mod concat;
 pub mod conv_coop;
 pub mod conv_gemm;
@@ -24,6 +25,7 @@ pub mod validate;
 pub mod winograd;
 
 pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
+pub use attention_coop::AttnCoopSpec;
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use conv_coop::{plan_coop_conv, ConvShape, CoopConvDevice, CoopConvRoute, CoopConvSpec};
 pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};

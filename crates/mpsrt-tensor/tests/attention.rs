@@ -164,3 +164,47 @@ fn argument_errors_name_the_op() {
     let m = r(&[4, 5], 4, DType::F32);
     assert!(sdpa(&q, &k, &k, Some(&m), opts(4, None)).is_err(), "mask [4, 5] vs [.., 3, 5]");
 }
+
+/// Which f16 problems take the matrix-unit kernel (issue 23): lavapipe has no matrix units, so
+/// the choice is tested against fake device properties; its numerics are checked on a GPU with
+/// them (BERT-base f16 vs the composed attention and f32, `bench/results/…/bert`).
+#[test]
+fn cooperative_attention_choice() {
+    use mpsrt_runtime::{CoopMatrixConfig, DeviceProperties};
+    if common::gpus().is_empty() {
+        return;
+    }
+    let real = mpsrt_runtime::gpu_device(0).unwrap().properties().clone();
+    let nv = |p: &DeviceProperties| {
+        let mut p = p.clone();
+        p.coop_matrix =
+            vec![CoopMatrixConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
+        (p.subgroup_min_size, p.subgroup_max_size) = (32, 32);
+        (p.shader_f16, p.subgroups) = (true, true);
+        p.max_compute_workgroup_storage_size = 49152;
+        p
+    };
+    let p = nv(&real);
+    // BERT-base: [b, h, hkv, sq, skv, d, dv].
+    let bert = [8, 12, 12, 128, 128, 64, 64];
+    let s = t::sdpa_coop_plan(&p, bert, true, Some(DType::F16), true, 2).expect("BERT takes it");
+    assert_eq!((s.ch, s.sgs, s.subgroup, s.one_chunk), (128, 2, 32, true));
+    // Declined: switched off, unaligned layouts, query or key lengths not multiples of 16,
+    // head 72, no 16×16 f16→f32 configuration, a varying subgroup size.
+    assert!(t::sdpa_coop_plan(&p, bert, true, None, false, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, bert, false, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 127, 128, 64, 64], true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 8, 128, 64, 64], true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 128, 100, 64, 64], true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 128, 128, 72, 64], true, None, true, 2).is_none());
+    let mut no_units = p.clone();
+    no_units.coop_matrix.clear();
+    assert!(t::sdpa_coop_plan(&no_units, bert, true, None, true, 2).is_none());
+    let mut varying = p.clone();
+    varying.subgroup_max_size = 64;
+    assert!(t::sdpa_coop_plan(&varying, bert, true, None, true, 2).is_none());
+    // This device as it is (lavapipe: no matrix units) keeps the scalar kernel.
+    if real.coop_matrix.is_empty() {
+        assert!(t::sdpa_coop_plan(&real, bert, true, None, true, 2).is_none());
+    }
+}

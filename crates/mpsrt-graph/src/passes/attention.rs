@@ -8,8 +8,9 @@
 //! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`; with
 //! `precision=f16` the softmax sits between `Cast(f32)` and `Cast(f16)`, which go too; the
 //! NaN guard transformers' SDPA export writes after the softmax, `Where(IsNaN(p), 0, p)`,
-//! goes too with `MPSRT_ATTENTION_NAN_GUARD=1` — it gives zeros for fully masked rows, as the
-//! fused kernel does; off by default: slower than the composition for BERT-base on the H200.) Every
+//! goes too for f16 chains, and for f32 ones with `MPSRT_ATTENTION_NAN_GUARD=1` (`0`: never) — it
+//! gives zeros for fully masked rows, as the fused kernel does; f32 keeps it unfused by default:
+//! the scalar kernel is slower than the composition for BERT-base on the H200.) Every
 //! intermediate must feed only the next node of the chain, operands must be 4-D
 //! (`[batch, heads, seq, head]`, kᵀ as `[batch, heads, head, keys]`) with matching dims where
 //! known, f32 or f16. The rewrite is `Transpose(kᵀ, [0, 1, 3, 2])` — a view at run time — then
@@ -141,13 +142,18 @@ impl Walk<'_> {
     }
 }
 
-/// Whether NaN-guarded chains are fused (`MPSRT_ATTENTION_NAN_GUARD=1`; off by default, read
-/// at each plan): on the H200 (session 13 call 3) the fused kernel took 243 us per BERT-base
-/// layer at batch 8 in f16 against ~160 us for the unfused chain — BERT b8 f16 p50 6.89–6.93 ms
-/// fused vs 5.77–5.86 composed, f32 b8 13.3 vs 12.1 — so BERT keeps the composition until
-/// the attention kernel is faster at that size.
-fn nan_guard_on() -> bool {
-    std::env::var("MPSRT_ATTENTION_NAN_GUARD").is_ok_and(|v| v.trim() == "1")
+/// Whether NaN-guarded chains of element type `dt` are fused (`MPSRT_ATTENTION_NAN_GUARD`, read
+/// at each plan: `1` always, `0` never, unset: f16 chains only). f32: on the H200 (session 13
+/// call 3) the scalar fused kernel took 243 us per BERT-base layer at batch 8 against ~160 us
+/// for the unfused chain (f32 b8 13.3 vs 12.1 ms), so f32 BERT keeps the composition; f16
+/// chains run on the matrix-unit kernel (`mpsrt_kernels::attention_coop`) where the device has
+/// one (9th session).
+fn nan_guard_on(dt: DType) -> bool {
+    match std::env::var("MPSRT_ATTENTION_NAN_GUARD").as_deref().map(str::trim) {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => dt == DType::F16,
+    }
 }
 
 impl Walk<'_> {
@@ -270,7 +276,7 @@ fn match_at(w: &Walk, first: usize) -> Option<Found> {
     nodes.push(next);
     let mut p = node(next).outputs[0];
     let mut narrowed = false;
-    if let Some((guard, out, cast)) = nan_guard_on().then(|| w.nan_guard(p)).flatten() {
+    if let Some((guard, out, cast)) = nan_guard_on(dt).then(|| w.nan_guard(p)).flatten() {
         // torch's SDPA export zeroes fully masked rows (`Where(IsNaN(p), 0, p)`): the fused
         // kernel's rule for such rows, so the guard goes with the chain (casts included).
         nodes.extend(guard);

@@ -1,18 +1,89 @@
 //! GPU launch for fused attention: plan the key tile from the device's workgroup-memory limit,
 //! pass every operand's element strides (so permuted and broadcast views need no copy), one
-//! workgroup per 16 query rows of one (batch, head).
+//! workgroup per 16 query rows of one (batch, head). f16 problems whose shapes and layouts the
+//! matrix-unit kernel takes (`mpsrt_kernels::attention_coop`, [`coop_plan`]) run there instead:
+//! `MPSRT_ATTENTION_COOP=0` keeps the scalar kernel, `MPSRT_ATTENTION_COOP_SGS` (1, 2, 4;
+//! default 2) sets its subgroups per workgroup.
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
 use crate::attention::Sdpa;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
-use mpsrt_kernels::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS};
+use mpsrt_kernels::{AttnCoopSpec, AttnSpec, ATTN_META_WORDS, ATTN_ROWS};
 use mpsrt_runtime::{Binding, Storage};
 use std::sync::{Arc, OnceLock};
 
 const OP: &str = "scaled_dot_product_attention";
 static ATTN: SpecCache<AttnSpec> = OnceLock::new();
+static ATTN_COOP: SpecCache<AttnCoopSpec> = OnceLock::new();
+
+/// `MPSRT_ATTENTION_COOP` (default on) and `MPSRT_ATTENTION_COOP_SGS` (default 2), read once.
+fn coop_env() -> (bool, u32) {
+    static E: OnceLock<(bool, u32)> = OnceLock::new();
+    *E.get_or_init(|| {
+        let on = std::env::var("MPSRT_ATTENTION_COOP").map_or(true, |v| v.trim() != "0");
+        let sgs = std::env::var("MPSRT_ATTENTION_COOP_SGS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|v| matches!(v, 1 | 2 | 4))
+            .unwrap_or(2);
+        (on, sgs)
+    })
+}
+
+/// Whether every operand's layout suits the matrix-unit kernel's direct fragment loads: unit
+/// column stride, offset and the other strides multiples of 8 elements (16 bytes), all
+/// non-negative.
+fn coop_layout_ok(t: &Tensor) -> bool {
+    let l = t.layout();
+    l.strides.len() == 4
+        && l.strides[3] == 1
+        && l.offset.is_multiple_of(8)
+        && l.strides[..3].iter().all(|&s| s >= 0 && s % 8 == 0)
+}
+
+/// The matrix-unit kernel for this problem on a device with `props`, if it takes it: f16 I/O,
+/// `Sq` and `Skv` multiples of 16 (whole fragments: the kernel's loads are not bounds checked),
+/// head sizes multiples of 16 up to 128, aligned operand layouts, and a device with 16×16 f16
+/// → f32 cooperative matrices, shader-f16 and one subgroup size. Pure but for the environment
+/// switches (`enabled`, `sgs`), so it is tested with fake device properties.
+pub fn coop_plan(
+    props: &mpsrt_runtime::DeviceProperties,
+    dims: [usize; 7],
+    layouts_ok: bool,
+    mask: Option<DType>,
+    enabled: bool,
+    sgs: u32,
+) -> Option<AttnCoopSpec> {
+    let [_, _, _, sq, skv, d, dv] = dims;
+    let has_cfg = props
+        .coop_matrix
+        .iter()
+        .any(|c| c.m == 16 && c.n == 16 && c.k == 16 && c.ab == DType::F16 && c.cr == DType::F32);
+    let sub =
+        (props.subgroup_min_size == props.subgroup_max_size).then_some(props.subgroup_min_size);
+    if !enabled
+        || !layouts_ok
+        || !has_cfg
+        || !props.shader_f16
+        || !props.subgroups
+        || sq < 16
+        || sq % 16 != 0
+        || u32::try_from(sq).is_err()
+    {
+        return None;
+    }
+    AttnCoopSpec::plan(
+        u32::try_from(d).ok()?,
+        u32::try_from(dv).ok()?,
+        u32::try_from(skv).ok()?,
+        mask,
+        sub?,
+        sgs,
+        props.max_compute_workgroup_storage_size,
+    )
+}
 
 /// The kernel for these head sizes on GPU `index`, if it takes them.
 pub(crate) fn plan(
@@ -61,6 +132,13 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
         [0, os[0], os[1], os[2], os[3]]
     };
     // f16 outputs are stored as whole packed words: column pairs need an even head size.
+    let coop = if io == DType::F16 {
+        let (on, sgs) = coop_env();
+        let lay = [p.q, p.k, p.v].iter().all(|t| coop_layout_ok(t));
+        coop_plan(dev.properties(), p.dims(), lay, p.mask.as_ref().map(|m| m.dtype()), on, sgs)
+    } else {
+        None
+    };
     let (spec, out_dt) = if io == DType::F16 && dv % 2 == 1 {
         (AttnSpec { io: DType::F32, ..spec }, DType::F32)
     } else {
@@ -113,7 +191,13 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
     for (slot, s) in meta[28..33].iter_mut().zip(ostr) {
         *slot = s as u32;
     }
-    let pl = cached(&ATTN, &dev, OP, spec, AttnSpec::render)?;
+    let (pl, gx) = match coop {
+        Some(cs) => (
+            cached(&ATTN_COOP, &dev, OP, cs, AttnCoopSpec::render)?,
+            sq.div_ceil(cs.rows() as usize),
+        ),
+        None => (cached(&ATTN, &dev, OP, spec, AttnSpec::render)?, gx),
+    };
     let mut binds: Vec<Binding> = Vec::with_capacity(5);
     for t in &ins {
         binds.push(Binding::from(&**gpu_buffer(OP, t)?));
