@@ -183,6 +183,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         rp: t.rp,
         ph: t.ph,
         nb: t.nb,
+        un: t.un,
         cl: t.cl,
         sp: t.sp,
         gl,
@@ -253,6 +254,8 @@ struct Loop {
     ph: u8,
     /// The next slab's prefetch without the `nxt < K` branch ([`Loop::next`]).
     nb: bool,
+    /// With `db`: the whole-block loop unrolled by two, constant stages ([`Loop::unrolled`]).
+    un: bool,
     /// Checked loads as clamped address + select (no branch).
     cl: bool,
     /// With `db`: A's and B's next slabs prefetched around separate halves of the products.
@@ -690,6 +693,9 @@ impl Loop {
         };
         if self.rq && !checked && self.va && self.vb {
             return self.ring(&decl_regs);
+        }
+        if self.un && self.db && !checked && self.va && self.vb {
+            return self.unrolled(&decl_regs);
         }
         if self.rp && vecs {
             // One slab: the vector operands' next slab is in registers while this one is

@@ -92,6 +92,11 @@ pub struct CoopTune {
     /// issued unconditionally (the branch on the loop counter may keep the compiler from
     /// hoisting them above the products).
     pub nb: bool,
+    /// Two slabs unrolled (with `db`): the whole-block loop (both operands 8 wide) runs two
+    /// K steps per iteration, one per stage, so every matrix load's stage offset is a
+    /// constant (the `db` loop's `st` select may be what made two slabs 2–7× slower than
+    /// one), prefetching without a branch; other loops keep `db`'s.
+    pub un: bool,
 }
 
 impl Default for CoopTune {
@@ -121,6 +126,7 @@ impl Default for CoopTune {
             xs: 0,
             ph: 0,
             nb: false,
+            un: false,
         }
     }
 }
@@ -166,6 +172,7 @@ impl CoopTune {
             (self.ns, "_ns1"),
             (self.rq, "_rq1"),
             (self.nb, "_nb1"),
+            (self.un, "_un1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -178,7 +185,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -202,6 +209,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("un") {
+                t.un = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("nb") {
                 t.nb = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ph") {
@@ -343,7 +352,8 @@ impl CoopTune {
     /// instead of relying on the SM's other workgroup) on the unguarded whole-block loop, at
     /// K 32 and 16, for one operand only (`ph`), with and without the branch around the
     /// prefetch (`nb`), with the fragment order; two slabs without that branch (`db1_nb1`,
-    /// past the budget: does the probe say two workgroups still fit?), on 128×256 blocks of 8 subgroups, and on the
+    /// past the budget: does the probe say two workgroups still fit?) and unrolled with
+    /// constant stages (`un1`, K 32 and 16), on 128×256 blocks of 8 subgroups, and on the
     /// 64×64 / 64×128 / 32×64 blocks BERT's few-block products take (K 32 and 64: fewer,
     /// longer steps where the step's latency, not the matrix units, sets the time); and the
     /// grouped order `sw8`.
@@ -357,7 +367,8 @@ impl CoopTune {
             "fi1_cl1_vs4_uc1_rp1_ph1_nb1",
             "fi1_cl1_vs4_uc1_rp1_ph2_nb1",
             "db1_fi1_cl1_vs4_uc1_nb1",
-            "k16_db1_fi1_cl1_vs4_uc1_nb1",
+            "db1_fi1_cl1_vs4_uc1_un1",
+            "k16_db1_fi1_cl1_vs4_uc1_un1",
             "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
             "fi1_cl1_vs4_uc1_xs10",
             "k16_fi1_cl1_vs4_uc1_rp1_nb1",
@@ -444,6 +455,9 @@ impl CoopTune {
         }
         if self.rq && (!self.db || self.sp) {
             return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
+        }
+        if self.un && (!self.db || self.sp || self.rq) {
+            return Err(format!("{}: un (unrolled slabs) needs db1, not sp1 or rq1", self.name()));
         }
         if self.nb && !(self.rp || self.db) {
             return Err(format!("{}: nb (no prefetch branch) needs rp1 or db1", self.name()));

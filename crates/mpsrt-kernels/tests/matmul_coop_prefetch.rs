@@ -56,8 +56,18 @@ fn prefetch_candidates_validate_translate_and_fit() {
                     // No branch before the next slab's loads; whole-block loops clamp it.
                     assert!(!src.contains("if (nxt < K)"), "{}", tune.name());
                     assert!(src.contains("let nxt = min(k0 + "), "{}", tune.name());
-                } else if prefetch {
+                } else if prefetch && !(tune.un && aligned && vec_a && vec_b) {
                     assert!(src.contains("if (nxt < K)"), "{}", tune.name());
+                }
+                if tune.un && aligned && vec_a && vec_b {
+                    // Two constant stages per iteration, one barrier each, then the odd tail.
+                    let body = src.split("for (; k0").nth(1).unwrap();
+                    let lp = body.split("Wfull = select").next().unwrap();
+                    let mmas =
+                        2 * u32::from(tune.bk / 16) * u32::from(tune.tm) * u32::from(tune.tn);
+                    assert_eq!(lp.matches("workgroupBarrier()").count(), 2, "{}", tune.name());
+                    assert_eq!(lp.matches("coopMultiplyAdd").count() as u32, mmas);
+                    assert!(lp.contains("let nx = min(k0 + ") && !lp.contains("st * "));
                 }
                 if tune.rp && vec_a && vec_b {
                     // Register prefetch: the operands `ph` keeps in registers are declared
@@ -91,7 +101,7 @@ fn the_probe_adds_exactly_its_kibibytes() {
     assert!(CoopTune::parse("xsq").is_err());
     // Half prefetch needs the register prefetch, and names one operand.
     assert!(CoopTune::parse("rp1_ph1").unwrap().check(16).is_ok());
-    for bad in ["ph1", "rp1_ph3", "nb1"] {
+    for bad in ["ph1", "rp1_ph3", "nb1", "un1", "db1_sp1_un1"] {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
