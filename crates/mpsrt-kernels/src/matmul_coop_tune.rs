@@ -358,26 +358,27 @@ impl CoopTune {
     /// longer steps where the step's latency, not the matrix units, sets the time); and the
     /// grouped order `sw8`.
     pub fn prefetch() -> Vec<CoopTune> {
-        // Most informative first (`COOP_AB_BUDGET_S` may cut the list short).
+        // Most informative first (`COOP_AB_BUDGET_S` may cut the list short); 4096³-class
+        // and BERT-class (few-block) candidates interleaved.
         [
             "fi1_cl1_vs4_uc1_xs2",
             "fi1_cl1_vs4_uc1_xs24",
             "fi1_cl1_vs4_uc1_rp1",
             "fi1_cl1_vs4_uc1_rp1_nb1",
-            "fi1_cl1_vs4_uc1_rp1_ph1_nb1",
-            "fi1_cl1_vs4_uc1_rp1_ph2_nb1",
-            "db1_fi1_cl1_vs4_uc1_nb1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1",
             "db1_fi1_cl1_vs4_uc1_un1",
+            "fi1_cl1_vs4_uc1_rp1_ph1_nb1",
+            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1_nb1",
+            "db1_fi1_cl1_vs4_uc1_nb1",
             "k16_db1_fi1_cl1_vs4_uc1_un1",
+            "fi1_cl1_vs4_uc1_rp1_ph2_nb1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
             "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
-            "fi1_cl1_vs4_uc1_xs10",
+            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
             "k16_fi1_cl1_vs4_uc1_rp1_nb1",
             "fi1_cl1_vs4_uc1_sw8",
-            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1_nb1",
-            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1",
-            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
-            "w2x2_t2x4_k32_fi1_cl1_vs4_uc1_rp1_nb1",
             "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
+            "fi1_cl1_vs4_uc1_xs10",
             "fi1_cl1_vs4_uc1_rp1_fo1_nb1",
         ]
         .iter()

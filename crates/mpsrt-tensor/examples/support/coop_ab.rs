@@ -76,7 +76,7 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
     let g = Place::Gpu(0);
     let num = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (rounds, window) = (num("COOP_AB_ROUNDS", 5) as usize, num("COOP_AB_MS", 30) as f64);
-    // The whole run's budget: checks and compiles stop at 60% of it (the variants left are
+    // The whole run's budget: checks and compiles stop at 65% of it (the variants left are
     // not timed), rounds stop when the next would not fit.
     let budget = num("COOP_AB_BUDGET_S", 60) as f64;
     let start = Instant::now();
@@ -99,7 +99,7 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
     // Checks, kernel names, compiles.
     let mut info = Vec::new();
     for (i, (label, knobs)) in vars.iter().enumerate() {
-        if start.elapsed().as_secs_f64() > 0.6 * budget {
+        if start.elapsed().as_secs_f64() > 0.65 * budget {
             println!("# budget: {} variants not checked or timed", vars.len() - i);
             break;
         }
