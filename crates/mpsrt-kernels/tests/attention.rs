@@ -94,3 +94,4 @@ fn cooperative_attention_plan() {
     assert!(AttnCoopSpec::plan(64, 64, 128, None, 24, 2, 49152).is_none());
     assert!(AttnCoopSpec::plan(64, 64, 128, None, 32, 1, 1024).is_none());
 }
+

@@ -191,11 +191,21 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
     for (slot, s) in meta[28..33].iter_mut().zip(ostr) {
         *slot = s as u32;
     }
-    let (pl, gx) = match coop {
-        Some(cs) => (
-            cached(&ATTN_COOP, &dev, OP, cs, AttnCoopSpec::render)?,
-            sq.div_ceil(cs.rows() as usize),
-        ),
+    // A device that refuses the matrix-unit pipeline (a driver's cooperative-matrix limits)
+    // runs the scalar kernel, said once on stderr.
+    let coop_pl =
+        coop.and_then(|cs| match cached(&ATTN_COOP, &dev, OP, cs, AttnCoopSpec::render) {
+            Ok(pl) => Some((pl, cs)),
+            Err(e) => {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    eprintln!("mpsrt: matrix-unit attention unavailable ({e}); scalar kernel")
+                });
+                None
+            }
+        });
+    let (pl, gx) = match coop_pl {
+        Some((pl, cs)) => (pl, sq.div_ceil(cs.rows() as usize)),
         None => (cached(&ATTN, &dev, OP, spec, AttnSpec::render)?, gx),
     };
     let mut binds: Vec<Binding> = Vec::with_capacity(5);
