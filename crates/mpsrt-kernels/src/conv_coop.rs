@@ -42,7 +42,10 @@ use std::fmt::Write as _;
 
 #[path = "conv_coop_epi.rs"]
 mod epi;
+#[path = "conv_coop_splitk.rs"]
+mod splitk;
 use mpsrt_core::DType;
+pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 
 /// K per workgroup-memory slab unless a spec asks for 64 (`CoopConvSpec::bk`).
 pub const BK: u32 = 32;
@@ -146,6 +149,12 @@ pub struct CoopConvSpec {
     /// `P` (a pair never straddles two images) and an even residual offset; replaces
     /// `prefetch` (each tile row's residual pairs are loaded before its first tile is stored).
     pub pairs: bool,
+    /// K slices (1: none): workgroup `z` sums K rows `[z·KS, (z+1)·KS)` (`KS` a multiple of
+    /// `bk`) and stores its raw f32 sums NCHW-ordered to slice `z` of an `[S, N, OC, P]`
+    /// partial buffer bound as `out`; [`coop_conv_splitk_reduce`] adds the slices and applies
+    /// bias, residual and activation (so neither is bound here). For convs whose grid would
+    /// not fill the GPU (ResNet-50's 7×7 and 14×14 maps at batch 32).
+    pub splitk: u32,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -247,7 +256,7 @@ impl CoopConvSpec {
     /// Workgroups for a batch of `n` images: `[column blocks, channel blocks, 1]`.
     pub fn grid(&self, n: u32) -> [u32; 3] {
         let cols = n * self.shape.p();
-        [cols.div_ceil(self.block_n()), self.shape.oc.div_ceil(self.block_m()), 1]
+        [cols.div_ceil(self.block_n()), self.shape.oc.div_ceil(self.block_m()), self.splitk]
     }
 
     fn check(&self) -> Result<(), String> {
@@ -285,6 +294,9 @@ impl CoopConvSpec {
         }
         if self.w_vec && !sh.k().is_multiple_of(8) {
             return Err("conv_coop: vector weight loads need K % 8 == 0".into());
+        }
+        if self.splitk == 0 || (self.splitk > 1 && (self.has_bias || self.has_res || self.pairs)) {
+            return Err(format!("conv_coop: split-K partials take no epilogue, got {self:?}"));
         }
         if self.pairs && !sh.p().is_multiple_of(2) {
             return Err("conv_coop: paired stores need an even output map".into());
@@ -341,10 +353,11 @@ impl CoopConvSpec {
             bufs.push(("bias", if self.bias_f16 { "f16" } else { "f32" }, "read"));
         }
         let oty = if self.pairs { "vec2<f16>" } else { "f16" };
+        let oty_out = if self.splitk > 1 { "f32" } else { oty };
         if self.has_res {
             bufs.push(("res", oty, "read"));
         }
-        bufs.push(("out", oty, "read_write"));
+        bufs.push(("out", oty_out, "read_write"));
         for (i, (name, ty, access)) in bufs.iter().enumerate() {
             let _ =
                 writeln!(w, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
@@ -422,14 +435,22 @@ impl CoopConvSpec {
         }
         let load = |k0: &str| self.load(k0, na, nbv);
         let store = |st: &str| self.store(st, na, nbv);
+        // This workgroup's K rows: all, or its slice.
+        let (kb, ke) = if self.splitk > 1 {
+            let ks = sh.k().div_ceil(self.splitk).div_ceil(bk) * bk;
+            let _ = writeln!(w, "  let kb = wid.z * {ks}u; let ke = min(K, kb + {ks}u);");
+            ("kb", "ke")
+        } else {
+            ("0u", "K")
+        };
         if ns == 2 {
             w.push_str("  {\n");
-            w.push_str(&load("0u"));
+            w.push_str(&load(kb));
             w.push_str(&store("0u"));
             w.push_str("  }\n  workgroupBarrier();\n  var st = 0u;\n");
-            let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            let _ = writeln!(w, "  for (var k0 = {kb}; k0 < {ke}; k0 = k0 + {bk}u) {{");
             let _ = writeln!(w, "    let nxt = k0 + {bk}u; let ot = 1u - st;");
-            w.push_str("    if (nxt < K) {\n");
+            let _ = writeln!(w, "    if (nxt < {ke}) {{");
             w.push_str(&load("nxt"));
             w.push_str("    }\n");
             let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
@@ -437,12 +458,12 @@ impl CoopConvSpec {
             // One stage: this step's registers go in at the top, the next step's global loads
             // are issued before the products.
             w.push_str("  {\n");
-            w.push_str(&load("0u"));
+            w.push_str(&load(kb));
             w.push_str("  }\n");
-            let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            let _ = writeln!(w, "  for (var k0 = {kb}; k0 < {ke}; k0 = k0 + {bk}u) {{");
             let _ = writeln!(w, "    let nxt = k0 + {bk}u;");
             w.push_str(&store("0u"));
-            w.push_str("    workgroupBarrier();\n    if (nxt < K) {\n");
+            let _ = writeln!(w, "    workgroupBarrier();\n    if (nxt < {ke}) {{");
             w.push_str(&load("nxt"));
             w.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
         }
@@ -476,7 +497,7 @@ impl CoopConvSpec {
             }
         }
         if ns == 2 {
-            w.push_str("    if (nxt < K) {\n");
+            let _ = writeln!(w, "    if (nxt < {ke}) {{");
             w.push_str(&store("ot"));
             w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
         } else {
@@ -745,6 +766,7 @@ pub fn plan_coop_conv(
         clamp: false,
         prefetch: true,
         pairs: false,
+        splitk: 1,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

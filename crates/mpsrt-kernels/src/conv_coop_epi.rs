@@ -11,6 +11,9 @@ impl CoopConvSpec {
     pub(crate) fn epilogue(&self, w: &mut String) {
         let (s, sg) = (self.size, self.subgroup);
         let _ = writeln!(w, "  let cs = sg * {}u;", s * s);
+        if self.splitk > 1 {
+            return self.epilogue_partial(w);
+        }
         if self.pairs {
             return self.epilogue_pairs(w);
         }
@@ -167,6 +170,30 @@ impl CoopConvSpec {
                 let _ = writeln!(w, "  {barrier}");
             }
             w.push_str("  }\n");
+        }
+    }
+
+    /// A K slice's raw sums (`splitk > 1`) to slice `wid.z` of the `[S, N, OC, P]` f32 partials.
+    fn epilogue_partial(&self, w: &mut String) {
+        let (s, sg) = (self.size, self.subgroup);
+        w.push_str("  let zo = wid.z * NCOLS * OC;\n");
+        for i in 0..self.tm {
+            for j in 0..self.tn {
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
+                let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
+                let _ = writeln!(
+                    w,
+                    "    let m = m0 + sm + {}u + e / {s}u; let col = n0 + sn + {}u + e % {s}u;",
+                    i * s,
+                    j * s
+                );
+                let _ = writeln!(
+                    w,
+                    "    if (m < OC && col < NCOLS) {{ out[zo + (col / P) * (OC * P) + m * P + col % P] = {}; }}",
+                    self.cs("cs + e")
+                );
+                w.push_str("  }\n  workgroupBarrier();\n");
+            }
         }
     }
 }

@@ -104,6 +104,7 @@ fn every_shape_class_validates_and_translates() {
                     clamp: n % 3 == 1,
                     prefetch: n % 2 == 0,
                     pairs: n % 5 == 1 && shape.p().is_multiple_of(2),
+                    splitk: 1,
                     emulate: false,
                 };
                 n += 1;
@@ -136,6 +137,37 @@ fn every_shape_class_validates_and_translates() {
         }
     }
     assert!(n >= 60, "{n}");
+}
+
+#[test]
+fn split_k_partials_and_their_sum_validate_and_translate() {
+    let shape = conv(512, 7, 512, 3, 1, 1);
+    let spec = plan_coop_conv(&device(&NVIDIA), &shape, 32, 1, CoopConvRoute::Force).unwrap();
+    for (slabs, alias) in [(2, false), (1, true)] {
+        let split = CoopConvSpec { splitk: 3, slabs, alias, ..spec };
+        assert_eq!(split.grid(32)[2], 3);
+        for emulate in [false, true] {
+            let src = CoopConvSpec { emulate, ..split }.render().unwrap();
+            assert!(src.contains("out: array<f32>") && src.contains("let kb = wid.z * "));
+            wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        }
+    }
+    // The partials take no epilogue: bias, residual or paired stores are refused.
+    for bad in [
+        CoopConvSpec { splitk: 2, has_bias: true, ..spec },
+        CoopConvSpec { splitk: 2, has_res: true, ..spec },
+        CoopConvSpec { splitk: 0, ..spec },
+    ] {
+        assert!(bad.render().is_err(), "{bad:?}");
+    }
+    for (bias, f16, res, act) in [
+        (true, true, true, MatmulAct::Relu),
+        (false, false, false, MatmulAct::None),
+        (true, false, false, MatmulAct::Clip),
+    ] {
+        let src = mpsrt_kernels::conv_coop::coop_conv_splitk_reduce(bias, f16, res, act);
+        wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    }
 }
 
 #[test]

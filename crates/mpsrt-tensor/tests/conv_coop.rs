@@ -46,6 +46,8 @@ const CASES: &[Case] = &[
     (2, 8, 10, 12, 12, 3, 1, [2, 1, 0, 3], 2, true, false, Some(Activation::Silu)),
     // More columns than one 64-wide block per image row and a partial last block.
     (1, 32, 13, 17, 33, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
+    // K = 576 in 3 split-K slices: f32 partials, then the sum with bias, residual and Relu.
+    (2, 64, 6, 6, 48, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
 ];
 
 #[test]
@@ -63,6 +65,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         // Paired column stores where the output map is even (cases 1, 2, 5, 6; the launcher
         // keeps single stores for the odd maps of 0, 3 and 7).
         std::env::set_var("MPSRT_COOP_CONV_PAIRS", if i == 4 { "0" } else { "1" });
+        std::env::set_var("MPSRT_COOP_CONV_SPLITK", if i == 8 { "3" } else { "0" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
         // K steps of 16 with one slab stage (cases 0, 3 and 6 also one stage at K 32).
         let (bk, tile) = match i % 3 {
@@ -151,6 +154,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_SLABS",
         "MPSRT_COOP_CONV_ALIAS",
         "MPSRT_COOP_CONV_PAIRS",
+        "MPSRT_COOP_CONV_SPLITK",
     ] {
         std::env::remove_var(v);
     }

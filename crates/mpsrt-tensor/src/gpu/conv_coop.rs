@@ -28,6 +28,7 @@ use super::{alloc_out, env_knob};
 use crate::conv::ConvGeom;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
+use mpsrt_kernels::conv_coop::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 use mpsrt_kernels::{
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
@@ -128,6 +129,46 @@ fn dump(spec: &CoopConvSpec) {
     }
 }
 
+/// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: unset or `0` none, `auto` enough
+/// slices that the grid reaches `MPSRT_COOP_CONV_SPLITK_WGS` (264: two waves of an H100's 132
+/// SMs) workgroups, `N` N slices), each at least 4 K steps, at most 8; only where the output's
+/// size and the residual's offset are multiples of 4 (the sum's `vec4` accesses) and the
+/// partials fit one binding.
+fn splitk_slices(
+    spec: &CoopConvSpec,
+    n: u32,
+    total: usize,
+    res_off: Option<usize>,
+    lim: u64,
+) -> u32 {
+    let want = match std::env::var("MPSRT_COOP_CONV_SPLITK").as_deref().map(str::trim) {
+        Ok("auto") => None,
+        Ok(v) => match v.parse::<u32>() {
+            Ok(k) => Some(k),
+            Err(_) => return 1,
+        },
+        Err(_) => return 1,
+    };
+    if !total.is_multiple_of(4) || res_off.is_some_and(|o| !o.is_multiple_of(4)) {
+        return 1;
+    }
+    let [gx, gy, _] = spec.grid(n);
+    let blocks = gx.saturating_mul(gy).max(1);
+    let slices = want.unwrap_or_else(|| {
+        let target = env_knob("MPSRT_COOP_CONV_SPLITK_WGS", 264) as u32;
+        if blocks >= target {
+            1
+        } else {
+            target.div_ceil(blocks)
+        }
+    });
+    let slices = slices.min(spec.shape.k() / (spec.bk * 4)).min(8);
+    if slices < 2 || u64::from(slices) * (total as u64) * 4 > lim {
+        return 1;
+    }
+    slices
+}
+
 /// The kernel's pipeline, compiled once per spec and device. Without wgpu's runtime checks
 /// (naga's index clamping on every access, which the cooperative GEMM measured as a large
 /// cost) unless `MPSRT_COOP_CONV_CHECKED=1`.
@@ -147,7 +188,8 @@ fn pipeline(dev: &GpuDevice, op: &str, spec: CoopConvSpec) -> Result<Arc<Pipelin
     // loads only for columns < N·P with the window inside the image (padding checks; pointwise
     // windows are inside by geometry) and K rows < K; weight loads for rows < OC and K < K
     // (vector loads: K % 8 == 0, so all 8 halves); bias, residual and output accesses for
-    // channels < OC and columns < N·P; workgroup indices stay inside their fixed-size arrays
+    // channels < OC and columns < N·P (split-K partials: also slice < S, the buffer holding S
+    // outputs); workgroup indices stay inside their fixed-size arrays
     // (the subgroup size is fixed: the planner requires min == max). The launcher binds
     // contiguous operands of exactly the conv's shapes.
     let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
@@ -288,17 +330,74 @@ pub(crate) fn try_conv(
             spec = t;
         }
     }
+    // Split-K: the conv writes f32 partials, a second pass sums them with the epilogue.
+    let res_off = res.as_ref().map(|r| r.layout().offset);
+    let slices = splitk_slices(&spec, u(g.n), total, res_off, lim);
+    let epi_spec = spec;
+    if slices > 1 {
+        spec = CoopConvSpec {
+            splitk: slices,
+            has_bias: false,
+            has_res: false,
+            pairs: false,
+            prefetch: false,
+            act: MatmulAct::None,
+            ..spec
+        };
+    }
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
     let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
     let (sl, al, sb) = (spec.slabs, u8::from(spec.alias), spec.shared_bytes());
     let pr = u8::from(spec.pairs);
     log(
         g,
-        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} pairs {pr} shared {sb} B clamp {cl}"),
+        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} pairs {pr} split {slices} shared {sb} B clamp {cl}"),
     );
     dump(&spec);
     let pipeline = pipeline(dev, op, spec)?;
     let out = alloc_out(dev, op, total, 2)?;
+    if slices > 1 {
+        let part = alloc_out(dev, op, total * slices as usize, 4)?;
+        let bindings =
+            [Binding::from(&**buffer(op, &x)?), Binding::from(&**buffer(op, &w)?), (&part).into()];
+        let meta = conv_gemm_meta(u(g.n * g.oh * g.ow), [u(xo), u(wo), 0, 0], 0.0, 0.0);
+        dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
+        static REDUCE: SpecCache<(bool, bool, bool, MatmulAct)> = OnceLock::new();
+        let key = (epi_spec.has_bias, epi_spec.bias_f16, epi_spec.has_res, kind);
+        let rp =
+            cached(&REDUCE, dev, op, key, |k| Ok(coop_conv_splitk_reduce(k.0, k.1, k.2, k.3)))?;
+        let total4 = total / 4;
+        let wg = SPLITK_REDUCE_WG as usize;
+        let grid =
+            super::grid(total4.div_ceil(wg) as u64, props.max_compute_workgroups_per_dimension);
+        let meta = coop_splitk_meta(
+            u(total4),
+            u(g.oh * g.ow),
+            u(g.oc),
+            grid[0] * SPLITK_REDUCE_WG,
+            b.as_ref().map_or(0, |b| u(b.layout().offset)),
+            u(res_off.unwrap_or(0) / 4),
+            slices,
+            p0,
+            p1,
+        );
+        let mut bindings = vec![Binding::from(&part)];
+        if let Some(b) = &b {
+            bindings.push(Binding::from(&**buffer(op, b)?));
+        }
+        if let Some(r) = &res {
+            bindings.push(Binding::from(&**buffer(op, r)?));
+        }
+        bindings.push(Binding::from(&out));
+        dev.dispatch(op, &rp, &bindings, bytemuck::cast_slice(&meta), grid)?;
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        let shape = [g.n, g.oc, g.oh, g.ow];
+        return Ok(Some(Tensor::from_parts(
+            Storage::Gpu(Arc::new(out)),
+            Layout::contiguous(&shape),
+            DType::F16,
+        )));
+    }
     let meta = conv_gemm_meta(
         u(g.n * g.oh * g.ow),
         [
