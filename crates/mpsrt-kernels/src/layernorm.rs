@@ -6,6 +6,13 @@
 //! centered variance) are tree-reduced in workgroup memory; the third pass normalizes and
 //! applies scale and bias while storing.
 //!
+//! Short rows (`seg` > 0, vec4 rows of at most `seg · nv` vec4s: BERT's 768) take a second
+//! form: [`LAYERNORM_SEG_WG`] threads hold `LAYERNORM_SEG_WG / seg` rows, `seg` threads per row,
+//! each keeping its `nv` vec4s in registers, so the row is read from memory once and the two
+//! reductions run over `seg` threads (`log2(seg)` barrier steps) instead of 256 — the
+//! one-row-per-256-threads form left 64 of BERT's threads idle, read each row three times and
+//! paid 16 barriers per row (`MPSRT_LAYERNORM_SEG=0` keeps it).
+//!
 //! With `residual`, the row is `x + r` (SkipLayerNormalization: a transformer's residual add
 //! before its norm) and, with `sum_out`, that sum is stored too for a later consumer. Bindings
 //! in order: `x`, [`r`], `gamma`, [`beta`], `y`, [`s`], then the metadata uniform
@@ -16,6 +23,10 @@ use std::fmt::Write;
 
 /// Threads per workgroup (one row each workgroup).
 pub const LAYERNORM_WG: u32 = 256;
+/// Threads per workgroup of the segmented form (`seg` threads per row).
+pub const LAYERNORM_SEG_WG: u32 = 128;
+/// Most vec4s a thread of the segmented form holds.
+pub const LAYERNORM_SEG_MAX_NV: u32 = 8;
 
 /// One specialization of the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,9 +40,27 @@ pub struct LayerNormSpec {
     /// on load, statistics and arithmetic in f32, packed on store — no shader-f16 needed), so a
     /// `precision=f16` graph runs its norms without casts around them.
     pub f16: bool,
+    /// Threads per row of the segmented form (16, 32 or 64; needs `vec4`), 0 for the
+    /// one-row-per-workgroup form.
+    pub seg: u32,
+    /// vec4s each thread of the segmented form holds (1..=[`LAYERNORM_SEG_MAX_NV`]).
+    pub nv: u32,
 }
 
 impl LayerNormSpec {
+    /// `(seg, nv)` of the segmented form for rows of `n4` vec4s, or `None` (rows too long).
+    pub fn plan_seg(n4: u32) -> Option<(u32, u32)> {
+        [16u32, 32, 64]
+            .into_iter()
+            .map(|seg| (seg, n4.div_ceil(seg)))
+            .find(|&(_, nv)| (1..=LAYERNORM_SEG_MAX_NV).contains(&nv) && n4 > 0)
+    }
+
+    /// Rows per workgroup: 1, or `LAYERNORM_SEG_WG / seg` in the segmented form.
+    pub fn rows_per_workgroup(&self) -> u32 {
+        LAYERNORM_SEG_WG.checked_div(self.seg).unwrap_or(1)
+    }
+
     /// The WGSL text.
     pub fn render(&self) -> String {
         let ty = if self.vec4 { "vec4<f32>" } else { "f32" };
@@ -85,6 +114,10 @@ impl LayerNormSpec {
         let _ = writeln!(w, "fn load(i: u32) -> {ty} {{ return {load}; }}");
         let total = if self.vec4 { "dot(v, vec4<f32>(1.0))" } else { "v" };
         let _ = writeln!(w, "fn total(v: {ty}) -> f32 {{ return {total}; }}");
+        if self.seg > 0 && self.vec4 {
+            self.render_seg(&mut w);
+            return w;
+        }
         w.push_str(&format!(
             "fn reduce_sum(v: f32, lid: u32) -> f32 {{
     red[lid] = v;
@@ -130,6 +163,71 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
     }
 }
 
+impl LayerNormSpec {
+    /// The segmented form's reduction and entry point (see the module documentation); the
+    /// bindings, metadata and `load`/`u`/`p` helpers are shared with the other form. Threads of
+    /// rows past the end keep to the barriers and store nothing.
+    fn render_seg(&self, w: &mut String) {
+        let (seg, nv, wg) = (self.seg, self.nv, LAYERNORM_SEG_WG);
+        let _ = writeln!(w, "var<workgroup> sred: array<f32, {wg}>;");
+        let _ = write!(
+            w,
+            "fn seg_sum(v: f32, lid: u32) -> f32 {{
+    sred[lid] = v;
+    workgroupBarrier();
+    let t = lid % {seg}u;
+    for (var s = {half}u; s > 0u; s = s >> 1u) {{
+        if (t < s) {{ sred[lid] = sred[lid] + sred[lid + s]; }}
+        workgroupBarrier();
+    }}
+    let r = sred[lid - t];
+    workgroupBarrier();
+    return r;
+}}
+@compute @workgroup_size({wg})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let row = (wg.x + wg.y * nw.x) * {rpw}u + lid / {seg}u;
+    let t = lid % {seg}u;
+    let rows = prm.w[0].x;
+    let n = prm.w[0].y;
+    let eps = bitcast<f32>(prm.w[0].z);
+    let count = f32(prm.w[0].w);
+    let ok = row < rows;
+    let base = row * n;
+    var v: array<vec4<f32>, {nv}>;
+    var acc = 0.0;
+    for (var j = 0u; j < {nv}u; j = j + 1u) {{
+        let i = t + j * {seg}u;
+        var x = vec4<f32>(0.0);
+        if (ok && i < n) {{ x = load(base + i); }}
+        v[j] = x;
+        acc = acc + total(x);
+    }}
+    let mean = seg_sum(acc, lid) / count;
+    var acc2 = 0.0;
+    for (var j = 0u; j < {nv}u; j = j + 1u) {{
+        let i = t + j * {seg}u;
+        if (i < n) {{ let d = v[j] - vec4<f32>(mean); acc2 = acc2 + total(d * d); }}
+    }}
+    let inv = inverseSqrt(seg_sum(acc2, lid) / count + eps);
+    if (!ok) {{ return; }}
+    for (var j = 0u; j < {nv}u; j = j + 1u) {{
+        let i = t + j * {seg}u;
+        if (i < n) {{
+{store_sum}            y[base + i] = p((v[j] - vec4<f32>(mean)) * inv * u(gamma[i + prm.w[1].z]){add_beta});
+        }}
+    }}
+}}
+",
+            half = seg / 2,
+            rpw = wg / seg,
+            store_sum = if self.sum_out { "            s[base + i] = p(v[j]);\n" } else { "" },
+            add_beta = if self.bias { " + u(beta[i + prm.w[1].w])" } else { "" },
+        );
+    }
+}
+
 #[cfg(all(test, feature = "validate"))]
 mod tests {
     use super::*;
@@ -143,9 +241,19 @@ mod tests {
                 sum_out: bits & 4 != 0 && bits & 2 != 0,
                 bias: bits & 8 != 0,
                 f16: bits & 16 != 0 && bits & 1 != 0,
+                seg: 0,
+                nv: 0,
             };
             let src = spec.render();
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+            if spec.vec4 {
+                for (seg, nv) in [(32, 6), (16, 1), (64, 8)] {
+                    let spec = LayerNormSpec { seg, nv, ..spec };
+                    let src = spec.render();
+                    crate::validate::wgsl_to_msl(&src)
+                        .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                }
+            }
         }
     }
 }

@@ -28,6 +28,9 @@ fn one_kernel_layer_norm_matches_the_cpu_composition() {
         (&[4, 7], true, false, true, 0),
         (&[5, 12], true, true, false, 2),
         (&[3, 9], false, false, false, 1),
+        // The segmented form's widest rows (64 threads × 8 vec4s) and the long-row form.
+        (&[3, 2048], true, true, true, 1),
+        (&[2, 2052], false, true, false, 0),
     ];
     for place in common::gpus() {
         for &(shape, res, bias, sum_out, skip) in cases {

@@ -1,5 +1,7 @@
 //! GPU launch for the one-kernel layer norm (`mpsrt_kernels::layernorm`): contiguous f32 (or
-//! f16, 4-aligned) rows, one workgroup per row; offsets of views passed in the metadata.
+//! f16, 4-aligned) rows, one workgroup per row — or, for vec4 rows of at most 512 vec4s, the
+//! segmented form (several rows per workgroup, rows held in registers; `MPSRT_LAYERNORM_SEG=0`
+//! off); offsets of views passed in the metadata.
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
@@ -11,6 +13,12 @@ use std::sync::{Arc, OnceLock};
 
 const OP: &str = "layer_norm";
 static LN: SpecCache<LayerNormSpec> = OnceLock::new();
+
+/// `MPSRT_LAYERNORM_SEG` (default on), read once.
+fn seg_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_LAYERNORM_SEG").map_or(true, |v| v.trim() != "0"))
+}
 
 /// Whether the kernel takes these operands: contiguous tensors of one dtype on one GPU — f32,
 /// or f16 with rows (`n`) and offsets a multiple of 4 (its packed vec4 path) — each within one
@@ -58,7 +66,15 @@ pub(crate) fn layer_norm_rows(
         sum_out,
         bias: beta.is_some(),
         f16: f16 && vec4,
+        seg: 0,
+        nv: 0,
     };
+    let (seg, nv) = if vec4 && seg_enabled() {
+        u32::try_from(n / 4).ok().and_then(LayerNormSpec::plan_seg).unwrap_or((0, 0))
+    } else {
+        (0, 0)
+    };
+    let spec = LayerNormSpec { seg, nv, ..spec };
     let layout = Layout::contiguous(x.shape());
     let dt = x.dtype();
     let out = |_| -> Result<Tensor> {
@@ -86,7 +102,8 @@ pub(crate) fn layer_norm_rows(
     for t in [Some(&y), s.as_ref()].into_iter().flatten() {
         binds.push(Binding::from(&**gpu_buffer(OP, t)?));
     }
-    let g = super::grid(rows as u64, dev.properties().max_compute_workgroups_per_dimension);
+    let wgs = rows.div_ceil(spec.rows_per_workgroup() as usize);
+    let g = super::grid(wgs as u64, dev.properties().max_compute_workgroups_per_dimension);
     dev.dispatch(OP, &pl, &binds, bytemuck::cast_slice(&meta), g)?;
     Ok((y, s))
 }
