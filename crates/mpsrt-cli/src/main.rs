@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod generate;
+mod host_cpu;
 mod info;
 mod model_cmd;
 mod npy;

@@ -161,6 +161,10 @@ pub struct ModelBenchArgs {
     /// report the mean, so a step's own cost is not hidden behind one submit round trip.
     #[arg(long, default_value_t = 1)]
     pub profile_repeat: usize,
+    /// Add `host_detail` to the JSON: the CPUs the thread ran on, its context switches, each
+    /// iteration's host and wait times, and two probes of the core's speed (issue 22).
+    #[arg(long)]
+    pub host_detail: bool,
 }
 
 /// Per-op-type totals `(op, steps, ms)`, largest first, and the `n` slowest steps.
@@ -370,19 +374,31 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         Place::Gpu(i) => Some(mpsrt::device::gpu_device(i)?),
         Place::Cpu => None,
     };
+    let mut detail = a.host_detail.then(crate::host_cpu::HostDetail::start);
+    let blocked0 = dev.as_ref().map_or(0, |d| d.submit_timing().sync_blocked);
     for _ in 0..a.iterations {
         let before = dev.as_ref().map(|d| d.submit_timing());
+        let cpu0 = crate::host_cpu::current_cpu();
         let t0 = Instant::now();
         let outs = session.run(&feeds)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let cpu1 = crate::host_cpu::current_cpu();
         host.push(ms);
         if let (Some(d), Some(b)) = (&dev, before) {
             parts.push(HostParts::of(ms * 1e3, &d.submit_timing().since(&b)));
         }
+        let tw = Instant::now();
         sync(place)?;
+        let wait_us = tw.elapsed().as_secs_f64() * 1e6;
         drop(outs);
         lat.push(t0.elapsed().as_secs_f64() * 1e3);
+        if let Some(d) = detail.as_mut() {
+            d.iteration((cpu0, cpu1), ms * 1e3, wait_us);
+        }
         pb.inc(1);
+    }
+    if let Some(d) = detail.as_mut() {
+        d.finish();
     }
     pb.finish_and_clear();
     let prof = if a.profile { Some(session.profile(&feeds, a.profile_repeat)?) } else { None };
@@ -410,6 +426,13 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         });
         if !parts.is_empty() {
             v["host_parts_us_p50"] = HostParts::p50_json(&parts);
+        }
+        if let Some(d) = &detail {
+            v["host_detail"] = d.json();
+            if let Some(dev) = &dev {
+                v["host_detail"]["sync_blocked"] =
+                    (dev.submit_timing().sync_blocked - blocked0).into();
+            }
         }
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);

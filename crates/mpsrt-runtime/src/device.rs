@@ -56,6 +56,9 @@ pub struct SubmitTiming {
     pub replay_ns: u64,
     /// Nanoseconds of `replay_ns` (and `submit_ns`) in the replays' early submits.
     pub early_submit_ns: u64,
+    /// Waits for the GPU that outlasted the sync spin (`MPSRT_SYNC_SPIN_US`) and blocked in
+    /// the driver (the thread slept).
+    pub sync_blocked: u64,
 }
 
 impl SubmitTiming {
@@ -75,6 +78,7 @@ impl SubmitTiming {
             replays: self.replays - earlier.replays,
             replay_ns: self.replay_ns - earlier.replay_ns,
             early_submit_ns: self.early_submit_ns - earlier.early_submit_ns,
+            sync_blocked: self.sync_blocked - earlier.sync_blocked,
         }
     }
 }
@@ -726,6 +730,9 @@ impl GpuDevice {
         {
             let _ = self.device.poll(wgpu::PollType::Poll);
             std::hint::spin_loop();
+        }
+        if self.completed.load(Ordering::Acquire) < last {
+            st.timing.sync_blocked += 1;
         }
         self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| {
             Error::device("synchronize", format!("waiting for the GPU failed: {e}"))
