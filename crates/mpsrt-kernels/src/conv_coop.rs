@@ -155,6 +155,11 @@ pub struct CoopConvSpec {
     /// bias, residual and activation (so neither is bound here). For convs whose grid would
     /// not fill the GPU (ResNet-50's 7×7 and 14×14 maps at batch 32).
     pub splitk: u32,
+    /// Padding checks of the im2col gather as one bit test: each of a thread's 4 columns gets,
+    /// before the K loop, a mask of the kernel offsets `r < KH·KW` whose input pixel is inside
+    /// the image (windows of at most 32 taps, not pointwise), so a K row's check is
+    /// `(mask >> (k % KHW)) & 1` instead of two range compares per column.
+    pub mask: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -298,6 +303,9 @@ impl CoopConvSpec {
         if self.splitk == 0 || (self.splitk > 1 && (self.has_bias || self.has_res || self.pairs)) {
             return Err(format!("conv_coop: split-K partials take no epilogue, got {self:?}"));
         }
+        if self.mask && (sh.pointwise() || sh.kh * sh.kw > 32 || self.x_vec) {
+            return Err("conv_coop: tap masks need a non-pointwise window of <= 32 taps".into());
+        }
         if self.pairs && !sh.p().is_multiple_of(2) {
             return Err("conv_coop: paired stores need an even output map".into());
         }
@@ -403,6 +411,12 @@ impl CoopConvSpec {
                     w,
                     "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * CIN * HW) + ih{j} * i32(W) + iw{j}; }} }}"
                 );
+                if self.mask {
+                    let _ = writeln!(
+                        w,
+                        "  var mk{j} = 0u;\n  for (var r = 0u; r < KHW; r = r + 1u) {{ if (u32(ih{j} + i32((r / KW) * DH)) < H && u32(iw{j} + i32((r % KW) * DW)) < W) {{ mk{j} = mk{j} | (1u << r); }} }}"
+                    );
+                }
             }
         }
         if self.emulate {
@@ -598,6 +612,19 @@ impl CoopConvSpec {
                     let _ = writeln!(c, "        {g}");
                 }
                 c.push_str("      }\n");
+            } else if self.mask {
+                c.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let ko = i32(ic * HW) + i32((r / KW) * DH) * i32(W) + i32((r % KW) * DW);\n");
+                for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let g = self.guarded(
+                        &format!("v.{comp}"),
+                        "x",
+                        &format!("u32(xb{j} + ko)"),
+                        &format!("((mk{j} >> r) & 1u) != 0u"),
+                        "f16(0.0)",
+                    );
+                    let _ = writeln!(c, "        {g}");
+                }
+                c.push_str("      }\n");
             } else {
                 c.push_str("      if (k < K) { let ic = k / KHW; let r = k % KHW; let dy = i32((r / KW) * DH); let dx = i32((r % KW) * DW); let ko = i32(ic * HW) + dy * i32(W) + dx;\n");
                 for (j, comp) in ["x", "y", "z", "w"].iter().enumerate() {
@@ -767,6 +794,7 @@ pub fn plan_coop_conv(
         prefetch: true,
         pairs: false,
         splitk: 1,
+        mask: false,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

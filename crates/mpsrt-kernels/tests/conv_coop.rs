@@ -105,6 +105,7 @@ fn every_shape_class_validates_and_translates() {
                     prefetch: n % 2 == 0,
                     pairs: n % 5 == 1 && shape.p().is_multiple_of(2),
                     splitk: 1,
+                    mask: n % 2 == 1 && !shape.pointwise() && shape.kh * shape.kw <= 32,
                     emulate: false,
                 };
                 n += 1;
@@ -123,7 +124,8 @@ fn every_shape_class_validates_and_translates() {
                 // The geometry is baked in; the gather's path matches the shape.
                 assert!(src.contains(&format!("const K: u32 = {}u;", shape.k())), "{name}");
                 assert_eq!(src.contains("var xv"), spec.x_vec, "{name}");
-                assert_eq!(src.contains("let dy"), !shape.pointwise(), "{name}");
+                assert_eq!(src.contains("let dy") || spec.mask, !shape.pointwise(), "{name}");
+                assert_eq!(src.contains("var mk0"), spec.mask, "{name}");
                 let rty = if spec.pairs { "res: array<vec2<f16>>" } else { "res: array<f16>" };
                 assert_eq!(src.contains(rty), spec.has_res, "{name}");
                 // The emulated form (lavapipe's numerics test) needs no cooperative matrices

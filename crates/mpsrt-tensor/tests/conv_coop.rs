@@ -66,6 +66,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         // keeps single stores for the odd maps of 0, 3 and 7).
         std::env::set_var("MPSRT_COOP_CONV_PAIRS", if i == 4 { "0" } else { "1" });
         std::env::set_var("MPSRT_COOP_CONV_SPLITK", if i == 8 { "3" } else { "0" });
+        // Tap masks for the padded windows (cases 0, 1, 5, 6, 7, 8; 2–4 are pointwise).
+        std::env::set_var("MPSRT_COOP_CONV_MASK", if i % 3 == 1 { "0" } else { "1" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
         // K steps of 16 with one slab stage (cases 0, 3 and 6 also one stage at K 32).
         let (bk, tile) = match i % 3 {
@@ -155,6 +157,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_ALIAS",
         "MPSRT_COOP_CONV_PAIRS",
         "MPSRT_COOP_CONV_SPLITK",
+        "MPSRT_COOP_CONV_MASK",
     ] {
         std::env::remove_var(v);
     }

@@ -13,6 +13,7 @@
 //! `MPSRT_COOP_CONV_CLAMP=1` renders branch-free clamped loads; `MPSRT_COOP_CONV_PREFETCH=0`
 //! loads the epilogue's residual and bias per element instead of up front (A/B);
 //! `MPSRT_COOP_CONV_PAIRS=1` stores pairs of adjacent columns (even output maps);
+//! `MPSRT_COOP_CONV_MASK=1` checks the gather's padding with per-column tap masks;
 //! `MPSRT_COOP_CONV_OC64=0` runs convs of ≤ 64 output channels on the default 4 × 2 subgroups
 //! instead of 2 × 2 (64 × 64 blocks); `MPSRT_COOP_CONV_TILE=TMxTN`
 //! overrides the tiles per subgroup, `MPSRT_COOP_CONV_WARPS=WMxWN` the subgroups per workgroup
@@ -301,6 +302,10 @@ pub(crate) fn try_conv(
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
     // Paired column stores: an even output map (no pair straddles two images) and an even
     // residual offset (`vec2<f16>` reads).
+    spec.mask = env_knob("MPSRT_COOP_CONV_MASK", 0) != 0
+        && !shape.pointwise()
+        && g.kh * g.kw <= 32
+        && !spec.x_vec;
     spec.pairs = env_knob("MPSRT_COOP_CONV_PAIRS", 0) != 0
         && (g.oh * g.ow).is_multiple_of(2)
         && res.as_ref().is_none_or(|r| r.layout().offset.is_multiple_of(2));
