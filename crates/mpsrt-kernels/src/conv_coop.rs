@@ -44,8 +44,11 @@ use std::fmt::Write as _;
 mod epi;
 #[path = "conv_coop_splitk.rs"]
 mod splitk;
+#[path = "conv_coop_tune.rs"]
+mod tune;
 use mpsrt_core::DType;
 pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
+pub use tune::{tuned_structure, ConvClass, ConvStructure};
 
 /// K per workgroup-memory slab unless a spec asks for 64 (`CoopConvSpec::bk`).
 pub const BK: u32 = 32;
@@ -316,6 +319,11 @@ impl CoopConvSpec {
             );
         }
         Ok(())
+    }
+
+    /// Whether [`render`](Self::render) accepts these parameters (without rendering).
+    pub fn is_valid(&self) -> bool {
+        self.check().is_ok()
     }
 
     /// Render the WGSL source; fails for parameters the planner never produces.

@@ -266,3 +266,35 @@ fn planner_falls_back_without_a_usable_adapter() {
     let s = plan_coop_conv(&mid, &conv(64, 56, 256, 1, 1, 0), 32, 1, auto).unwrap();
     assert_eq!((s.block_m(), s.block_n()), (64, 64));
 }
+
+#[test]
+fn tuned_structures_per_class_fit_and_render() {
+    use mpsrt_kernels::conv_coop::{tuned_structure, ConvClass};
+    let classes = [
+        (conv(3, 224, 64, 7, 2, 3), ConvClass::Wide),
+        (conv(64, 56, 64, 3, 1, 1), ConvClass::Spatial64),
+        (conv(256, 14, 256, 3, 1, 1), ConvClass::Spatial),
+        (conv(128, 56, 128, 3, 2, 1), ConvClass::Spatial),
+        (conv(64, 56, 256, 1, 1, 0), ConvClass::PointShort),
+        (conv(256, 56, 64, 1, 1, 0), ConvClass::PointShort),
+        (conv(1024, 14, 256, 1, 1, 0), ConvClass::PointLong),
+        (conv(256, 56, 512, 1, 2, 0), ConvClass::PointStrided),
+    ];
+    let dev = device(&NVIDIA);
+    for (shape, class) in classes {
+        assert_eq!(ConvClass::of(&shape), class, "{shape:?}");
+        assert_eq!(tuned_structure(&shape, 8), None, "8×8 tiles keep the planner's block");
+        let t = tuned_structure(&shape, 16).unwrap();
+        let plan = plan_coop_conv(&dev, &shape, 32, 1, CoopConvRoute::Force).unwrap();
+        let spec = plan.with_structure(&t);
+        // No block taller than the channels past 64 rows; within 48 KiB; renders.
+        assert!(spec.block_m() <= shape.oc.max(64), "{class:?}: {spec:?}");
+        assert!(spec.shared_bytes() <= 49152, "{class:?}: {spec:?}");
+        let spec = mpsrt_kernels::CoopConvSpec {
+            mask: spec.mask && !shape.pointwise() && shape.kh * shape.kw <= 32,
+            pairs: spec.pairs && shape.p().is_multiple_of(2),
+            ..spec
+        };
+        spec.render().unwrap_or_else(|e| panic!("{class:?}: {e}"));
+    }
+}

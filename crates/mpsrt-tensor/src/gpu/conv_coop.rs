@@ -31,6 +31,7 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::conv_coop::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 use mpsrt_kernels::{
+    conv_coop::{tuned_structure, ConvStructure},
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
 };
@@ -130,7 +131,8 @@ fn dump(spec: &CoopConvSpec) {
     }
 }
 
-/// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: unset or `0` none, `auto` enough
+/// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: `0` none, unset `auto` where the
+/// tuned structure asks for it (`auto`) else none, `auto` enough
 /// slices that the grid reaches `MPSRT_COOP_CONV_SPLITK_WGS` (264: two waves of an H100's 132
 /// SMs) workgroups, `N` N slices), each at least 4 K steps, at most 8; only where the output's
 /// size and the residual's offset are multiples of 4 (the sum's `vec4` accesses) and the
@@ -141,6 +143,7 @@ fn splitk_slices(
     total: usize,
     res_off: Option<usize>,
     lim: u64,
+    auto: bool,
 ) -> u32 {
     let want = match std::env::var("MPSRT_COOP_CONV_SPLITK").as_deref().map(str::trim) {
         Ok("auto") => None,
@@ -148,6 +151,7 @@ fn splitk_slices(
             Ok(k) => Some(k),
             Err(_) => return 1,
         },
+        Err(_) if auto => None,
         Err(_) => return 1,
     };
     if !total.is_multiple_of(4) || res_off.is_some_and(|o| !o.is_multiple_of(4)) {
@@ -300,13 +304,37 @@ pub(crate) fn try_conv(
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
     // reads hit the cache anyway.
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
-    // Paired column stores: an even output map (no pair straddles two images) and an even
-    // residual offset (`vec2<f16>` reads).
-    spec.mask = env_knob("MPSRT_COOP_CONV_MASK", 0) != 0
+    // The structure measured fastest for this kind of conv (`conv_coop_tune.rs`), where the
+    // device allows it; `MPSRT_COOP_CONV_TUNED=0`: the planner's block (64 × 64 for ≤ 64
+    // channels, below), two slabs of K 32, as before.
+    let dev_ok = |t: &CoopConvSpec| {
+        let [gx, gy, _] = t.grid(u(g.n));
+        t.shared_bytes() <= props.max_compute_workgroup_storage_size
+            && t.threads() <= props.max_compute_invocations_per_workgroup
+            && gx.max(gy) <= props.max_compute_workgroups_per_dimension
+            && t.is_valid()
+    };
+    let tuned = if env_knob("MPSRT_COOP_CONV_TUNED", 1) != 0 {
+        tuned_structure(&shape, spec.size)
+    } else {
+        None
+    };
+    let mut want_split = false;
+    if let Some(t) = tuned {
+        let cand = spec.with_structure(&ConvStructure { pairs: false, mask: false, ..t });
+        if dev_ok(&cand) {
+            spec = cand;
+            want_split = t.split;
+        }
+    }
+    // Tap masks where the window allows; paired column stores where the output map is even
+    // (no pair straddles two images) and the residual offset too (`vec2<f16>` reads).
+    let (mask0, pairs0) = tuned.map_or((0, 0), |t| (usize::from(t.mask), usize::from(t.pairs)));
+    spec.mask = env_knob("MPSRT_COOP_CONV_MASK", mask0) != 0
         && !shape.pointwise()
         && g.kh * g.kw <= 32
         && !spec.x_vec;
-    spec.pairs = env_knob("MPSRT_COOP_CONV_PAIRS", 0) != 0
+    spec.pairs = env_knob("MPSRT_COOP_CONV_PAIRS", pairs0) != 0
         && (g.oh * g.ow).is_multiple_of(2)
         && res.as_ref().is_none_or(|r| r.layout().offset.is_multiple_of(2));
     let bk = match env_knob("MPSRT_COOP_CONV_BK", spec.bk as usize) {
@@ -321,23 +349,21 @@ pub(crate) fn try_conv(
     // subgroups instead of 4 × 2, whose upper half of 128 block rows would hold no channel
     // (H100, call 2, b32 f16: stem 0.426 -> 0.276 ms, 3×3 64-channel 0.266 -> 0.209, p50
     // 7.38–7.41 -> 6.93–7.01 ms; `MPSRT_COOP_CONV_OC64=0` keeps 4 × 2).
-    let narrow = spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
+    let narrow =
+        tuned.is_none() && spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
     let wm_default = if narrow { 2 } else { spec.wm };
     let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
     if (tm, tn, bk, wm, wn, slabs, alias)
         != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias)
     {
         let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, ..spec };
-        if t.shared_bytes() <= props.max_compute_workgroup_storage_size
-            && t.threads() <= props.max_compute_invocations_per_workgroup
-            && t.render().is_ok()
-        {
+        if dev_ok(&t) {
             spec = t;
         }
     }
     // Split-K: the conv writes f32 partials, a second pass sums them with the epilogue.
     let res_off = res.as_ref().map(|r| r.layout().offset);
-    let slices = splitk_slices(&spec, u(g.n), total, res_off, lim);
+    let slices = splitk_slices(&spec, u(g.n), total, res_off, lim, want_split);
     let epi_spec = spec;
     if slices > 1 {
         spec = CoopConvSpec {

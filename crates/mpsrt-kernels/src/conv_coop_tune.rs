@@ -1,0 +1,116 @@
+//! The cooperative conv's structure per conv class (`plan_coop_conv` picks the block the
+//! device allows; this picks, within it, what was measured fastest for each kind of conv):
+//! subgroups and tiles per workgroup, K step, slab stages, the scratch inside the slabs,
+//! paired stores, tap masks, split-K. Pure, so the choice is tested without a GPU; the
+//! launcher applies it unless `MPSRT_COOP_CONV_TUNED=0` and where the device's limits allow.
+
+use super::{ConvShape, CoopConvSpec};
+
+/// The kinds of conv whose best structure differs (ResNet-50's at batch 32 on an H100).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvClass {
+    /// A window the gather cannot vectorize or mask: more than 32 taps (the 7×7 stem).
+    Wide,
+    /// A padded / strided window of ≤ 32 taps into at most 64 output channels.
+    Spatial64,
+    /// A padded / strided window of ≤ 32 taps into more than 64 channels.
+    Spatial,
+    /// 1×1 stride 1 with K ≤ 256 (the bottlenecks' expanding and first reducing convs).
+    PointShort,
+    /// 1×1 stride 1 with K > 256.
+    PointLong,
+    /// 1×1 with a stride (the downsample projections).
+    PointStrided,
+}
+
+impl ConvClass {
+    pub fn of(shape: &ConvShape) -> Self {
+        if !shape.pointwise() {
+            if shape.kh * shape.kw > 32 {
+                ConvClass::Wide
+            } else if shape.oc <= 64 {
+                ConvClass::Spatial64
+            } else {
+                ConvClass::Spatial
+            }
+        } else if shape.sh != 1 || shape.sw != 1 {
+            ConvClass::PointStrided
+        } else if shape.k() <= 256 {
+            ConvClass::PointShort
+        } else {
+            ConvClass::PointLong
+        }
+    }
+}
+
+/// One structure: subgroups (`wm × wn`) of `tm × tn` tiles, K step, slab stages, aliased
+/// scratch, paired stores, tap masks, split-K where the grid is small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvStructure {
+    pub wm: u32,
+    pub wn: u32,
+    pub tm: u32,
+    pub tn: u32,
+    pub bk: u32,
+    pub slabs: u32,
+    pub alias: bool,
+    pub pairs: bool,
+    pub mask: bool,
+    pub split: bool,
+}
+
+/// The structure for a conv of `shape` with 16×16 tiles; `None` keeps the planner's (8×8
+/// tiles). Blocks taller than the conv's channels shed subgroups along M (a 128-row block
+/// over 64 channels would be half empty).
+pub fn tuned_structure(shape: &ConvShape, size: u32) -> Option<ConvStructure> {
+    let mut t = structure_of(ConvClass::of(shape), size)?;
+    while t.wm > 1 && t.wm * t.tm * size > shape.oc.max(size) && t.wm * t.tm * size > 64 {
+        t.wm /= 2;
+    }
+    Some(t)
+}
+
+fn structure_of(class: ConvClass, size: u32) -> Option<ConvStructure> {
+    if size != 16 {
+        return None;
+    }
+    // Session 15 default: what the planner and the launcher chose before (128 × 64 blocks of
+    // 4 × 2 subgroups, 64 × 64 of 2 × 2 for ≤ 64 channels, two slabs of K 32).
+    let d = ConvStructure {
+        wm: 4,
+        wn: 2,
+        tm: 2,
+        tn: 2,
+        bk: 32,
+        slabs: 2,
+        alias: false,
+        pairs: false,
+        mask: false,
+        split: false,
+    };
+    Some(match class {
+        ConvClass::Wide | ConvClass::Spatial64 => d,
+        ConvClass::Spatial
+        | ConvClass::PointShort
+        | ConvClass::PointLong
+        | ConvClass::PointStrided => d,
+    })
+}
+
+impl CoopConvSpec {
+    /// This spec with structure `t` (operand-dependent fields are the launcher's to set).
+    pub fn with_structure(self, t: &ConvStructure) -> Self {
+        CoopConvSpec {
+            wm: t.wm,
+            wn: t.wn,
+            tm: t.tm,
+            tn: t.tn,
+            bk: t.bk,
+            slabs: t.slabs,
+            alias: t.alias,
+            pairs: t.pairs,
+            mask: t.mask,
+            ..self
+        }
+    }
+}
