@@ -5,6 +5,7 @@
 
 pub mod attention;
 pub mod attention_coop;
+pub mod attention_tiled;
 pub mod concat;
 pub mod conv_coop;
 pub mod conv_gemm;
@@ -26,6 +27,7 @@ pub mod winograd;
 
 pub use attention::{AttnSpec, ATTN_META_WORDS, ATTN_ROWS, ATTN_THREADS};
 pub use attention_coop::AttnCoopSpec;
+pub use attention_tiled::AttnTiledSpec;
 pub use concat::{concat_kernel, concat_meta_words, MAX_CONCAT_INPUTS};
 pub use conv_coop::{plan_coop_conv, ConvShape, CoopConvDevice, CoopConvRoute, CoopConvSpec};
 pub use conv_gemm::{conv_gemm_meta, conv_splitk_reduce_kernel, ConvGemmSpec};

@@ -95,3 +95,22 @@ fn cooperative_attention_plan() {
     assert!(AttnCoopSpec::plan(64, 64, 128, None, 32, 1, 1024).is_none());
 }
 
+
+#[test]
+fn every_tiled_attention_kernel_validates_and_translates() {
+    use mpsrt_kernels::AttnTiledSpec;
+    for io in [DType::F32, DType::F16] {
+        for mask in [None, Some(DType::F32), Some(DType::F16)] {
+            for (d, dv) in [(64, 64), (4, 8), (32, 64), (64, 12)] {
+                let spec = AttnTiledSpec::plan(io, d, dv, mask, 49152).expect("plan");
+                let src = spec.render().unwrap();
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+            }
+        }
+    }
+    // Declined: heads past 64 or not multiples of 4, WebGPU's default 16 KiB.
+    assert!(AttnTiledSpec::plan(DType::F32, 128, 64, None, 49152).is_none());
+    assert!(AttnTiledSpec::plan(DType::F32, 62, 64, None, 49152).is_none());
+    assert!(AttnTiledSpec::plan(DType::F32, 64, 64, None, 16384).is_none());
+}

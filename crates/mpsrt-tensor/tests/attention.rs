@@ -87,6 +87,9 @@ fn fused_matches_unfused_on_every_device() {
         (1, 2, 2, 33, 33, 64, 64, Some(0), Some(vec![33, 33]), DType::F16),
         (1, 1, 1, 6, 11, 7, 7, None, None, DType::F16),
         (1, 2, 1, 17, 70, 128, 96, None, Some(vec![1, 1, 1, 70]), DType::F32),
+        // Several 64-key chunks and 32-row blocks (the register-tiled kernel's online softmax).
+        (2, 2, 1, 40, 150, 64, 32, Some(100), Some(vec![2, 1, 1, 150]), DType::F32),
+        (1, 3, 3, 70, 130, 32, 64, None, Some(vec![1, 1, 70, 130]), DType::F16),
     ];
     for place in devices() {
         for (n, (b, hq, hkv, sq, skv, d, dv, causal, mshape, dt)) in

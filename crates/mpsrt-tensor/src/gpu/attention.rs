@@ -2,21 +2,31 @@
 //! pass every operand's element strides (so permuted and broadcast views need no copy), one
 //! workgroup per 16 query rows of one (batch, head). f16 problems whose shapes and layouts the
 //! matrix-unit kernel takes (`mpsrt_kernels::attention_coop`, [`coop_plan`]) run there instead:
-//! `MPSRT_ATTENTION_COOP=0` keeps the scalar kernel, `MPSRT_ATTENTION_COOP_SGS` (1, 2, 4;
-//! default 2) sets its subgroups per workgroup.
+//! `MPSRT_ATTENTION_COOP=0` keeps the scalar kernels, `MPSRT_ATTENTION_COOP_SGS` (1, 2, 4;
+//! default 2) sets its subgroups per workgroup. Otherwise heads of at most 64 (multiples of 4)
+//! take the register-tiled kernel (`mpsrt_kernels::attention_tiled`, 32 query rows per
+//! workgroup; `MPSRT_ATTENTION_TILED=0` keeps the row kernel).
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
 use crate::attention::Sdpa;
 use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
-use mpsrt_kernels::{AttnCoopSpec, AttnSpec, ATTN_META_WORDS, ATTN_ROWS};
+use mpsrt_kernels::{AttnCoopSpec, AttnSpec, AttnTiledSpec, ATTN_META_WORDS, ATTN_ROWS};
 use mpsrt_runtime::{Binding, Storage};
 use std::sync::{Arc, OnceLock};
 
 const OP: &str = "scaled_dot_product_attention";
 static ATTN: SpecCache<AttnSpec> = OnceLock::new();
 static ATTN_COOP: SpecCache<AttnCoopSpec> = OnceLock::new();
+static ATTN_TILED: SpecCache<AttnTiledSpec> = OnceLock::new();
+
+/// `MPSRT_ATTENTION_TILED` (default on), read once: heads ≤ 64 without the matrix-unit kernel
+/// take the register-tiled kernel (`mpsrt_kernels::attention_tiled`).
+fn tiled_env() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| std::env::var("MPSRT_ATTENTION_TILED").map_or(true, |v| v.trim() != "0"))
+}
 
 /// `MPSRT_ATTENTION_COOP` (default on) and `MPSRT_ATTENTION_COOP_SGS` (default 2), read once.
 fn coop_env() -> (bool, u32) {
@@ -204,9 +214,17 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
                 None
             }
         });
-    let (pl, gx) = match coop_pl {
-        Some((pl, cs)) => (pl, sq.div_ceil(cs.rows() as usize)),
-        None => (cached(&ATTN, &dev, OP, spec, AttnSpec::render)?, gx),
+    let limit = dev.properties().max_compute_workgroup_storage_size;
+    let tiled = (coop_pl.is_none() && tiled_env())
+        .then(|| AttnTiledSpec::plan(spec.io, spec.d, spec.dv, spec.mask, limit))
+        .flatten();
+    let (pl, gx) = match (coop_pl, tiled) {
+        (Some((pl, cs)), _) => (pl, sq.div_ceil(cs.rows() as usize)),
+        (None, Some(ts)) => (
+            cached(&ATTN_TILED, &dev, OP, ts, AttnTiledSpec::render)?,
+            sq.div_ceil(mpsrt_kernels::attention_tiled::TILED_ROWS as usize),
+        ),
+        (None, None) => (cached(&ATTN, &dev, OP, spec, AttnSpec::render)?, gx),
     };
     let mut binds: Vec<Binding> = Vec::with_capacity(5);
     for t in &ins {
