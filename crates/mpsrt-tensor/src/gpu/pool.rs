@@ -3,7 +3,9 @@
 //! (`mpsrt_kernels::pool_f16_wgsl`: values widened to f32 in registers, so the max and NaN
 //! rules are those of the f32 kernel and averages sum in f32); otherwise, and for indices,
 //! they are widened to f32 around the kernel (ResNet-50 b32's 3×3/2 max pool on the H200 took
-//! 0.23 ms with the casts; `MPSRT_POOL_F16=0` keeps that route, for A/B). Max pooling can also
+//! 0.23 ms with the casts; `MPSRT_POOL_F16=0` keeps that route, for A/B); f16 max pooling
+//! takes a kernel with its geometry baked in (`max_pool_f16_wgsl`, `MPSRT_POOL_F16_MAX=0`:
+//! the generic one). Max pooling can also
 //! return the flat `h·W + w` index of each maximum (Paddle's `return_mask`), written after
 //! the values.
 //!
@@ -86,6 +88,11 @@ fn pool2d_impl(
         let (limit, _) = limits(&dev);
         let xbuf = buffer(op, &xh)?;
         if fits(xbuf, limit) && (total * 2) as u64 <= limit {
+            if g.max && !g.adaptive && super::env_knob("MPSRT_POOL_F16_MAX", 1) != 0 {
+                let y = max_pool_f16(op, &dev, &xh, xbuf, g, total)?;
+                let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+                return Ok((y.reshape(&dims)?, None));
+            }
             let all = Piece { p0: 0, planes: g.nc, r0: 0, rows: g.oh };
             let (y, _) = launch(op, &dev, &xh, xbuf, None, g, &all, false, true)?;
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
@@ -183,6 +190,42 @@ fn pool2d_impl(
     };
     let idx = if with_index { Some(join(is)?) } else { None };
     Ok((join(ys)?, idx))
+}
+
+/// f16 max pooling with the geometry baked into the kernel (`max_pool_f16_wgsl`;
+/// `MPSRT_POOL_F16_MAX=0`: the generic f16 kernel). `x` is contiguous, inside one binding.
+fn max_pool_f16(
+    op: &str,
+    dev: &GpuDevice,
+    x: &Tensor,
+    xbuf: &GpuBuffer,
+    g: &PoolGeom,
+    total: usize,
+) -> Result<Tensor> {
+    use mpsrt_kernels::pool_f16::{max_pool_f16_wgsl, MaxPoolF16, MAX_POOL_F16_WG};
+    static CACHE: super::matmul::SpecCache<MaxPoolF16> = std::sync::OnceLock::new();
+    let u = |v: usize| v as u32;
+    let spec = MaxPoolF16 {
+        h: u(g.h),
+        w: u(g.w),
+        oh: u(g.oh),
+        ow: u(g.ow),
+        k: [u(g.k[0]), u(g.k[1])],
+        s: [u(g.s[0]), u(g.s[1])],
+        p: [u(g.p[0]), u(g.p[1])],
+        d: [u(g.d[0]), u(g.d[1])],
+    };
+    let pipeline = super::matmul::cached(&CACHE, dev, op, spec, |s| Ok(max_pool_f16_wgsl(s)))?;
+    let out = alloc_out(dev, op, total, 2)?;
+    let wg = grid(
+        (total as u64).div_ceil(u64::from(MAX_POOL_F16_WG)),
+        dev.properties().max_compute_workgroups_per_dimension,
+    );
+    let words = [u(total), u(x.layout().offset), wg[0] * MAX_POOL_F16_WG, 0];
+    let bindings = [Binding::from(xbuf), Binding::from(&out)];
+    dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&words), wg)?;
+    let storage = Storage::Gpu(Arc::new(out));
+    Ok(Tensor::from_parts(storage, Layout::contiguous(&[total]), DType::F16))
 }
 
 /// One dispatch for `pc`; `start`: the input element of the piece's first plane and row, whose
