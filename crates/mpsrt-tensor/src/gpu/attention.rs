@@ -4,8 +4,9 @@
 //! matrix-unit kernel takes (`mpsrt_kernels::attention_coop`, [`coop_plan`]) run there instead:
 //! `MPSRT_ATTENTION_COOP=0` keeps the scalar kernels, `MPSRT_ATTENTION_COOP_SGS` (1, 2, 4;
 //! default 2) sets its subgroups per workgroup. Otherwise heads of at most 64 (multiples of 4)
-//! take the register-tiled kernel (`mpsrt_kernels::attention_tiled`, 32 query rows per
-//! workgroup; `MPSRT_ATTENTION_TILED=0` keeps the row kernel).
+//! take the register-tiled kernel when there are at least 16 query rows
+//! (`mpsrt_kernels::attention_tiled`, 32 query rows per workgroup; `MPSRT_ATTENTION_TILED=0`
+//! keeps the row kernel).
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
@@ -215,7 +216,9 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
             }
         });
     let limit = dev.properties().max_compute_workgroup_storage_size;
-    let tiled = (coop_pl.is_none() && tiled_env())
+    // Decoding steps (a few query rows against a long cache) keep the row kernel: the tiled
+    // kernel's 32-row blocks would be mostly empty there.
+    let tiled = (coop_pl.is_none() && tiled_env() && sq >= 16)
         .then(|| AttnTiledSpec::plan(spec.io, spec.d, spec.dv, spec.mask, limit))
         .flatten();
     let (pl, gx) = match (coop_pl, tiled) {
