@@ -321,6 +321,15 @@ impl CoopConvSpec {
         Ok(())
     }
 
+    /// Aliased slabs take vector loads as raw words (`vec4<u32>` weights: 16-byte loads,
+    /// `vec2<u32>` input columns), stored with a same-width bitcast instead of a pack.
+    fn raw_w(&self) -> bool {
+        self.alias && self.w_vec
+    }
+    fn raw_x(&self) -> bool {
+        self.alias && self.x_vec
+    }
+
     /// Whether [`render`](Self::render) accepts these parameters (without rendering).
     pub fn is_valid(&self) -> bool {
         self.check().is_ok()
@@ -364,7 +373,9 @@ impl CoopConvSpec {
         let _ = writeln!(w, "const PH: i32 = {}; const PW: i32 = {};", sh.ph, sh.pw);
         w.push_str("struct Meta { w: array<vec4<u32>, 4> };\n");
         let vty = |v: bool| if v { "vec4<f16>" } else { "f16" };
-        let mut bufs = vec![("x", vty(self.x_vec), "read"), ("wt", vty(self.w_vec), "read")];
+        let xty = if self.raw_x() { "vec2<u32>" } else { vty(self.x_vec) };
+        let wty = if self.raw_w() { "vec4<u32>" } else { vty(self.w_vec) };
+        let mut bufs = vec![("x", xty, "read"), ("wt", wty, "read")];
         if self.has_bias {
             bufs.push(("bias", if self.bias_f16 { "f16" } else { "f32" }, "read"));
         }
@@ -446,14 +457,17 @@ impl CoopConvSpec {
         let na = if self.w_vec { bm * (bk / 8) } else { bm * (bk / 4) }.div_ceil(nt);
         let nbv = bk * qb / nt;
         for t in 0..na {
-            if self.w_vec {
+            if self.raw_w() {
+                let _ = writeln!(w, "  var ra{t} = vec4<u32>();");
+            } else if self.w_vec {
                 let _ = writeln!(w, "  var ra{t}l = vec4<f16>(); var ra{t}h = vec4<f16>();");
             } else {
                 let _ = writeln!(w, "  var ra{t} = vec4<f16>();");
             }
         }
+        let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
         for t in 0..nbv {
-            let _ = writeln!(w, "  var rb{t} = vec4<f16>();");
+            let _ = writeln!(w, "  var rb{t} = {bty}();");
         }
         let load = |k0: &str| self.load(k0, na, nbv);
         let store = |st: &str| self.store(st, na, nbv);
@@ -556,7 +570,20 @@ impl CoopConvSpec {
             let tot = if self.w_vec { bm * (bk / 8) } else { bm * (bk / 4) };
             let inb =
                 if tot.is_multiple_of(nt) { String::new() } else { format!("e < {tot}u && ") };
-            if self.w_vec && self.clamp {
+            if self.raw_w() {
+                // 8 halves in one 16-byte load (offset and K multiples of 8).
+                let _ = writeln!(
+                    c,
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{t} = vec4<u32>();\n      {} }}",
+                    self.guarded(
+                        &format!("ra{t}"),
+                        "wt",
+                        "(woff + m * K + k) >> 3u",
+                        &format!("{inb}m < OC && k < K"),
+                        "vec4<u32>()"
+                    )
+                );
+            } else if self.w_vec && self.clamp {
                 // The clamped index is 0 outside: the weights hold at least 8 halves (K % 8 == 0).
                 let _ = writeln!(
                     c,
@@ -596,15 +623,15 @@ impl CoopConvSpec {
         }
         let sh = &self.shape;
         for t in 0..nbv {
-            let _ =
-                writeln!(c, "    {{ let k = {k0} + kr + {}u; var v = vec4<f16>();", t * (nt / qb));
+            let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
+            let _ = writeln!(c, "    {{ let k = {k0} + kr + {}u; var v = {bty}();", t * (nt / qb));
             if self.x_vec {
                 let g = self.guarded(
                     "v",
                     "x",
                     "u32(xv + i32(k * P)) >> 2u",
                     "k < K && xv >= 0",
-                    "vec4<f16>()",
+                    &format!("{bty}()"),
                 );
                 let _ = writeln!(c, "      {g}");
             } else if sh.pointwise() {
@@ -667,7 +694,14 @@ impl CoopConvSpec {
             let tot = if self.w_vec { bm * (bk / 8) } else { bm * (bk / 4) };
             let open = if tot.is_multiple_of(nt) { "{" } else { "if (e < TOT) {" };
             let open = open.replace("TOT", &format!("{tot}u"));
-            if self.w_vec {
+            if self.raw_w() {
+                let _ = writeln!(
+                    c,
+                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} = bitcast<vec2<f32>>(ra{t}.xy); {} = bitcast<vec2<f32>>(ra{t}.zw); }} }}",
+                    self.sa("at"),
+                    self.sa("at + 1u")
+                );
+            } else if self.w_vec {
                 let _ = writeln!(
                     c,
                     " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} {} }} }}",
@@ -690,7 +724,11 @@ impl CoopConvSpec {
         for t in 0..nbv {
             let idx =
                 format!("({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u", t * (nt / qb));
-            let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{t}")));
+            if self.raw_x() {
+                let _ = writeln!(c, "    {} = bitcast<vec2<f32>>(rb{t});", self.sb(&idx));
+            } else {
+                let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{t}")));
+            }
         }
         c
     }

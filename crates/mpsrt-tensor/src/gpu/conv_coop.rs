@@ -287,7 +287,8 @@ pub(crate) fn try_conv(
     }
     let (xo, wo) = (x.layout().offset, w.layout().offset);
     let k = g.c * g.kh * g.kw;
-    spec.w_vec = k.is_multiple_of(8) && wo.is_multiple_of(4);
+    // 8-half vectors (16-byte loads with aliased slabs): K and the offset multiples of 8.
+    spec.w_vec = k.is_multiple_of(8) && wo.is_multiple_of(8);
     spec.x_vec = shape.pointwise()
         && g.sh == 1
         && g.sw == 1
