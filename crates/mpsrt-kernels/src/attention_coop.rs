@@ -10,10 +10,11 @@
 //! head sizes multiples of 16, unit column strides and every offset/stride a multiple of 8
 //! elements (16 bytes). Keys are processed in chunks of `ch` (≤ 128): a chunk's 16 × `ch`
 //! scores are stored (f32) to the subgroup's scratch, two passes over the chunks — the first
-//! computes each row's max and sum (online), the second recomputes the scores (skipped when
-//! there is one chunk, as for BERT's 128 keys), writes the normalized probabilities as f16 to a
-//! second scratch and accumulates `P · V` in `dv / 16` f32 fragments — so no rescaling of the
-//! opaque accumulators is needed. The output goes through the score scratch to packed f16
+//! computes each row's max and sum (online), the second recomputes the scores, writes the
+//! normalized probabilities as f16 to a second scratch and accumulates `P · V` in `dv / 16` f32
+//! fragments — so no rescaling of the opaque accumulators is needed. With one chunk (BERT's
+//! 128 keys) it is one pass: the max, then the unnormalized probabilities (≤ 1) and their sum,
+//! `P · V`, and `1 / sum` applied per row on the way out. The output goes through the score scratch to packed f16
 //! words. `L = subgroup / 16` lanes share a row (their partial max/sum combined with
 //! `subgroupShuffleXor`), reading columns `hl, hl + L, …` of a scratch row padded by 4 floats.
 //!
@@ -61,7 +62,7 @@ impl AttnCoopSpec {
 
     /// Workgroup-memory bytes the kernel declares.
     pub fn shared_bytes(&self) -> u32 {
-        self.sgs * 16 * (4 * self.ss() + 2 * self.ps())
+        self.sgs * 16 * (4 * self.ss() + 2 * self.ps() + 4)
     }
 
     /// Threads per workgroup.
@@ -160,6 +161,8 @@ impl AttnCoopSpec {
         w.push_str("fn is_ninf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }\n");
         let _ = writeln!(w, "var<workgroup> Sc: array<f32, {}>;", sgs * 16 * ss);
         let _ = writeln!(w, "var<workgroup> Pc: array<f16, {}>;", sgs * 16 * ps);
+        // One chunk: each row's 1 / sum, applied to the output on the way out.
+        let _ = writeln!(w, "var<workgroup> Li: array<f32, {}>;", sgs * 16);
         let _ = writeln!(w, "@compute @workgroup_size({})", s.threads());
         w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {\n");
         w.push_str("  let Sq = mw(0u); let Skv = mw(1u); let groups = mw(2u);\n");
@@ -230,49 +233,77 @@ impl AttnCoopSpec {
                 x *= 2;
             }
         };
-        // Pass 1: each row's max and sum over all chunks.
-        let _ = writeln!(w, "  for (var c = 0u; c < nch; c = c + 1u) {{");
-        let _ = writeln!(w, "    let j0 = c * {ch}u;");
-        scores(&mut w, "    ");
-        w.push_str("    var mx = ninf;\n");
-        let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-        score_fn(&mut w, "      ");
-        w.push_str("      mx = max(mx, x);\n    }\n");
-        reduce(&mut w, "mx", true);
-        w.push_str("    let mn = max(m, mx); let ms = select(mn, 0.0, is_ninf(mn));\n");
-        w.push_str("    var sm = 0.0;\n");
-        let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-        score_fn(&mut w, "      ");
-        w.push_str("      sm = sm + exp(x - ms);\n    }\n");
-        reduce(&mut w, "sm", false);
-        w.push_str("    l = l * exp(m - ms) + sm; m = mn;\n");
-        w.push_str("    workgroupBarrier();\n  }\n");
-        // Pass 2: probabilities (f16) and P·V.
-        w.push_str(
-            "  let ms = select(m, 0.0, is_ninf(m)); let inv = select(0.0, 1.0 / l, l > 0.0);\n",
-        );
         for n in 0..dv / 16 {
             let _ = writeln!(w, "  var o{n} = coop_mat16x16<f32, C>();");
         }
-        let _ = writeln!(w, "  for (var c = 0u; c < nch; c = c + 1u) {{");
-        let _ = writeln!(w, "    let j0 = c * {ch}u;");
-        if !s.one_chunk {
+        let pv = |w: &mut String| {
+            let _ = writeln!(w, "    for (var kt = 0u; kt < {nt}u; kt = kt + 1u) {{");
+            let _ = writeln!(
+                w,
+                "      let pa = coopLoadT<coop_mat16x16<f16, A>>(&Pc[pb + kt * 16u], {ps}u);"
+            );
+            w.push_str("      let vr = vb + i32(j0 + kt * 16u) * vsq;\n");
+            for n in 0..dv / 16 {
+                let _ = writeln!(w, "      o{n} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&v[u32(vr + {})], u32(vsq)), o{n});", 16 * n);
+            }
+            w.push_str("    }\n");
+        };
+        if s.one_chunk {
+            // One chunk: the max, then unnormalized probabilities (≤ 1, f16) and their sum in
+            // the same pass; 1 / sum scales the output rows.
+            w.push_str("  {\n    let j0 = 0u;\n");
             scores(&mut w, "    ");
+            w.push_str("    var mx = ninf;\n");
+            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
+            score_fn(&mut w, "      ");
+            w.push_str("      mx = max(mx, x);\n    }\n");
+            reduce(&mut w, "mx", true);
+            w.push_str("    let ms = select(mx, 0.0, is_ninf(mx));\n    var sm = 0.0;\n");
+            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
+            score_fn(&mut w, "      ");
+            let _ = writeln!(
+                w,
+                "      let p = exp(x - ms);\n      sm = sm + p;\n      Pc[pb + r * {ps}u + jj] = f16(p);\n    }}"
+            );
+            reduce(&mut w, "sm", false);
+            w.push_str(
+                "    if (hl == 0u) { Li[sg * 16u + r] = select(0.0, 1.0 / sm, sm > 0.0); }\n",
+            );
+            w.push_str("    workgroupBarrier();\n");
+            pv(&mut w);
+            w.push_str("    workgroupBarrier();\n  }\n");
+        } else {
+            // Pass 1: each row's max and sum over all chunks.
+            let _ = writeln!(w, "  for (var c = 0u; c < nch; c = c + 1u) {{");
+            let _ = writeln!(w, "    let j0 = c * {ch}u;");
+            scores(&mut w, "    ");
+            w.push_str("    var mx = ninf;\n");
+            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
+            score_fn(&mut w, "      ");
+            w.push_str("      mx = max(mx, x);\n    }\n");
+            reduce(&mut w, "mx", true);
+            w.push_str("    let mn = max(m, mx); let ms = select(mn, 0.0, is_ninf(mn));\n");
+            w.push_str("    var sm = 0.0;\n");
+            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
+            score_fn(&mut w, "      ");
+            w.push_str("      sm = sm + exp(x - ms);\n    }\n");
+            reduce(&mut w, "sm", false);
+            w.push_str("    l = l * exp(m - ms) + sm; m = mn;\n");
+            w.push_str("    workgroupBarrier();\n  }\n");
+            // Pass 2: normalized probabilities (f16) and P·V.
+            w.push_str(
+                "  let ms = select(m, 0.0, is_ninf(m)); let inv = select(0.0, 1.0 / l, l > 0.0);\n",
+            );
+            let _ = writeln!(w, "  for (var c = 0u; c < nch; c = c + 1u) {{");
+            let _ = writeln!(w, "    let j0 = c * {ch}u;");
+            scores(&mut w, "    ");
+            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
+            score_fn(&mut w, "      ");
+            let _ = writeln!(w, "      Pc[pb + r * {ps}u + jj] = f16(exp(x - ms) * inv);\n    }}");
+            w.push_str("    workgroupBarrier();\n");
+            pv(&mut w);
+            w.push_str("    workgroupBarrier();\n  }\n");
         }
-        let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-        score_fn(&mut w, "      ");
-        let _ = writeln!(w, "      Pc[pb + r * {ps}u + jj] = f16(exp(x - ms) * inv);\n    }}");
-        w.push_str("    workgroupBarrier();\n");
-        let _ = writeln!(w, "    for (var kt = 0u; kt < {nt}u; kt = kt + 1u) {{");
-        let _ = writeln!(
-            w,
-            "      let pa = coopLoadT<coop_mat16x16<f16, A>>(&Pc[pb + kt * 16u], {ps}u);"
-        );
-        w.push_str("      let vr = vb + i32(j0 + kt * 16u) * vsq;\n");
-        for n in 0..dv / 16 {
-            let _ = writeln!(w, "      o{n} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&v[u32(vr + {})], u32(vsq)), o{n});", 16 * n);
-        }
-        w.push_str("    }\n    workgroupBarrier();\n  }\n");
         // Output through the score scratch, as packed f16 pairs.
         for n in 0..dv / 16 {
             let _ = writeln!(w, "  coopStoreT(o{n}, &Sc[sb + {}u], {ss}u);", 16 * n);
@@ -286,7 +317,8 @@ impl AttnCoopSpec {
             w,
             "      let x = Sc[sb + rr * {ss}u + cc]; let y = Sc[sb + rr * {ss}u + cc + 1u];"
         );
-        w.push_str("      out[u32(ob + i32(i0 + rr) * osq + i32(cc)) >> 1u] = pack2x16float(vec2<f32>(x, y));\n");
+        let scale = if s.one_chunk { " * Li[sg * 16u + rr]" } else { "" };
+        let _ = writeln!(w, "      out[u32(ob + i32(i0 + rr) * osq + i32(cc)) >> 1u] = pack2x16float(vec2<f32>(x, y){scale});");
         w.push_str("    }\n  }\n}\n");
         Ok(w)
     }

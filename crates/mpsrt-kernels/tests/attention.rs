@@ -75,11 +75,11 @@ fn every_cooperative_attention_kernel_validates_and_translates() {
 #[test]
 fn cooperative_attention_plan() {
     use mpsrt_kernels::AttnCoopSpec;
-    // BERT-base: one chunk of 128 keys; a subgroup needs 16·(4·132 + 2·136) = 12.8 KB, so
+    // BERT-base: one chunk of 128 keys; a subgroup needs 16·(4·132 + 2·136 + 4) = 12.9 KB, so
     // 48 KiB takes 2 of the 4 asked for, 16 KiB one.
     let p = AttnCoopSpec::plan(64, 64, 128, Some(DType::F16), 32, 4, 49152).unwrap();
     assert_eq!((p.ch, p.sgs, p.threads(), p.rows()), (128, 2, 64, 32));
-    assert_eq!(p.shared_bytes(), 2 * 16 * (4 * 132 + 2 * 136));
+    assert_eq!(p.shared_bytes(), 2 * 16 * (4 * 132 + 2 * 136 + 4));
     let small = AttnCoopSpec::plan(64, 64, 128, None, 32, 4, 16384).unwrap();
     assert_eq!(small.sgs, 1);
     // Keys in whole chunks: 384 → 3 × 128, 80 → one of 80, 272 → 17 × 16.
