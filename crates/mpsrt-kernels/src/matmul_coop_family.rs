@@ -21,7 +21,7 @@ use crate::matmul_coop::CoopMatmulSpec;
 pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
-    extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
+    extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows, vector_out,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
@@ -89,7 +89,11 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     };
     let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty(va));
     let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(vb));
-    let oty = if spec.out_f16 { "f16" } else { "f32" };
+    let oty = match (spec.out_f16, vector_out(spec)) {
+        (true, true) => "vec4<f16>",
+        (true, false) => "f16",
+        _ => "f32",
+    };
     // Bindings in order: a, b, [C], [residual], out, then the metadata.
     let mut bind = 2;
     for (on, name) in [(spec.epi.c, "cin"), (spec.epi.res, "res")] {

@@ -24,7 +24,11 @@ pub(crate) fn extra_shared(spec: &CoopMatmulSpec, decl: bool) -> String {
         (0, _) => String::new(),
         (n, true) => format!("var<workgroup> Xs: array<u32, {n}>;\n"),
         (n, false) => {
-            let ty = if spec.out_f16 { "f16" } else { "f32" };
+            let ty = match (spec.out_f16, vector_out(spec)) {
+                (true, true) => "vec4<f16>",
+                (true, false) => "f16",
+                _ => "f32",
+            };
             format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}(f32(Xs[(tid + 1u) % {n}u])); }}\n")
         }
     }
@@ -67,6 +71,13 @@ pub const COOP_SHARED_BUDGET: u32 = 23040;
 /// rather than `coopStoreT` straight to an f32 output.
 pub(crate) fn rows_store(spec: &CoopMatmulSpec) -> bool {
     spec.out_f16 || spec.epi.any()
+}
+
+/// `ov1` applies: an f16 output of whole blocks (`aligned`: N a multiple of the block, so every
+/// run of 4 outputs is 8-byte aligned) stored 4 halves per store (`out` bound as
+/// `array<vec4<f16>>`), with no bounds checks.
+pub(crate) fn vector_out(spec: &CoopMatmulSpec) -> bool {
+    spec.tune.ov && spec.out_f16 && spec.aligned && spec.variant == 3
 }
 
 /// Tiles per scratch row of the f16 / epilogue store: the subgroup's row of `tn` tiles, in
@@ -126,6 +137,31 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                 );
             }
             w.push_str("  workgroupBarrier();\n");
+            if vector_out(spec) {
+                // Four consecutive outputs of one row per lane and store (whole blocks).
+                let _ = writeln!(
+                    w,
+                    "  for (var e4 = lane * 4u; e4 < {}u; e4 = e4 + {}u) {{",
+                    row * s,
+                    4 * sg
+                );
+                let _ = writeln!(
+                    w,
+                    "    let m = m0 + sm + {}u + e4 / {row}u; let n4 = n0 + sn + {}u + e4 % {row}u;\n    var v = vec4<f16>();",
+                    i * s,
+                    g * s
+                );
+                for (t, c) in ["x", "y", "z", "w"].iter().enumerate() {
+                    let _ = writeln!(
+                        w,
+                        "    {{ let e = e4 + {t}u; let n = n4 + {t}u; v.{c} = {val}; }}"
+                    );
+                }
+                w.push_str(
+                    "    out[(obase + m * N + n4) >> 2u] = v;\n  }\n  workgroupBarrier();\n",
+                );
+                continue;
+            }
             let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
             let _ = writeln!(
                 w,

@@ -97,6 +97,9 @@ pub struct CoopTune {
     /// constant (the `db` loop's `st` select may be what made two slabs 2–7× slower than
     /// one), prefetching without a branch; other loops keep `db`'s.
     pub un: bool,
+    /// Vector f16 output: kernels of whole blocks writing f16 store four outputs per store
+    /// (`out` as `array<vec4<f16>>`) from the row scratch, instead of one half per store.
+    pub ov: bool,
 }
 
 impl Default for CoopTune {
@@ -127,6 +130,7 @@ impl Default for CoopTune {
             ph: 0,
             nb: false,
             un: false,
+            ov: false,
         }
     }
 }
@@ -173,6 +177,7 @@ impl CoopTune {
             (self.rq, "_rq1"),
             (self.nb, "_nb1"),
             (self.un, "_un1"),
+            (self.ov, "_ov1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -185,7 +190,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -209,6 +214,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("ov") {
+                t.ov = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("un") {
                 t.un = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("nb") {
@@ -353,7 +360,7 @@ impl CoopTune {
     /// K 32 and 16, for one operand only (`ph`), with and without the branch around the
     /// prefetch (`nb`), with the fragment order; two slabs without that branch (`db1_nb1`,
     /// past the budget: does the probe say two workgroups still fit?) and unrolled with
-    /// constant stages (`un1`, K 32 and 16), on 128×256 blocks of 8 subgroups, and on the
+    /// constant stages (`un1`, K 32 and 16), the vector f16 store (`ov1`), on 128×256 blocks of 8 subgroups, and on the
     /// 64×64 / 64×128 / 32×64 blocks BERT's few-block products take (K 32 and 64: fewer,
     /// longer steps where the step's latency, not the matrix units, sets the time); and the
     /// grouped order `sw8`.
@@ -369,6 +376,8 @@ impl CoopTune {
             "db1_fi1_cl1_vs4_uc1_un1",
             "fi1_cl1_vs4_uc1_rp1_ph1_nb1",
             "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_rp1_nb1",
+            "fi1_cl1_vs4_uc1_ov1",
+            "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_ov1",
             "db1_fi1_cl1_vs4_uc1_nb1",
             "k16_db1_fi1_cl1_vs4_uc1_un1",
             "fi1_cl1_vs4_uc1_rp1_ph2_nb1",
@@ -378,7 +387,6 @@ impl CoopTune {
             "k16_fi1_cl1_vs4_uc1_rp1_nb1",
             "fi1_cl1_vs4_uc1_sw8",
             "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
-            "fi1_cl1_vs4_uc1_xs10",
             "fi1_cl1_vs4_uc1_rp1_fo1_nb1",
         ]
         .iter()

@@ -105,3 +105,34 @@ fn the_probe_adds_exactly_its_kibibytes() {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
+
+/// `ov1`: an f16 output of whole blocks goes out four halves per store (`array<vec4<f16>>`),
+/// with every epilogue; edge-block kernels and f32 outputs keep scalar stores.
+#[test]
+fn vector_f16_output_validates_with_every_epilogue() {
+    use mpsrt_kernels::matmul::MatmulAct;
+    use mpsrt_kernels::matmul_coop::CoopEpilogue;
+    for text in ["fi1_cl1_vs4_uc1_ov1", "w2x2_t2x2_k32_fi1_cl1_vs4_uc1_ov1_rp1_nb1"] {
+        let t = CoopTune::parse(text).unwrap();
+        assert!(t.ov && t.name().contains("_ov1"), "{}", t.name());
+        for (c, res, act) in [
+            (false, false, MatmulAct::None),
+            (true, false, MatmulAct::Gelu),
+            (true, true, MatmulAct::None),
+            (false, true, MatmulAct::Relu),
+        ] {
+            let epi = CoopEpilogue { c, res, act };
+            for (out_f16, aligned) in [(true, true), (true, false), (false, true)] {
+                let s = CoopMatmulSpec { out_f16, epi, ..base() }
+                    .with_variant(CoopVariant::Family(t), 49152);
+                let s = CoopMatmulSpec { aligned, vec_a: true, vec_b: true, ..s };
+                let src = s.render().unwrap();
+                let vector = src.contains("out: array<vec4<f16>>");
+                assert_eq!(vector, out_f16 && aligned, "{text} {epi:?} {out_f16} {aligned}");
+                assert_eq!(src.contains("v.w = "), vector);
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text} {epi:?}: {e}\n{src}"));
+                wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text} {epi:?}: {e}"));
+            }
+        }
+    }
+}
