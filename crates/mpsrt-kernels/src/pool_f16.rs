@@ -85,7 +85,9 @@ pub fn max_pool_f16_wgsl(g: &MaxPoolF16) -> String {
         }
         s.push_str("  } }\n");
     }
-    s.push_str("  var r = best;\n  if (nan) { r = bitcast<f32>(0x7fc00000u); }\n  Y[idx] = f16(r);\n}\n");
+    s.push_str(
+        "  var r = best;\n  if (nan) { r = bitcast<f32>(0x7fc00000u); }\n  Y[idx] = f16(r);\n}\n",
+    );
     s
 }
 
