@@ -1,9 +1,10 @@
 """Layout choice and barrier-light reductions of the Triton backend (`mpsrt_jit`'s
 `CompileOptions::narrow_to` / `one_barrier`, crate modules `subgroup` and `ttir::uniform`):
-kernels whose work is reductions of small blocks run on one subgroup (or few, one barrier per
-reduction) instead of Triton's `num_warps * 32` invocations, and a reduction whose result steers
-control flow keeps the uniform (`workgroupUniformLoad`) path. On lavapipe (8-lane subgroups)
-a 64-element block is one subgroup and a 256-element one is four, so both new paths run here.
+kernels whose work is reductions of small blocks run on one subgroup instead of Triton's
+`num_warps * 32` invocations, other multi-subgroup reductions take one barrier, and a reduction
+whose result steers control flow keeps the uniform (`workgroupUniformLoad`) path. On lavapipe
+(8-lane subgroups) a 64-element block is one subgroup and a 256-element one keeps 256
+invocations (one barrier per reduction), so both new paths run here.
 Results are compared with NumPy; the launched workgroup size is read from the kernel metadata."""
 import os
 import sys
@@ -79,14 +80,16 @@ def test_row_reductions_on_narrowed_layouts(rows, cols, programs):
     np.testing.assert_allclose(out.numpy(), norm, rtol=1e-5, atol=1e-6)
     p = props()
     if p["subgroups"] and p["subgroup_min_size"] == p["subgroup_max_size"]:
-        # num_warps=8 asks for 256 invocations; the layout choice narrows to 8 per invocation,
-        # at least one subgroup.
+        # num_warps=8 asks for 256 invocations; a row that fits one subgroup at 8 elements
+        # per lane runs on one subgroup (no barrier), a longer one keeps the 256 (one barrier
+        # per reduction).
         sg = p["subgroup_min_size"]
-        assert k.metadata.mpsrt_workgroup_size == min(block, max(sg, block // 8)), k.metadata
+        one = block <= 8 * sg
+        want = min(block, sg) if one else min(block, 256)
+        assert k.metadata.mpsrt_workgroup_size == want, k.metadata
         wgsl = k.asm["wgsl"].decode()
         assert "workgroupUniformLoad" not in wgsl
-        if block <= sg:
-            assert "workgroupBarrier" not in wgsl
+        assert ("workgroupBarrier" in wgsl) == (not one), wgsl
 
 
 # A reduction that decides a branch and a loop bound: those results must be uniform values,

@@ -164,10 +164,10 @@ pub struct CompileOptions {
     pub one_barrier: bool,
     /// Layout choice for TTIR kernels whose work is reductions of small blocks (a `tt.reduce`,
     /// no `tl.dot` / `tt.scan`, no reduction steering control flow): with `subgroups` and a
-    /// known `subgroup_size`, the workgroup narrows (Triton's `num_warps` is a hint) until each
-    /// invocation holds `narrow_to` elements of the largest block, but not below one subgroup.
-    /// A 256-element softmax row on 32-lane subgroups: one subgroup of 8 elements per lane,
-    /// every reduction a subgroup operation. 0: off.
+    /// known `subgroup_size`, a kernel whose largest block fits one subgroup at `narrow_to`
+    /// elements per invocation runs on one subgroup (Triton's `num_warps` is a hint). A
+    /// 256-element softmax row on 32-lane subgroups: 8 elements per lane, every reduction a
+    /// subgroup operation, no barrier. 0: off.
     pub narrow_to: u32,
 }
 

@@ -51,14 +51,17 @@ fn softmax_rows_of_256_run_on_one_subgroup_without_barriers() {
     assert!(!k.wgsl.contains("var<workgroup>"), "{}", k.wgsl);
     assert!(k.wgsl.contains("subgroupMax(") && k.wgsl.contains("subgroupAdd("));
     assert_eq!(k.workgroup_bytes, 0);
-    // Four elements each: two subgroups, one barrier per reduction.
-    let k4 = build(&softmax_256(), &opts(256, 32, 4));
-    assert_eq!(k4.workgroup_size, 64);
-    assert_eq!(count(&k4, "workgroupBarrier"), 2, "{}", k4.wgsl);
-    // 8-lane subgroups (lavapipe): 32 invocations are four subgroups, one barrier each.
-    let k8 = build(&softmax_256(), &opts(256, 8, 8));
-    assert_eq!(k8.workgroup_size, 32);
-    assert_eq!(count(&k8, "workgroupBarrier"), 2, "{}", k8.wgsl);
+    // A row that would need more than `narrow_to` elements per lane on one subgroup keeps
+    // num_warps' workgroup (one barrier per reduction): 4 per lane on 32 lanes, or 8-lane
+    // subgroups (lavapipe).
+    for (sg, n) in [(32, 4), (8, 8)] {
+        let k = build(&softmax_256(), &opts(256, sg, n));
+        assert_eq!(k.workgroup_size, 256);
+        assert_eq!(count(&k, "workgroupBarrier"), 2, "{}", k.wgsl);
+    }
+    // 64 columns on 8-lane subgroups: one subgroup again.
+    let k8 = build(&fixture("02_fused_softmax").replace("1024", "64"), &opts(256, 8, 8));
+    assert_eq!((k8.workgroup_size, count(&k8, "workgroupBarrier")), (8, 0));
 }
 
 #[test]
@@ -89,11 +92,13 @@ fn one_barrier_reductions_alternate_halves_of_the_partials() {
 
 #[test]
 fn larger_rows_keep_their_layout() {
-    // 1024 columns narrow to 128 invocations of 8 (one barrier per reduction); 4096 columns
-    // keep the widened 256 x 16 (`WIDEN_TO`): the layout choice only ever narrows.
+    // 1024 columns do not fit one subgroup at 8 per lane: num_warps' 256 invocations, one
+    // barrier per reduction; 4096 columns keep the widened 256 x 16 (`WIDEN_TO`).
     let text = fixture("02_fused_softmax");
     let k = build(&text, &opts(256, 32, 8));
-    assert_eq!((k.workgroup_size, count(&k, "workgroupBarrier")), (128, 2));
+    assert_eq!((k.workgroup_size, count(&k, "workgroupBarrier")), (256, 2));
+    let k16 = build(&text.replace("1024", "512"), &opts(256, 32, 16));
+    assert_eq!((k16.workgroup_size, count(&k16, "workgroupBarrier")), (32, 0));
     let wide = build(&text.replace("1024", "4096"), &opts(256, 32, 8));
     assert_eq!(wide.workgroup_size, 256);
     assert!(wide.wgsl.contains("let i = 15u;"));
@@ -107,9 +112,9 @@ fn four_reductions_per_row_in_a_row_loop() {
     assert_eq!(k.workgroup_size, 32);
     assert_eq!(count(&k, "workgroupBarrier"), 0, "{}", k.wgsl);
     let k8 = build(&text, &opts(256, 8, 8));
-    assert_eq!(k8.workgroup_size, 32);
+    assert_eq!(k8.workgroup_size, 256);
     assert_eq!(count(&k8, "workgroupBarrier"), 4, "{}", k8.wgsl);
-    assert_eq!(count(&k8, "rp = 32u - rp;"), 4, "{}", k8.wgsl);
+    assert_eq!(count(&k8, "rp = 256u - rp;"), 4, "{}", k8.wgsl);
 }
 
 #[test]

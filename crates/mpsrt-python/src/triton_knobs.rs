@@ -96,8 +96,9 @@ pub(crate) fn one_barrier_wanted() -> bool {
     std::env::var("MPSRT_TRITON_ONE_BARRIER").map_or(true, |v| v.trim() != "0")
 }
 
-/// Elements per invocation reduction kernels of small blocks narrow their workgroup to:
-/// `MPSRT_TRITON_NARROW` (0 = off, up to 16), else 8 (`mpsrt_jit::CompileOptions::narrow_to`).
+/// Most elements per invocation at which a reduction kernel's largest block runs on one
+/// subgroup: `MPSRT_TRITON_NARROW` (0 = off, up to 16), else 8
+/// (`mpsrt_jit::CompileOptions::narrow_to`).
 pub(crate) fn narrow_to() -> u32 {
     std::env::var("MPSRT_TRITON_NARROW")
         .ok()

@@ -116,7 +116,9 @@ class WgpuBackend(BaseBackend):
         text = str(mod)
         try:
             # num_warps is a hint: the workgroup may grow (up to the device limit) so that no
-            # invocation holds more than 8 elements of a block; max_threads is a hard cap.
+            # invocation holds more than 16 elements of a block, and kernels whose work is
+            # reductions of small blocks narrow it (8 elements each, at least one subgroup, so
+            # a reduction needs no barrier); max_threads is a hard cap.
             k = _C.triton_compile(text, int(threads), widen=not opt.max_threads)
         except Exception as e:  # the Rust error names the op and the kernel's source line
             raise RuntimeError(f"[mpsrt triton backend] {e}") from None
