@@ -266,14 +266,26 @@ fn with_nan_guard(mut g: Graph, dt: DType) -> Graph {
     g
 }
 
-/// With `MPSRT_ATTENTION_NAN_GUARD=1` the NaN-guarded pattern fuses in f32 and under
-/// precision=f16 (guard, casts and all), and matches the unfused f32 graph (whose guard never
-/// fires: the mask is finite).
+/// The NaN-guarded pattern fuses under precision=f16 by default and in f32 with
+/// `MPSRT_ATTENTION_NAN_GUARD=1` (guard, casts and all; `0`: never), and matches the unfused f32
+/// graph (whose guard never fires: the mask is finite).
 #[test]
 fn nan_guarded_softmax_fuses() {
-    // Opt-in (`MPSRT_ATTENTION_NAN_GUARD=1`, read at each plan); no other test here has the guard.
-    std::env::set_var("MPSRT_ATTENTION_NAN_GUARD", "1");
+    // Read at each plan; no other test here has the guard, so this test owns the variable.
     let shape = [2, 2, 11, 32];
+    let fused = |f16: bool| {
+        let mut g = with_nan_guard(pattern(DType::F32, shape, true), DType::F32);
+        if f16 {
+            mpsrt_engine::apply_precision(&mut g, mpsrt_engine::Precision::F16).unwrap();
+        }
+        let c = CompiledGraph::new(g, PlanOptions::default()).unwrap();
+        c.graph().nodes.iter().any(|n| n.op.name() == "Attention")
+    };
+    std::env::remove_var("MPSRT_ATTENTION_NAN_GUARD");
+    assert!(fused(true) && !fused(false), "default: f16 chains only");
+    std::env::set_var("MPSRT_ATTENTION_NAN_GUARD", "0");
+    assert!(!fused(true) && !fused(false), "0: never");
+    std::env::set_var("MPSRT_ATTENTION_NAN_GUARD", "1");
     for f16 in [false, true] {
         let mut g = with_nan_guard(pattern(DType::F32, shape, true), DType::F32);
         if f16 {
