@@ -40,8 +40,8 @@ pub use matmul::{
     OperandLoad, MATMUL_META_HEAD,
 };
 pub use matmul_coop::{
-    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
-    CoopMatmulSpec, CoopTune, CoopVariant,
+    coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
+    CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant, COOP_LARGE_BLOCKS,
 };
 pub use pool_f16::pool_f16_wgsl;
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};

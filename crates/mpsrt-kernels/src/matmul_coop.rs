@@ -525,17 +525,46 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 /// no alternative (64×64 or 64×128 unguarded, K 16, 128×64) was faster at any of them.
 ///
 /// 8×8 tiles (Apple) are unmeasured and keep generation 1.
+///
+/// 9th session (H100, in-process A/B, `COOP_AB`): below 256 blocks of 128×128 the 64×64 tune
+/// takes K 64 per step (`w2x2_t2x2_k64_fi1_cl1_vs4_uc1`, 22528 bytes with the f16 store's
+/// scratch, two workgroups per SM): half the steps of a product whose few blocks make every
+/// step's latency count. BERT-base b8: 1024×768×3072 105.3 vs 80.4 TFLOP/s, 1024×768×768
+/// 75.7 vs 61.2, 1024×2304×768 (144 blocks, the 128×128 tune before) 91.5 vs 86.8,
+/// 1024×3072×768 (192 blocks) 115.9 vs 114.4; 4096³ keeps the 128×128 tune (125.8 with it).
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
-    let d = CoopTune::default();
-    CoopVariant::Family(if blocks >= 128 {
-        CoopTune { fi: true, cl: true, vs: 4, uc: true, ..d }
+    if blocks >= COOP_LARGE_BLOCKS {
+        large_coop_variant(size)
     } else {
-        CoopTune { tm: 2, tn: 2, cl: true, vs: 4, uc: true, ..d }
-    })
+        let d = CoopTune::default();
+        CoopVariant::Family(CoopTune {
+            tm: 2,
+            tn: 2,
+            bk: 64,
+            fi: true,
+            cl: true,
+            vs: 4,
+            uc: true,
+            ..d
+        })
+    }
+}
+
+/// Output blocks of 128×128 from which [`default_coop_variant`] takes the 128×128 tune.
+pub const COOP_LARGE_BLOCKS: usize = 256;
+
+/// The 128×128 tune (`fi1_cl1_vs4_uc1`; generation 1 for 8×8 tiles): the default from
+/// [`COOP_LARGE_BLOCKS`] blocks, and what split-K slices run.
+pub fn large_coop_variant(size: u32) -> CoopVariant {
+    if size != 16 {
+        return CoopVariant::Gen1;
+    }
+    let d = CoopTune::default();
+    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ..d })
 }
 
 /// Generation 2: the same tiling (a `WM × WN` grid of subgroups, `TM × TN` cooperative tiles

@@ -21,7 +21,8 @@ use crate::matmul_coop::CoopMatmulSpec;
 pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
-    extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows, vector_out,
+    direct_a, extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
+    vector_out,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
@@ -54,8 +55,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let (tm, tn, wn) = (u32::from(t.tm), u32::from(t.tn), u32::from(t.wn));
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let dg = t.dg && spec.vec_a && spec.vec_b;
+    let da = direct_a(spec);
     // Direct loads read f16 elements; staging then runs on the scalar paths.
-    let (va, vb) = (spec.vec_a && !dg, spec.vec_b && !dg);
+    let (va, vb) = (spec.vec_a && !dg && !da, spec.vec_b && !dg);
     let acc = if spec.acc == DType::F32 { "f32" } else { "f16" };
     let (as_, bs_) = (bk + pad, bn + pad);
     let (a_stage, b_stage) = (bm * as_, bk * bs_);
@@ -119,7 +121,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         let _ = writeln!(w, "var<workgroup> As: array<u32, {}>;", stages * a_stage / 2);
         let _ = writeln!(w, "var<workgroup> Bs: array<u32, {}>;", stages * b_stage / 2);
     } else {
-        for (name, v, len) in [("As", vsa, stages * a_stage), ("Bs", vsb, stages * b_stage)] {
+        // `da`: no A slab (a one-element placeholder keeps the name).
+        let a_len = if da { 8 } else { stages * a_stage };
+        for (name, v, len) in [("As", vsa, a_len), ("Bs", vsb, stages * b_stage)] {
             let _ = match v {
                 0 => writeln!(w, "var<workgroup> {name}: array<f16, {len}>;"),
                 v => writeln!(w, "var<workgroup> {name}: array<vec{v}<f16>, {}>;", len / v),
@@ -185,6 +189,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         vsa,
         vsb,
         rp: t.rp,
+        da,
         ph: t.ph,
         nb: t.nb,
         un: t.un,
@@ -256,6 +261,8 @@ struct Loop {
     /// With `rp`: 0 both operands prefetched, 1 only B (A staged between the barriers), 2
     /// only A.
     ph: u8,
+    /// A's fragments read straight from the storage buffer (`da`, whole blocks only).
+    da: bool,
     /// The next slab's prefetch without the `nxt < K` branch ([`Loop::next`]).
     nb: bool,
     /// With `db`: the whole-block loop unrolled by two, constant stages ([`Loop::unrolled`]).
@@ -361,6 +368,10 @@ impl Loop {
         let mut c = String::new();
         for kk in (k_lo..k_hi).step_by(s as usize) {
             let load_a = |c: &mut String, i: u32| {
+                if self.da {
+                    // Read at the top of the step (`Loop::direct_a_loads`).
+                    return;
+                }
                 let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{s}x{s}<f16, A>>(&As[(ab + (sm + {}u) * {as_}u + {kk}u){sha}], {}u);", i * s, as_ / wa);
             };
             if !self.fo {
@@ -727,6 +738,27 @@ impl Loop {
             c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());
             c.push_str("    }\n");
+            return c;
+        }
+        if self.da && !checked {
+            // A's fragments from the storage buffer, issued before B's staging so both
+            // loads are in flight together; only B goes through workgroup memory.
+            c.push_str("    let ga = u32(abase + i32(m0 + sm) * sam); let lda = u32(sam);\n");
+            let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            for kk in (0..bk).step_by(self.s as usize) {
+                for i in 0..self.tm {
+                    let _ = writeln!(
+                        c,
+                        "    let ia{i}_{kk} = ga + {}u * lda + k0 + {kk}u;",
+                        i * self.s
+                    );
+                    let _ = writeln!(c, "    let a{i}_{kk} = coopLoadT<coop_mat{0}x{0}<f16, A>>(&a[ia{i}_{kk}], lda);", self.s);
+                }
+            }
+            c.push_str(&self.load_sel("k0", "0u", false, false, (false, true)));
+            c.push_str("    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    workgroupBarrier();\n    }\n");
             return c;
         }
         if !self.db {

@@ -40,7 +40,18 @@ fn slab_bytes(spec: &CoopMatmulSpec) -> u32 {
     let t = &spec.tune;
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let stages = if t.db { 2 } else { 1 };
-    2 * stages * (bm * (bk + pad) + bk * (bn + pad))
+    // `da`: A is read from the storage buffer (8 halves keep the slab's name declared).
+    let a = if direct_a(spec) { 8 } else { stages * bm * (bk + pad) };
+    2 * (a + stages * bk * (bn + pad))
+}
+
+/// `da1` applies: a whole-block kernel (`aligned`) with both operands row-major and 16-byte
+/// aligned, one slab, no register prefetch — its A fragments are `coopLoadT`s from the
+/// storage buffer (the A slab, its staging stores and their share of the barrier go away;
+/// each A element is read by the `wn` subgroups of a row, from L1 after the first).
+pub(crate) fn direct_a(spec: &CoopMatmulSpec) -> bool {
+    let t = &spec.tune;
+    t.da && spec.aligned && spec.vec_a && spec.vec_b && !t.db && !t.rp && !t.dg && spec.variant == 3
 }
 
 /// Bytes of the store scratch with `row` tiles per subgroup (none for `ns1` kernels of whole

@@ -100,6 +100,11 @@ pub struct CoopTune {
     /// Vector f16 output: kernels of whole blocks writing f16 store four outputs per store
     /// (`out` as `array<vec4<f16>>`) from the row scratch, instead of one half per store.
     pub ov: bool,
+    /// A direct: on whole blocks with both operands row-major and 16-byte aligned (one slab,
+    /// no `rp`/`db`/`dg`), each subgroup reads its A fragments with `coopLoadT` straight from
+    /// the storage buffer at the top of the step (in flight with B's staging); only B goes
+    /// through workgroup memory (the 4×4 default then needs 12.7 KB instead of 23).
+    pub da: bool,
 }
 
 impl Default for CoopTune {
@@ -131,6 +136,7 @@ impl Default for CoopTune {
             nb: false,
             un: false,
             ov: false,
+            da: false,
         }
     }
 }
@@ -178,6 +184,7 @@ impl CoopTune {
             (self.nb, "_nb1"),
             (self.un, "_un1"),
             (self.ov, "_ov1"),
+            (self.da, "_da1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -190,7 +197,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -214,6 +221,8 @@ impl CoopTune {
                 t.vs = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("sw") {
                 t.sw = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("da") {
+                t.da = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ov") {
                 t.ov = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("un") {
@@ -368,6 +377,7 @@ impl CoopTune {
         // Most informative first (`COOP_AB_BUDGET_S` may cut the list short); 4096³-class
         // and BERT-class (few-block) candidates interleaved.
         [
+            "fi1_cl1_vs4_uc1_da1",
             "fi1_cl1_vs4_uc1_xs2",
             "fi1_cl1_vs4_uc1_xs24",
             "fi1_cl1_vs4_uc1_rp1",

@@ -136,3 +136,30 @@ fn vector_f16_output_validates_with_every_epilogue() {
         }
     }
 }
+
+/// `da1`: whole blocks read A's fragments from the storage buffer (no A slab, A bound as
+/// f16 elements); other kernels of the tune keep the staged A.
+#[test]
+fn direct_a_reads_the_buffer_on_whole_blocks_only() {
+    for text in ["fi1_cl1_vs4_uc1_da1", "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_da1"] {
+        let t = CoopTune::parse(text).unwrap();
+        assert!(t.da && t.name().contains("_da1"), "{}", t.name());
+        for out_f16 in [true, false] {
+            let s =
+                CoopMatmulSpec { out_f16, ..base() }.with_variant(CoopVariant::Family(t), 49152);
+            for (aligned, vec_a, vec_b) in
+                [(true, true, true), (false, true, true), (true, false, true)]
+            {
+                let spec = CoopMatmulSpec { aligned, vec_a, vec_b, ..s };
+                let src = spec.render().unwrap();
+                let direct = aligned && vec_a && vec_b;
+                assert_eq!(src.contains("(&a[ia0_0], lda)"), direct, "{text} {spec:?}");
+                assert_eq!(src.contains("(&As[(ab"), !direct, "{text} {spec:?}");
+                let staged = CoopMatmulSpec { tune: CoopTune { da: false, ..t }, ..spec };
+                assert_eq!(spec.shared_bytes() < staged.shared_bytes(), direct);
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
+                wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
+            }
+        }
+    }
+}

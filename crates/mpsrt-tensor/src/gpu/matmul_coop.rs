@@ -9,8 +9,8 @@ use super::matmul::{cached, SpecCache};
 use mpsrt_core::{DType, Error, Result};
 use mpsrt_kernels::matmul_coop_tune::coop_override;
 use mpsrt_kernels::{
-    coop_variant_from_env, default_coop_variant, plan_coop_matmul, CoopConfig, CoopDecline,
-    CoopMatmulSpec,
+    coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
+    CoopDecline, CoopMatmulSpec,
 };
 use mpsrt_runtime::{DeviceProperties, GpuDevice, Kernel, Pipeline};
 use parking_lot::Mutex;
@@ -221,8 +221,8 @@ pub(crate) fn coop_spec(
     coop_spec_sliced(spec, mnk, 1, props, vec_a, vec_b)
 }
 
-/// [`coop_spec`] for one of `slices` K slices (split-K): the default tune is chosen as if the
-/// slices' blocks were more rows of blocks (`default_coop_variant` counts output blocks).
+/// [`coop_spec`] for one of `slices` K slices (split-K): the slices run the 128×128 tune
+/// (`large_coop_variant`) unless `MPSRT_COOP_VARIANT` says otherwise.
 pub(crate) fn coop_spec_sliced(
     spec: CoopMatmulSpec,
     mnk: [usize; 3],
@@ -232,10 +232,13 @@ pub(crate) fn coop_spec_sliced(
     vec_b: bool,
 ) -> CoopMatmulSpec {
     let [m, n, k] = mnk;
-    let variant = coop_override()
-        .variant
-        .or_else(coop_variant_from_env)
-        .unwrap_or_else(|| default_coop_variant(spec.size, [m * slices, n, k]));
+    let variant = coop_override().variant.or_else(coop_variant_from_env).unwrap_or_else(|| {
+        if slices > 1 {
+            large_coop_variant(spec.size)
+        } else {
+            default_coop_variant(spec.size, [m, n, k])
+        }
+    });
     static EXP: OnceLock<bool> = OnceLock::new();
     let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
     let limit = props.max_compute_workgroup_storage_size;
