@@ -5,7 +5,8 @@
 //! (`sched_getcpu`), and over the loop the thread's voluntary / involuntary context switches
 //! (`getrusage(RUSAGE_THREAD)`). Two probes time the core itself before the loop: a chain of
 //! dependent integer operations (frequency, a busy SMT sibling, a time-shared virtual CPU) and a
-//! pointer chase through 32 MiB (memory latency: a remote NUMA node, cold caches). A process
+//! pointer chase through 32 MiB (memory latency: a remote NUMA node, cold caches, page walks),
+//! also after collapsing that memory into 2 MiB pages (`MPSRT_HUGEPAGES`'s effect). A process
 //! that is slow in the probes as well is slow because of where it runs, not because of what it
 //! records.
 
@@ -61,9 +62,11 @@ pub fn alu_probe_ns() -> f64 {
     best
 }
 
-/// Nanoseconds per load of a random cyclic pointer chase through 32 MiB (one pass of 100 000
-/// loads after building the cycle; memory latency, TLB included).
-pub fn chase_probe_ns() -> f64 {
+/// Nanoseconds per load of a random cyclic pointer chase through 32 MiB (100 000 loads after
+/// building the cycle; memory latency, TLB included), in the process's 4 KiB pages and again
+/// after asking the kernel to collapse the same memory into 2 MiB pages (`MADV_COLLAPSE`; the
+/// second number is `None` where it refused or elsewhere than Linux).
+pub fn chase_probe_ns() -> (f64, Option<f64>) {
     const N: usize = 4 << 20; // 32 MiB of u64 indices
     const LOADS: usize = 100_000;
     // A single random cycle (Sattolo's shuffle) so the chase cannot fall into a short loop.
@@ -76,14 +79,42 @@ pub fn chase_probe_ns() -> f64 {
         let j = (s % i as u64) as usize;
         next.swap(i, j);
     }
-    let mut at = 0usize;
-    let t = Instant::now();
-    for _ in 0..LOADS {
-        at = next[at] as usize;
+    let chase = |next: &[u64]| {
+        let mut at = 0usize;
+        let t = Instant::now();
+        for _ in 0..LOADS {
+            at = next[at] as usize;
+        }
+        std::hint::black_box(at);
+        t.elapsed().as_nanos() as f64 / LOADS as f64
+    };
+    let plain = chase(&next);
+    (plain, collapse(&next).then(|| chase(&next)))
+}
+
+/// Asks for the 2 MiB-aligned part of `v`'s memory in huge pages; whether the kernel did.
+fn collapse(v: &[u64]) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        const MADV_COLLAPSE: libc::c_int = 25;
+        let (a, b) = (v.as_ptr() as usize, v.as_ptr() as usize + std::mem::size_of_val(v));
+        let (start, end) = (a.next_multiple_of(HUGE), b / HUGE * HUGE);
+        if end <= start {
+            return false;
+        }
+        let p = start as *mut libc::c_void;
+        // SAFETY: advice on whole pages inside `v`'s allocation; contents are unchanged.
+        unsafe {
+            libc::madvise(p, end - start, libc::MADV_HUGEPAGE);
+            libc::madvise(p, end - start, MADV_COLLAPSE) == 0
+        }
     }
-    let ns = t.elapsed().as_nanos() as f64 / LOADS as f64;
-    std::hint::black_box(at);
-    ns
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = v;
+        false
+    }
 }
 
 /// What `--host-detail` collects over the timed loop.
@@ -99,14 +130,21 @@ pub struct HostDetail {
     cs1: (i64, i64),
     alu_ns: f64,
     chase_ns: f64,
+    chase_huge_ns: Option<f64>,
 }
 
 impl HostDetail {
     /// Runs the probes and notes the context switches so far (call just before the loop).
     pub fn start() -> HostDetail {
         let alu_ns = alu_probe_ns();
-        let chase_ns = chase_probe_ns();
-        HostDetail { alu_ns, chase_ns, cs0: context_switches(), ..HostDetail::default() }
+        let (chase_ns, chase_huge_ns) = chase_probe_ns();
+        HostDetail {
+            alu_ns,
+            chase_ns,
+            chase_huge_ns,
+            cs0: context_switches(),
+            ..HostDetail::default()
+        }
     }
 
     /// One iteration: the CPUs before and after its host part, its host and wait times.
@@ -143,6 +181,7 @@ impl HostDetail {
             "involuntary_switches": self.cs1.1 - self.cs0.1,
             "alu_probe_ns": (self.alu_ns * 1000.0).round() / 1000.0,
             "chase_probe_ns": (self.chase_ns * 100.0).round() / 100.0,
+            "chase_huge_probe_ns": self.chase_huge_ns.map(|n| (n * 100.0).round() / 100.0),
             "host_us": self.host_us,
             "wait_us": self.wait_us,
         })

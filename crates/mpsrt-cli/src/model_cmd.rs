@@ -433,6 +433,12 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
                 v["host_detail"]["sync_blocked"] =
                     (dev.submit_timing().sync_blocked - blocked0).into();
             }
+            if let Some(h) = mpsrt_runtime::hugepages_pass() {
+                v["host_detail"]["hugepages"] = serde_json::json!({
+                    "regions": h.regions, "collapsed": h.collapsed, "bytes": h.bytes,
+                    "collapsed_bytes": h.collapsed_bytes, "us": h.micros,
+                });
+            }
         }
         if let Some(prof) = &prof {
             let (ops, slow) = summarize(prof, 8);

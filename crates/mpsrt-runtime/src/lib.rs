@@ -30,6 +30,6 @@ pub use registry::{
     available_adapters, current_device, default_place, device_count, gpu_available, gpu_device,
     set_current_device, set_default_place, validate_place,
 };
-pub use replay::{Recording, Suspended};
+pub use replay::{collapse_heap, hugepages_pass, HugePages, Recording, Suspended};
 pub use storage::Storage;
 pub use timing::{ticks_to_ns, GpuTimer};

@@ -23,10 +23,12 @@
 //! neither recorded nor disturbed.
 
 mod early;
+mod hugepages;
 
 use crate::device::{Binding, GpuBuffer, GpuDevice};
 use crate::pipeline::Pipeline;
 pub(crate) use early::{now_ns, Completions};
+pub use hugepages::{collapse_heap, hugepages_pass, HugePages};
 use mpsrt_core::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
@@ -393,6 +395,8 @@ impl GpuDevice {
         drop(known);
         let rec = self.prepare(a.ops, pool, keep);
         self.take_errors(OP)?;
+        // The plan's objects exist now: their memory into huge pages (opt-in, once).
+        hugepages::once();
         Ok(rec)
     }
 

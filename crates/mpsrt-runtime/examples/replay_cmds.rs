@@ -4,7 +4,7 @@
 //! per command of the replay and of its submits, for profiling wgpu-core's `finish` and the driver
 //! (`perf record`) on any adapter.
 //!
-//! `cargo run --release -p mpsrt-runtime --example replay_host -- [N] [ITERS]`
+//! `cargo run --release -p mpsrt-runtime --example replay_cmds -- [N] [ITERS]`
 
 use mpsrt_runtime::{gpu_device, Binding, Kernel};
 use std::time::Instant;
@@ -29,7 +29,7 @@ fn main() -> mpsrt_core::Result<()> {
     let pipeline = d.pipeline(Kernel { source: SRC, entry: "main" })?;
     let len = 1024usize;
     let bufs: Vec<std::sync::Arc<mpsrt_runtime::GpuBuffer>> = (0..8)
-        .map(|i| d.upload("replay_host", &vec![i as u8; len * 4]).map(std::sync::Arc::new))
+        .map(|i| d.upload("replay_cmds", &vec![i as u8; len * 4]).map(std::sync::Arc::new))
         .collect::<Result<_, _>>()?;
     // One run eagerly (compiles and binds), then the captured one.
     let run = |d: &mpsrt_runtime::GpuDevice| -> mpsrt_core::Result<()> {
@@ -39,7 +39,7 @@ fn main() -> mpsrt_core::Result<()> {
             meta.extend_from_slice(&(1.0f32 + i as f32 * 1e-3).to_le_bytes());
             meta.extend_from_slice(&[0u8; 8]);
             d.dispatch(
-                "replay_host",
+                "replay_cmds",
                 &pipeline,
                 &[Binding::from(&**a), Binding::from(&**b), Binding::from(&**y)],
                 &meta,
