@@ -398,6 +398,15 @@ impl CoopTune {
             "fi1_cl1_vs4_uc1_sw8",
             "w2x2_t1x2_k64_fi1_cl1_vs4_uc1_rp1_nb1",
             "fi1_cl1_vs4_uc1_rp1_fo1_nb1",
+            // One workgroup of 8 subgroups per SM on 128×256 / 256×128 blocks (a quarter
+            // less L2 traffic per flop than two 128×128 workgroups): two unrolled K-16 slabs,
+            // or A read directly.
+            "k64_fi1_cl1_vs4_uc1_da1",
+            "w2x4_t4x4_k16_db1_fi1_cl1_vs4_uc1_un1",
+            "w4x2_t4x4_k16_db1_fi1_cl1_vs4_uc1_un1",
+            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_da1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_da1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1",
         ]
         .iter()
         .map(|t| CoopTune::parse(t).expect("prefetch tune"))
