@@ -3,10 +3,12 @@
 //! (one spec per parameter: a pointer's element type, a runtime scalar, or a constexpr int).
 //!
 //! Triton TTIR: `dump_wgsl FILE.ttir [threads=N] [device_max=N] [widen=N] [subgroups] [coop=S]
-//! [vec2] [vec4] [bounded] [nostage] [separate] [noprefetch] [f16store]`
+//! [vec2] [vec4] [bounded] [nostage] [separate] [noprefetch] [f16store] [sg=N] [narrow=N]
+//! [twobarrier]`
 //! compiles like the Triton backend does on an adapter with those properties (`threads` is
 //! `num_warps * 32`; `coop=16` is a 16x16 f16 cooperative-matrix configuration on 32-lane
-//! subgroups), e.g. the H100/H200: `threads=256 device_max=1024 subgroups coop=16`.
+//! subgroups; `sg=32` a fixed subgroup size, which the layout choice `narrow` needs), e.g. the
+//! H100/H200: `threads=256 device_max=1024 subgroups coop=16 sg=32 bounded`.
 
 use mpsrt_core::DType;
 use mpsrt_jit::{compile, ArgSpec, CompileOptions, ConstValue, KernelSignature};
@@ -72,6 +74,9 @@ fn ttir(src: &str, flags: &[String]) {
             "separate" => opts.joint_stage = false,
             "noprefetch" => opts.prefetch_stage = false,
             "f16store" => opts.f16_store = true,
+            "sg" => opts.subgroup_size = n,
+            "narrow" => opts.narrow_to = n,
+            "twobarrier" => opts.one_barrier = false,
             "coop" => opts.coop = Some(mpsrt_jit::CoopConfig { size: n, subgroup: 32 }),
             _ => {
                 eprintln!("unknown flag {f:?}");
