@@ -77,14 +77,16 @@ impl AttnCoopSpec {
 
     /// The kernel for these head sizes and key length, or `None` when it does not take them
     /// (the caller then uses the scalar fused kernel). `sgs` is the wanted subgroups per
-    /// workgroup, lowered until the workgroup memory fits `limit`. Pure.
+    /// workgroup, lowered until the workgroup memory fits `limit`; the key chunk is the largest
+    /// multiple of 16 up to `max_chunk` (≤ 128) dividing `skv` (smaller chunks: less workgroup
+    /// memory, scores computed twice). Pure.
     pub fn plan(
         d: u32,
         dv: u32,
         skv: u32,
         mask: Option<DType>,
         subgroup: u32,
-        sgs: u32,
+        (sgs, max_chunk): (u32, u32),
         limit: u32,
     ) -> Option<AttnCoopSpec> {
         let head_ok = |x: u32| x > 0 && x.is_multiple_of(16) && x <= ATTN_COOP_MAX_HEAD;
@@ -99,7 +101,7 @@ impl AttnCoopSpec {
         }
         // Whole chunks only: a trip count that depends on the chunk index is not uniform
         // control flow for naga, and the matrix operations need it.
-        let ch = (1..=ATTN_COOP_MAX_CHUNK / 16)
+        let ch = (1..=max_chunk.min(ATTN_COOP_MAX_CHUNK) / 16)
             .rev()
             .map(|t| 16 * t)
             .find(|&c| skv.is_multiple_of(c))?;
@@ -209,16 +211,21 @@ impl AttnCoopSpec {
             let _ = writeln!(w, "{ind}var x = {score};");
             let _ = writeln!(w, "{ind}if (causal && i32(j0 + jj) > i32(i) + coff) {{ x = ninf; }}");
         };
-        // Scores of a chunk into the scratch (row-major 16 × ch, stride ss).
+        // Scores of a chunk into the scratch (row-major 16 × ch, stride ss), unrolled: the
+        // fragment loads of every key tile are independent, so the compiler can have many in
+        // flight (a loop waited for each tile's loads in turn: latency-bound at 2-3 subgroups
+        // per SM).
         let scores = |w: &mut String, ind: &str| {
-            let _ = writeln!(w, "{ind}for (var jt = 0u; jt < {nt}u; jt = jt + 1u) {{");
-            let _ = writeln!(w, "{ind}  let kr = kb + i32(j0 + jt * 16u) * ksq;");
-            let _ = writeln!(w, "{ind}  var acc = coop_mat16x16<f32, C>();");
-            for t in 0..d / 16 {
-                let _ = writeln!(w, "{ind}  acc = coopMultiplyAdd(qa{t}, coopLoad<coop_mat16x16<f16, B>>(&k[u32(kr + {})], u32(ksq)), acc);", 16 * t);
+            for jt in 0..nt {
+                let _ = writeln!(w, "{ind}{{\n{ind}  let kr = kb + i32(j0 + {}u) * ksq;", 16 * jt);
+                let _ = writeln!(w, "{ind}  var acc = coop_mat16x16<f32, C>();");
+                for t in 0..d / 16 {
+                    let _ = writeln!(w, "{ind}  acc = coopMultiplyAdd(qa{t}, coopLoad<coop_mat16x16<f16, B>>(&k[u32(kr + {})], u32(ksq)), acc);", 16 * t);
+                }
+                let _ = writeln!(w, "{ind}  let so = sb + {}u;", 16 * jt);
+                let _ = writeln!(w, "{ind}  coopStoreT(acc, &Sc[so], {ss}u);\n{ind}}}");
             }
-            let _ = writeln!(w, "{ind}  coopStoreT(acc, &Sc[sb + jt * 16u], {ss}u);");
-            let _ = writeln!(w, "{ind}}}\n{ind}workgroupBarrier();");
+            let _ = writeln!(w, "{ind}workgroupBarrier();");
         };
         // Combine the `lanes` partial values of a row (adjacent lanes) with xor shuffles.
         let reduce = |w: &mut String, var: &str, max: bool| {
@@ -237,34 +244,48 @@ impl AttnCoopSpec {
             let _ = writeln!(w, "  var o{n} = coop_mat16x16<f32, C>();");
         }
         let pv = |w: &mut String| {
-            let _ = writeln!(w, "    for (var kt = 0u; kt < {nt}u; kt = kt + 1u) {{");
-            let _ = writeln!(
-                w,
-                "      let pa = coopLoadT<coop_mat16x16<f16, A>>(&Pc[pb + kt * 16u], {ps}u);"
-            );
-            w.push_str("      let vr = vb + i32(j0 + kt * 16u) * vsq;\n");
-            for n in 0..dv / 16 {
-                let _ = writeln!(w, "      o{n} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&v[u32(vr + {})], u32(vsq)), o{n});", 16 * n);
+            for kt in 0..nt {
+                let _ = writeln!(w, "    {{\n      let po = pb + {}u;", 16 * kt);
+                let _ =
+                    writeln!(w, "      let pa = coopLoadT<coop_mat16x16<f16, A>>(&Pc[po], {ps}u);");
+                let _ = writeln!(w, "      let vr = vb + i32(j0 + {}u) * vsq;", 16 * kt);
+                for n in 0..dv / 16 {
+                    let _ = writeln!(w, "      o{n} = coopMultiplyAdd(pa, coopLoadT<coop_mat16x16<f16, B>>(&v[u32(vr + {})], u32(vsq)), o{n});", 16 * n);
+                }
+                w.push_str("    }\n");
             }
-            w.push_str("    }\n");
         };
         if s.one_chunk {
             // One chunk: the max, then unnormalized probabilities (≤ 1, f16) and their sum in
             // the same pass; 1 / sum scales the output rows.
             w.push_str("  {\n    let j0 = 0u;\n");
             scores(&mut w, "    ");
+            // The biased scores go back to the scratch (the mask is read once), `un` columns
+            // per loop step so their loads overlap.
+            let un = [8u32, 4, 2, 1].into_iter().find(|u| ch % (lanes * u) == 0).unwrap_or(1);
             w.push_str("    var mx = ninf;\n");
-            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-            score_fn(&mut w, "      ");
-            w.push_str("      mx = max(mx, x);\n    }\n");
+            let _ = writeln!(w, "    for (var jb = hl; jb < {ch}u; jb = jb + {}u) {{", lanes * un);
+            for u in 0..un {
+                let _ = writeln!(w, "      {{\n        let jj = jb + {}u;", lanes * u);
+                score_fn(&mut w, "        ");
+                let _ = writeln!(
+                    w,
+                    "        Sc[sb + r * {ss}u + jj] = x;\n        mx = max(mx, x);\n      }}"
+                );
+            }
+            w.push_str("    }\n");
             reduce(&mut w, "mx", true);
             w.push_str("    let ms = select(mx, 0.0, is_ninf(mx));\n    var sm = 0.0;\n");
-            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-            score_fn(&mut w, "      ");
-            let _ = writeln!(
-                w,
-                "      let p = exp(x - ms);\n      sm = sm + p;\n      Pc[pb + r * {ps}u + jj] = f16(p);\n    }}"
-            );
+            let _ = writeln!(w, "    for (var jb = hl; jb < {ch}u; jb = jb + {}u) {{", lanes * un);
+            for u in 0..un {
+                let _ = writeln!(w, "      {{\n        let jj = jb + {}u;", lanes * u);
+                let _ = writeln!(w, "        let p = exp(Sc[sb + r * {ss}u + jj] - ms);");
+                let _ = writeln!(
+                    w,
+                    "        sm = sm + p;\n        Pc[pb + r * {ps}u + jj] = f16(p);\n      }}"
+                );
+            }
+            w.push_str("    }\n");
             reduce(&mut w, "sm", false);
             w.push_str(
                 "    if (hl == 0u) { Li[sg * 16u + r] = select(0.0, 1.0 / sm, sm > 0.0); }\n",

@@ -62,8 +62,8 @@ fn every_cooperative_attention_kernel_validates_and_translates() {
     for mask in [None, Some(DType::F32), Some(DType::F16)] {
         for (d, dv, skv) in [(64, 64, 128), (64, 64, 384), (32, 48, 16), (128, 128, 272)] {
             for (subgroup, sgs) in [(32, 2), (32, 4), (16, 1), (64, 2)] {
-                let spec =
-                    AttnCoopSpec::plan(d, dv, skv, mask, subgroup, sgs, 49152).expect("plan");
+                let spec = AttnCoopSpec::plan(d, dv, skv, mask, subgroup, (sgs, 128), 49152)
+                    .expect("plan");
                 let src = spec.render().unwrap();
                 wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
                 wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
@@ -77,24 +77,26 @@ fn cooperative_attention_plan() {
     use mpsrt_kernels::AttnCoopSpec;
     // BERT-base: one chunk of 128 keys; a subgroup needs 16·(4·132 + 2·136 + 4) = 12.9 KB, so
     // 48 KiB takes 2 of the 4 asked for, 16 KiB one.
-    let p = AttnCoopSpec::plan(64, 64, 128, Some(DType::F16), 32, 4, 49152).unwrap();
+    let p = AttnCoopSpec::plan(64, 64, 128, Some(DType::F16), 32, (4, 128), 49152).unwrap();
     assert_eq!((p.ch, p.sgs, p.threads(), p.rows()), (128, 2, 64, 32));
     assert_eq!(p.shared_bytes(), 2 * 16 * (4 * 132 + 2 * 136 + 4));
-    let small = AttnCoopSpec::plan(64, 64, 128, None, 32, 4, 16384).unwrap();
+    let small = AttnCoopSpec::plan(64, 64, 128, None, 32, (4, 128), 16384).unwrap();
     assert_eq!(small.sgs, 1);
     // Keys in whole chunks: 384 → 3 × 128, 80 → one of 80, 272 → 17 × 16.
-    assert_eq!(AttnCoopSpec::plan(64, 64, 384, None, 32, 2, 49152).unwrap().ch, 128);
-    assert_eq!(AttnCoopSpec::plan(64, 64, 80, None, 32, 2, 49152).unwrap().ch, 80);
-    assert_eq!(AttnCoopSpec::plan(64, 64, 272, None, 32, 2, 49152).unwrap().ch, 16);
+    assert_eq!(AttnCoopSpec::plan(64, 64, 384, None, 32, (2, 128), 49152).unwrap().ch, 128);
+    assert_eq!(AttnCoopSpec::plan(64, 64, 80, None, 32, (2, 128), 49152).unwrap().ch, 80);
+    assert_eq!(AttnCoopSpec::plan(64, 64, 272, None, 32, (2, 128), 49152).unwrap().ch, 16);
+    // A smaller chunk cap: BERT's 128 keys as two chunks of 64 (two passes).
+    let two = AttnCoopSpec::plan(64, 64, 128, None, 32, (1, 64), 49152).unwrap();
+    assert_eq!((two.ch, two.one_chunk), (64, false));
     // Declined: keys or heads not multiples of 16, heads past 128, bool masks, odd subgroups.
-    assert!(AttnCoopSpec::plan(64, 64, 120, None, 32, 2, 49152).is_none());
-    assert!(AttnCoopSpec::plan(72, 64, 128, None, 32, 2, 49152).is_none());
-    assert!(AttnCoopSpec::plan(256, 256, 128, None, 32, 2, 49152).is_none());
-    assert!(AttnCoopSpec::plan(64, 64, 128, Some(DType::Bool), 32, 2, 49152).is_none());
-    assert!(AttnCoopSpec::plan(64, 64, 128, None, 24, 2, 49152).is_none());
-    assert!(AttnCoopSpec::plan(64, 64, 128, None, 32, 1, 1024).is_none());
+    assert!(AttnCoopSpec::plan(64, 64, 120, None, 32, (2, 128), 49152).is_none());
+    assert!(AttnCoopSpec::plan(72, 64, 128, None, 32, (2, 128), 49152).is_none());
+    assert!(AttnCoopSpec::plan(256, 256, 128, None, 32, (2, 128), 49152).is_none());
+    assert!(AttnCoopSpec::plan(64, 64, 128, Some(DType::Bool), 32, (2, 128), 49152).is_none());
+    assert!(AttnCoopSpec::plan(64, 64, 128, None, 24, (2, 128), 49152).is_none());
+    assert!(AttnCoopSpec::plan(64, 64, 128, None, 32, (1, 128), 1024).is_none());
 }
-
 
 #[test]
 fn every_tiled_attention_kernel_validates_and_translates() {

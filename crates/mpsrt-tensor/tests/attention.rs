@@ -190,24 +190,33 @@ fn cooperative_attention_choice() {
     let p = nv(&real);
     // BERT-base: [b, h, hkv, sq, skv, d, dv].
     let bert = [8, 12, 12, 128, 128, 64, 64];
-    let s = t::sdpa_coop_plan(&p, bert, true, Some(DType::F16), true, 2).expect("BERT takes it");
+    let s =
+        t::sdpa_coop_plan(&p, bert, true, Some(DType::F16), true, (2, 128)).expect("BERT takes it");
     assert_eq!((s.ch, s.sgs, s.subgroup, s.one_chunk), (128, 2, 32, true));
+    let s = t::sdpa_coop_plan(&p, bert, true, None, true, (1, 64)).unwrap();
+    assert_eq!((s.ch, s.sgs, s.one_chunk), (64, 1, false));
     // Declined: switched off, unaligned layouts, query or key lengths not multiples of 16,
     // head 72, no 16×16 f16→f32 configuration, a varying subgroup size.
-    assert!(t::sdpa_coop_plan(&p, bert, true, None, false, 2).is_none());
-    assert!(t::sdpa_coop_plan(&p, bert, false, None, true, 2).is_none());
-    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 127, 128, 64, 64], true, None, true, 2).is_none());
-    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 8, 128, 64, 64], true, None, true, 2).is_none());
-    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 128, 100, 64, 64], true, None, true, 2).is_none());
-    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 128, 128, 72, 64], true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&p, bert, true, None, false, (2, 128)).is_none());
+    assert!(t::sdpa_coop_plan(&p, bert, false, None, true, (2, 128)).is_none());
+    assert!(
+        t::sdpa_coop_plan(&p, [1, 2, 2, 127, 128, 64, 64], true, None, true, (2, 128)).is_none()
+    );
+    assert!(t::sdpa_coop_plan(&p, [1, 2, 2, 8, 128, 64, 64], true, None, true, (2, 128)).is_none());
+    assert!(
+        t::sdpa_coop_plan(&p, [1, 2, 2, 128, 100, 64, 64], true, None, true, (2, 128)).is_none()
+    );
+    assert!(
+        t::sdpa_coop_plan(&p, [1, 2, 2, 128, 128, 72, 64], true, None, true, (2, 128)).is_none()
+    );
     let mut no_units = p.clone();
     no_units.coop_matrix.clear();
-    assert!(t::sdpa_coop_plan(&no_units, bert, true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&no_units, bert, true, None, true, (2, 128)).is_none());
     let mut varying = p.clone();
     varying.subgroup_max_size = 64;
-    assert!(t::sdpa_coop_plan(&varying, bert, true, None, true, 2).is_none());
+    assert!(t::sdpa_coop_plan(&varying, bert, true, None, true, (2, 128)).is_none());
     // This device as it is (lavapipe: no matrix units) keeps the scalar kernel.
     if real.coop_matrix.is_empty() {
-        assert!(t::sdpa_coop_plan(&real, bert, true, None, true, 2).is_none());
+        assert!(t::sdpa_coop_plan(&real, bert, true, None, true, (2, 128)).is_none());
     }
 }

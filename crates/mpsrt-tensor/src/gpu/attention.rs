@@ -3,10 +3,10 @@
 //! workgroup per 16 query rows of one (batch, head). f16 problems whose shapes and layouts the
 //! matrix-unit kernel takes (`mpsrt_kernels::attention_coop`, [`coop_plan`]) run there instead:
 //! `MPSRT_ATTENTION_COOP=0` keeps the scalar kernels, `MPSRT_ATTENTION_COOP_SGS` (1, 2, 4;
-//! default 2) sets its subgroups per workgroup. Otherwise heads of at most 64 (multiples of 4)
-//! take the register-tiled kernel when there are at least 16 query rows
-//! (`mpsrt_kernels::attention_tiled`, 32 query rows per workgroup; `MPSRT_ATTENTION_TILED=0`
-//! keeps the row kernel).
+//! default 1) sets its subgroups per workgroup, `MPSRT_ATTENTION_COOP_CHUNK` its key chunk.
+//! Otherwise heads of at most 64 (multiples of 4) take the register-tiled kernel when there are
+//! at least 16 query rows (`mpsrt_kernels::attention_tiled`, 32 query rows per workgroup;
+//! `MPSRT_ATTENTION_TILED=0` keeps the row kernel).
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
@@ -29,17 +29,20 @@ fn tiled_env() -> bool {
     *E.get_or_init(|| std::env::var("MPSRT_ATTENTION_TILED").map_or(true, |v| v.trim() != "0"))
 }
 
-/// `MPSRT_ATTENTION_COOP` (default on) and `MPSRT_ATTENTION_COOP_SGS` (default 2), read once.
-fn coop_env() -> (bool, u32) {
-    static E: OnceLock<(bool, u32)> = OnceLock::new();
+/// `MPSRT_ATTENTION_COOP` (default on), `MPSRT_ATTENTION_COOP_SGS` (subgroups per workgroup,
+/// default 1: H100 call 1 of the ninth session, BERT-base b8 f16 p50 4.30 ms with 1 against
+/// 4.61–4.69 with 2 — workgroup memory limits how many fit an SM) and
+/// `MPSRT_ATTENTION_COOP_CHUNK` (the largest key chunk, default 128), read once.
+fn coop_env() -> (bool, u32, u32) {
+    static E: OnceLock<(bool, u32, u32)> = OnceLock::new();
     *E.get_or_init(|| {
         let on = std::env::var("MPSRT_ATTENTION_COOP").map_or(true, |v| v.trim() != "0");
-        let sgs = std::env::var("MPSRT_ATTENTION_COOP_SGS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .filter(|v| matches!(v, 1 | 2 | 4))
-            .unwrap_or(2);
-        (on, sgs)
+        let num = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok());
+        let sgs = num("MPSRT_ATTENTION_COOP_SGS").filter(|v| matches!(v, 1 | 2 | 4)).unwrap_or(1);
+        let chunk = num("MPSRT_ATTENTION_COOP_CHUNK")
+            .filter(|v| *v >= 16 && v.is_multiple_of(16))
+            .unwrap_or(128);
+        (on, sgs, chunk)
     })
 }
 
@@ -65,7 +68,7 @@ pub fn coop_plan(
     layouts_ok: bool,
     mask: Option<DType>,
     enabled: bool,
-    sgs: u32,
+    sgs_chunk: (u32, u32),
 ) -> Option<AttnCoopSpec> {
     let [_, _, _, sq, skv, d, dv] = dims;
     let has_cfg = props
@@ -91,7 +94,7 @@ pub fn coop_plan(
         u32::try_from(skv).ok()?,
         mask,
         sub?,
-        sgs,
+        sgs_chunk,
         props.max_compute_workgroup_storage_size,
     )
 }
@@ -144,9 +147,10 @@ pub(crate) fn sdpa(index: usize, p: &Sdpa) -> Result<Tensor> {
     };
     // f16 outputs are stored as whole packed words: column pairs need an even head size.
     let coop = if io == DType::F16 {
-        let (on, sgs) = coop_env();
+        let (on, sgs, chunk) = coop_env();
         let lay = [p.q, p.k, p.v].iter().all(|t| coop_layout_ok(t));
-        coop_plan(dev.properties(), p.dims(), lay, p.mask.as_ref().map(|m| m.dtype()), on, sgs)
+        let mdt = p.mask.as_ref().map(|m| m.dtype());
+        coop_plan(dev.properties(), p.dims(), lay, mdt, on, (sgs, chunk))
     } else {
         None
     };
