@@ -255,37 +255,42 @@ impl AttnCoopSpec {
                 w.push_str("    }\n");
             }
         };
+        // The lane's columns `hl, hl + lanes, …` of the chunk, `un` per loop step (unrolled,
+        // so their loads overlap: one loop step per load was latency-bound, H100 call 1).
+        let un = [32u32, 16, 8, 4, 2, 1].into_iter().find(|u| ch % (lanes * u) == 0).unwrap_or(1);
+        let cols = |w: &mut String, body: &dyn Fn(&mut String)| {
+            let _ = writeln!(w, "    for (var jb = hl; jb < {ch}u; jb = jb + {}u) {{", lanes * un);
+            for u in 0..un {
+                let _ = writeln!(w, "      {{\n        let jj = jb + {}u;", lanes * u);
+                body(w);
+                w.push_str("      }\n");
+            }
+            w.push_str("    }\n");
+        };
+        // The biased score `x` written back to the scratch (the mask is read once per pass)
+        // and folded into the row max `mx`.
+        let biased = |w: &mut String| {
+            cols(w, &|w: &mut String| {
+                score_fn(w, "        ");
+                let _ =
+                    writeln!(w, "        Sc[sb + r * {ss}u + jj] = x;\n        mx = max(mx, x);");
+            });
+        };
+        let sc = format!("Sc[sb + r * {ss}u + jj]");
         if s.one_chunk {
             // One chunk: the max, then unnormalized probabilities (≤ 1, f16) and their sum in
             // the same pass; 1 / sum scales the output rows.
             w.push_str("  {\n    let j0 = 0u;\n");
             scores(&mut w, "    ");
-            // The biased scores go back to the scratch (the mask is read once), `un` columns
-            // per loop step so their loads overlap.
-            let un = [8u32, 4, 2, 1].into_iter().find(|u| ch % (lanes * u) == 0).unwrap_or(1);
             w.push_str("    var mx = ninf;\n");
-            let _ = writeln!(w, "    for (var jb = hl; jb < {ch}u; jb = jb + {}u) {{", lanes * un);
-            for u in 0..un {
-                let _ = writeln!(w, "      {{\n        let jj = jb + {}u;", lanes * u);
-                score_fn(&mut w, "        ");
-                let _ = writeln!(
-                    w,
-                    "        Sc[sb + r * {ss}u + jj] = x;\n        mx = max(mx, x);\n      }}"
-                );
-            }
-            w.push_str("    }\n");
+            biased(&mut w);
             reduce(&mut w, "mx", true);
             w.push_str("    let ms = select(mx, 0.0, is_ninf(mx));\n    var sm = 0.0;\n");
-            let _ = writeln!(w, "    for (var jb = hl; jb < {ch}u; jb = jb + {}u) {{", lanes * un);
-            for u in 0..un {
-                let _ = writeln!(w, "      {{\n        let jj = jb + {}u;", lanes * u);
-                let _ = writeln!(w, "        let p = exp(Sc[sb + r * {ss}u + jj] - ms);");
-                let _ = writeln!(
-                    w,
-                    "        sm = sm + p;\n        Pc[pb + r * {ps}u + jj] = f16(p);\n      }}"
-                );
-            }
-            w.push_str("    }\n");
+            cols(&mut w, &|w: &mut String| {
+                let _ = writeln!(w, "        let p = exp({sc} - ms);");
+                let _ =
+                    writeln!(w, "        sm = sm + p;\n        Pc[pb + r * {ps}u + jj] = f16(p);");
+            });
             reduce(&mut w, "sm", false);
             w.push_str(
                 "    if (hl == 0u) { Li[sg * 16u + r] = select(0.0, 1.0 / sm, sm > 0.0); }\n",
@@ -299,15 +304,13 @@ impl AttnCoopSpec {
             let _ = writeln!(w, "    let j0 = c * {ch}u;");
             scores(&mut w, "    ");
             w.push_str("    var mx = ninf;\n");
-            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-            score_fn(&mut w, "      ");
-            w.push_str("      mx = max(mx, x);\n    }\n");
+            biased(&mut w);
             reduce(&mut w, "mx", true);
             w.push_str("    let mn = max(m, mx); let ms = select(mn, 0.0, is_ninf(mn));\n");
             w.push_str("    var sm = 0.0;\n");
-            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-            score_fn(&mut w, "      ");
-            w.push_str("      sm = sm + exp(x - ms);\n    }\n");
+            cols(&mut w, &|w: &mut String| {
+                let _ = writeln!(w, "        sm = sm + exp({sc} - ms);");
+            });
             reduce(&mut w, "sm", false);
             w.push_str("    l = l * exp(m - ms) + sm; m = mn;\n");
             w.push_str("    workgroupBarrier();\n  }\n");
@@ -318,9 +321,10 @@ impl AttnCoopSpec {
             let _ = writeln!(w, "  for (var c = 0u; c < nch; c = c + 1u) {{");
             let _ = writeln!(w, "    let j0 = c * {ch}u;");
             scores(&mut w, "    ");
-            let _ = writeln!(w, "    for (var jj = hl; jj < {ch}u; jj = jj + {lanes}u) {{");
-            score_fn(&mut w, "      ");
-            let _ = writeln!(w, "      Pc[pb + r * {ps}u + jj] = f16(exp(x - ms) * inv);\n    }}");
+            cols(&mut w, &|w: &mut String| {
+                score_fn(w, "        ");
+                let _ = writeln!(w, "        Pc[pb + r * {ps}u + jj] = f16(exp(x - ms) * inv);");
+            });
             w.push_str("    workgroupBarrier();\n");
             pv(&mut w);
             w.push_str("    workgroupBarrier();\n  }\n");

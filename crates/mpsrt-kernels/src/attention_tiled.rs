@@ -130,19 +130,31 @@ impl AttnTiledSpec {
         if self.mask.is_some() {
             w.push_str("  let mb = mi(23u) + bi * mi(24u) + hq * mi(25u);\n");
         }
+        // Staging loops have compile-time trip counts: unrolled, so every thread's global loads
+        // are in flight at once (one loop step per load round trip was latency-bound).
+        let unrolled = |w: &mut String, total: u32, body: &str| {
+            for k in 0..total.div_ceil(nt) {
+                let _ = writeln!(
+                    w,
+                    "  {{\n  let e = tid + {}u;\n  if (e < {total}u) {{\n{body}  }}\n  }}",
+                    k * nt
+                );
+            }
+        };
         // Stage the scaled query rows, transposed.
-        let _ = writeln!(w, "  for (var e = tid; e < {}u; e = e + {nt}u) {{", br * d4);
-        let _ = writeln!(w, "    let rr = e / {d4}u; let d0 = (e % {d4}u) * 4u; let ii = i0 + rr;");
-        w.push_str("    var x = vec4<f32>(0.0);\n");
-        w.push_str("    if (ii < Sq) {\n      let rb = qb + i32(ii) * mi(11u);\n");
+        let mut body = String::new();
+        let _ =
+            writeln!(body, "    let rr = e / {d4}u; let d0 = (e % {d4}u) * 4u; let ii = i0 + rr;");
+        body.push_str("    var x = vec4<f32>(0.0);\n");
+        body.push_str("    if (ii < Sq) {\n      let rb = qb + i32(ii) * mi(11u);\n");
         for c in 0..4 {
-            let _ = writeln!(w, "      x[{c}] = ld_q(rb + i32(d0 + {c}u) * mi(12u)) * scale;");
+            let _ = writeln!(body, "      x[{c}] = ld_q(rb + i32(d0 + {c}u) * mi(12u)) * scale;");
         }
-        w.push_str("    }\n");
+        body.push_str("    }\n");
         for c in 0..4 {
-            let _ = writeln!(w, "    Qt[(d0 + {c}u) * {r4}u + rr / 4u][rr % 4u] = x[{c}];");
+            let _ = writeln!(body, "    Qt[(d0 + {c}u) * {r4}u + rr / 4u][rr % 4u] = x[{c}];");
         }
-        w.push_str("  }\n");
+        unrolled(&mut w, br * d4, &body);
         w.push_str("  var m = vec4<f32>(ninf); var l = vec4<f32>(0.0);\n");
         w.push_str("  var o0 = vec4<f32>(0.0); var o1 = vec4<f32>(0.0); var o2 = vec4<f32>(0.0); var o3 = vec4<f32>(0.0);\n");
         let _ = writeln!(
@@ -152,19 +164,20 @@ impl AttnTiledSpec {
         w.push_str("    kend = u32(clamp(lim, 0, i32(Skv)));\n  }\n");
         let _ = writeln!(w, "  for (var j0 = 0u; j0 < kend; j0 = j0 + {bc}u) {{");
         // K chunk, transposed.
-        let _ = writeln!(w, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bc * d4);
+        let mut body = String::new();
         let _ =
-            writeln!(w, "      let jj = e / {d4}u; let d0 = (e % {d4}u) * 4u; let j = j0 + jj;");
-        w.push_str("      var x = vec4<f32>(0.0);\n");
-        w.push_str("      if (j < Skv) {\n        let rb = kb + i32(j) * mi(16u);\n");
+            writeln!(body, "    let jj = e / {d4}u; let d0 = (e % {d4}u) * 4u; let j = j0 + jj;");
+        body.push_str("    var x = vec4<f32>(0.0);\n");
+        body.push_str("    if (j < Skv) {\n      let rb = kb + i32(j) * mi(16u);\n");
         for c in 0..4 {
-            let _ = writeln!(w, "        x[{c}] = ld_k(rb + i32(d0 + {c}u) * mi(17u));");
+            let _ = writeln!(body, "      x[{c}] = ld_k(rb + i32(d0 + {c}u) * mi(17u));");
         }
-        w.push_str("      }\n");
+        body.push_str("    }\n");
         for c in 0..4 {
-            let _ = writeln!(w, "      KV[(d0 + {c}u) * {k4}u + jj / 4u][jj % 4u] = x[{c}];");
+            let _ = writeln!(body, "    KV[(d0 + {c}u) * {k4}u + jj / 4u][jj % 4u] = x[{c}];");
         }
-        w.push_str("    }\n    workgroupBarrier();\n");
+        unrolled(&mut w, bc * d4, &body);
+        w.push_str("    workgroupBarrier();\n");
         // Scores: s{i} holds row 4ty + i, keys 4tx .. 4tx + 4.
         w.push_str("    var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);\n");
         let _ = writeln!(w, "    for (var dd = 0u; dd < {d}u; dd = dd + 1u) {{");
@@ -172,22 +185,27 @@ impl AttnTiledSpec {
         w.push_str("      s0 = s0 + qv.x * kv; s1 = s1 + qv.y * kv; s2 = s2 + qv.z * kv; s3 = s3 + qv.w * kv;\n    }\n");
         // Bounds, causal bound and mask; the row's partial maxima.
         w.push_str("    var s = array<vec4<f32>, 4>(s0, s1, s2, s3);\n");
-        w.push_str("    for (var ri = 0u; ri < 4u; ri = ri + 1u) {\n");
-        w.push_str("      let i = i0 + ty * 4u + ri;\n");
-        w.push_str("      for (var c = 0u; c < 4u; c = c + 1u) {\n");
-        w.push_str("        let j = j0 + tx * 4u + c;\n");
-        w.push_str(
-            "        if (j >= Skv || (causal && i32(j) > i32(i) + coff)) { s[ri][c] = ninf; }\n",
-        );
-        if self.mask.is_some() {
-            w.push_str("        else if (i < Sq) { s[ri][c] = s[ri][c] + ld_mk(mb + i32(i) * mi(26u) + i32(j) * mi(27u)); }\n");
+        // Unrolled: the 16 mask reads are independent loads.
+        for ri in 0..4 {
+            let _ = writeln!(w, "    {{\n      let i = i0 + ty * 4u + {ri}u;");
+            for c in 0..4 {
+                let _ = writeln!(w, "      {{\n        let j = j0 + tx * 4u + {c}u;");
+                let _ = writeln!(
+                    w,
+                    "        if (j >= Skv || (causal && i32(j) > i32(i) + coff)) {{ s[{ri}][{c}] = ninf; }}"
+                );
+                if self.mask.is_some() {
+                    let _ = writeln!(w, "        else if (i < Sq) {{ s[{ri}][{c}] = s[{ri}][{c}] + ld_mk(mb + i32(i) * mi(26u) + i32(j) * mi(27u)); }}");
+                }
+                w.push_str("      }\n");
+            }
+            let _ = writeln!(w, "      let tk = (ty * 4u + {ri}u) * 16u + tx;");
+            let _ = writeln!(
+                w,
+                "      Pt[tk >> 2u][tk & 3u] = max(max(s[{ri}].x, s[{ri}].y), max(s[{ri}].z, s[{ri}].w));\n    }}"
+            );
         }
-        w.push_str("      }\n");
-        w.push_str("      let tk = (ty * 4u + ri) * 16u + tx;\n");
-        w.push_str(
-            "      Pt[tk >> 2u][tk & 3u] = max(max(s[ri].x, s[ri].y), max(s[ri].z, s[ri].w));\n",
-        );
-        w.push_str("    }\n    workgroupBarrier();\n");
+        w.push_str("    workgroupBarrier();\n");
         // Row maxima; probabilities; partial sums.
         w.push_str("    var mn = m;\n");
         w.push_str("    for (var ri = 0u; ri < 4u; ri = ri + 1u) {\n");
@@ -210,14 +228,17 @@ impl AttnTiledSpec {
         );
         w.push_str("    }\n");
         // V chunk over the K chunk (every thread has finished its score loop: barrier above).
-        let _ = writeln!(w, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bc * dv4);
-        let _ = writeln!(w, "      let jj = e / {dv4}u; let c4 = e % {dv4}u; let j = j0 + jj;");
-        w.push_str("      var x = vec4<f32>(0.0);\n");
-        w.push_str("      if (j < Skv) {\n        let rb = vb + i32(j) * mi(21u);\n");
+        let mut body = String::new();
+        let _ = writeln!(body, "    let jj = e / {dv4}u; let c4 = e % {dv4}u; let j = j0 + jj;");
+        body.push_str("    var x = vec4<f32>(0.0);\n");
+        body.push_str("    if (j < Skv) {\n      let rb = vb + i32(j) * mi(21u);\n");
         for c in 0..4 {
-            let _ = writeln!(w, "        x[{c}] = ld_v(rb + i32(c4 * 4u + {c}u) * mi(22u));");
+            let _ = writeln!(body, "      x[{c}] = ld_v(rb + i32(c4 * 4u + {c}u) * mi(22u));");
         }
-        w.push_str("      }\n      KV[jj * 16u + c4] = x;\n    }\n    workgroupBarrier();\n");
+        body.push_str("    }\n    KV[jj * 16u + c4] = x;\n");
+        unrolled(&mut w, bc * dv4, &body);
+        w.push_str("    workgroupBarrier();\n");
+
         w.push_str(
             "    o0 = o0 * alpha.x; o1 = o1 * alpha.y; o2 = o2 * alpha.z; o3 = o3 * alpha.w;\n",
         );
