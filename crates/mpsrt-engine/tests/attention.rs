@@ -313,3 +313,47 @@ fn nan_guarded_softmax_fuses() {
         }
     }
 }
+
+/// Repeated mask preparation is merged (`passes/transformer.rs::merge_duplicates`): two layers
+/// each turning the same bool padding mask into a bias with their own `0` / `-inf` constants
+/// (transformers' SDPA export) plan one `Where`, and the outputs equal the unmerged plan's.
+#[test]
+fn repeated_mask_preparation_is_merged() {
+    let mut g = Graph::new();
+    let x = g.add_input("x", DType::F32, dims(&[2, 3])).unwrap();
+    let keep = g.add_input("keep", DType::Bool, dims(&[2, 3])).unwrap();
+    let mut outs = Vec::new();
+    for layer in 0..2 {
+        let c = |g: &mut Graph, n: &str, v: f64| {
+            let name = format!("{n}{layer}");
+            g.add_initializer(&name, HostTensor::from_f64(DType::F32, vec![], &[v])).unwrap()
+        };
+        let (zero, ninf) = (c(&mut g, "zero", 0.0), c(&mut g, "ninf", f64::NEG_INFINITY));
+        let bias = g.add_value(&format!("bias{layer}"), DType::F32, None).unwrap();
+        let y = g.add_value(&format!("y{layer}"), DType::F32, None).unwrap();
+        g.add_node(&format!("where{layer}"), Op::Where, vec![keep, zero, ninf], vec![bias]);
+        g.add_node(&format!("add{layer}"), Op::Binary(BinaryOp::Add), vec![x, bias], vec![y]);
+        outs.push(y);
+    }
+    g.outputs = outs;
+    let c = CompiledGraph::new(g.clone(), PlanOptions::default()).unwrap();
+    let wheres = c.graph().nodes.iter().filter(|n| n.op == Op::Where).count();
+    assert_eq!(wheres, 1, "{:?}", c.graph().nodes.iter().map(|n| n.op.name()).collect::<Vec<_>>());
+    let feed = |place: Place| {
+        let mut f = HashMap::new();
+        f.insert("x".into(), Tensor::from_slice(&vals(6, 3), &[2, 3], place).unwrap());
+        let k = [true, false, true, true, true, false];
+        f.insert("keep".into(), Tensor::from_bools(&k, &[2, 3], place).unwrap());
+        f
+    };
+    let off = SessionOptions { fusion: false, ..SessionOptions::default() };
+    let want = Session::from_graph(g.clone(), Place::Cpu, off).unwrap();
+    let want = want.run(&feed(Place::Cpu)).unwrap();
+    for place in places() {
+        let s = Session::from_graph(g.clone(), place, SessionOptions::default()).unwrap();
+        let got = s.run(&feed(place)).unwrap();
+        for ((_, a), (_, b)) in got.iter().zip(&want) {
+            assert_eq!(a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap(), "{place:?}");
+        }
+    }
+}

@@ -381,7 +381,52 @@ pub fn fuse_projections(g: &mut Graph) -> usize {
 /// Merges projections ([`fuse_projections`]) and rewrites every GELU and decomposed LayerNorm
 /// chain; returns how many rewrites.
 pub fn fuse_transformer_patterns(g: &mut Graph) -> usize {
-    fuse_projections(g) + fuse_chains(g)
+    fuse_projections(g) + fuse_chains(g) + merge_duplicates(g)
+}
+
+/// Repeated mask preparation merged: an elementwise node (`Where`, `Cast`, `Expand`, unary,
+/// binary) whose op, attributes and inputs equal an earlier node's — small constants compared
+/// by value, so each layer's own copy of `0` or `-inf` matches — has its consumers read the
+/// earlier node's output instead, and DCE removes it. transformers' SDPA export converts the
+/// one padding mask again in every layer (`Where(mask, 0, -inf)`: 12 identical steps in
+/// BERT-base, each writing a `[b, 1, s, s]` bias once the attention is fused). Graph outputs
+/// are never merged away. Returns how many nodes were merged.
+fn merge_duplicates(g: &mut Graph) -> usize {
+    use std::collections::HashMap;
+    let key_of = |g: &Graph, v: ValueId| match g.initializers.get(&v) {
+        Some(t) if t.bytes.len() <= 16 => format!("c{:?}{:?}{:?}", t.dtype, t.shape, t.bytes),
+        _ => format!("v{}", v.0),
+    };
+    let mut seen: HashMap<String, ValueId> = HashMap::new();
+    let mut remap: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut merged = 0;
+    for i in 0..g.nodes.len() {
+        for v in g.nodes[i].inputs.iter_mut() {
+            if let Some(&r) = remap.get(v) {
+                *v = r;
+            }
+        }
+        let n = &g.nodes[i];
+        let pure =
+            matches!(n.op, Op::Where | Op::Cast { .. } | Op::Expand | Op::Unary(_) | Op::Binary(_));
+        if !pure || n.outputs.len() != 1 || g.outputs.contains(&n.outputs[0]) {
+            continue;
+        }
+        let ins: Vec<String> = n.inputs.iter().map(|&v| key_of(g, v)).collect();
+        let key = format!("{:?}|{}", n.op, ins.join(","));
+        let out = n.outputs[0];
+        match seen.get(&key) {
+            Some(&first) if g.value(first).dtype == g.value(out).dtype => {
+                remap.insert(out, first);
+                merged += 1;
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(key, out);
+            }
+        }
+    }
+    merged
 }
 
 fn fuse_chains(g: &mut Graph) -> usize {
