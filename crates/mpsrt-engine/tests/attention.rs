@@ -326,13 +326,13 @@ fn repeated_mask_preparation_is_merged() {
     for layer in 0..2 {
         let c = |g: &mut Graph, n: &str, v: f64| {
             let name = format!("{n}{layer}");
-            g.add_initializer(&name, HostTensor::from_f64(DType::F32, vec![], &[v])).unwrap()
+            g.add_initializer(name, HostTensor::from_f64(DType::F32, vec![], &[v])).unwrap()
         };
         let (zero, ninf) = (c(&mut g, "zero", 0.0), c(&mut g, "ninf", f64::NEG_INFINITY));
-        let bias = g.add_value(&format!("bias{layer}"), DType::F32, None).unwrap();
-        let y = g.add_value(&format!("y{layer}"), DType::F32, None).unwrap();
-        g.add_node(&format!("where{layer}"), Op::Where, vec![keep, zero, ninf], vec![bias]);
-        g.add_node(&format!("add{layer}"), Op::Binary(BinaryOp::Add), vec![x, bias], vec![y]);
+        let bias = g.add_value(format!("bias{layer}"), DType::F32, None).unwrap();
+        let y = g.add_value(format!("y{layer}"), DType::F32, None).unwrap();
+        g.add_node(format!("where{layer}"), Op::Where, vec![keep, zero, ninf], vec![bias]);
+        g.add_node(format!("add{layer}"), Op::Binary(BinaryOp::Add), vec![x, bias], vec![y]);
         outs.push(y);
     }
     g.outputs = outs;
