@@ -53,7 +53,7 @@ pub struct AttnCoopSpec {
 impl AttnCoopSpec {
     /// Score scratch row stride (f32): wide enough for a chunk and for the output tile.
     fn ss(&self) -> u32 {
-        self.ch.max(self.dv) + 4
+        self.ch + 4
     }
     /// Probability scratch row stride (f16), 16-byte aligned rows.
     fn ps(&self) -> u32 {
@@ -329,22 +329,30 @@ impl AttnCoopSpec {
             pv(&mut w);
             w.push_str("    workgroupBarrier();\n  }\n");
         }
-        // Output through the score scratch, as packed f16 pairs.
-        for n in 0..dv / 16 {
-            let _ = writeln!(w, "  coopStoreT(o{n}, &Sc[sb + {}u], {ss}u);", 16 * n);
+        // Output through the score scratch, as packed f16 pairs, `ch` columns per round (the
+        // scratch is one chunk wide: small chunks keep the workgroup memory small).
+        let tpr = ch.min(dv) / 16;
+        let mut n0 = 0;
+        while n0 < dv / 16 {
+            let n1 = (n0 + tpr).min(dv / 16);
+            for n in n0..n1 {
+                let _ = writeln!(w, "  coopStoreT(o{n}, &Sc[sb + {}u], {ss}u);", 16 * (n - n0));
+            }
+            w.push_str("  workgroupBarrier();\n  if (live) {\n");
+            w.push_str("    let ob = mi(28u) + bi * mi(29u) + hq * mi(30u); let osq = mi(31u);\n");
+            let half = 8 * (n1 - n0);
+            let _ = writeln!(w, "    for (var e = lane; e < {}u; e = e + {sgsz}u) {{", 16 * half);
+            let _ = writeln!(w, "      let rr = e / {half}u; let cc = (e % {half}u) * 2u;");
+            let _ = writeln!(
+                w,
+                "      let x = Sc[sb + rr * {ss}u + cc]; let y = Sc[sb + rr * {ss}u + cc + 1u];"
+            );
+            let scale = if s.one_chunk { " * Li[sg * 16u + rr]" } else { "" };
+            let _ = writeln!(w, "      out[u32(ob + i32(i0 + rr) * osq + i32(cc + {}u)) >> 1u] = pack2x16float(vec2<f32>(x, y){scale});", 16 * n0);
+            w.push_str("    }\n  }\n  workgroupBarrier();\n");
+            n0 = n1;
         }
-        w.push_str("  workgroupBarrier();\n  if (live) {\n");
-        w.push_str("    let ob = mi(28u) + bi * mi(29u) + hq * mi(30u); let osq = mi(31u);\n");
-        let half = dv / 2;
-        let _ = writeln!(w, "    for (var e = lane; e < {}u; e = e + {sgsz}u) {{", 16 * half);
-        let _ = writeln!(w, "      let rr = e / {half}u; let cc = (e % {half}u) * 2u;");
-        let _ = writeln!(
-            w,
-            "      let x = Sc[sb + rr * {ss}u + cc]; let y = Sc[sb + rr * {ss}u + cc + 1u];"
-        );
-        let scale = if s.one_chunk { " * Li[sg * 16u + rr]" } else { "" };
-        let _ = writeln!(w, "      out[u32(ob + i32(i0 + rr) * osq + i32(cc)) >> 1u] = pack2x16float(vec2<f32>(x, y){scale});");
-        w.push_str("    }\n  }\n}\n");
+        w.push_str("}\n");
         Ok(w)
     }
 }
