@@ -5,6 +5,9 @@ replayed as CUDA graphs (the graph-mode peer of mpsrt's planned engine).
   python3 bench/engine_torch.py export DIR      # the models below -> DIR/<name>.onnx (batch dim symbolic)
   python3 bench/engine_torch.py torch [--iters N]  # torch latency, eager and CUDA graphs, one JSON line per case
   python3 bench/engine_torch.py ort DIR [--iters N] # onnxruntime CPU on DIR/*.onnx, batch 1 and 32
+  python3 bench/engine_torch.py torch --f16        # also issue 23's f16 peers (ResNet-50 b32, BERT b8)
+  python3 bench/engine_torch.py torch --f16-only [--repeat R]  # only those, R times each, plus the
+                                                   # same with cudnn.benchmark on (for reference)
 
 Models: torchvision resnet50 / densenet121 / mobilenet_v3_small / efficientnet_b0 (batch 1 and
 32) and BERT-base from `transformers` (sequence 128, batch 1 and 8; inputs input_ids and
@@ -117,7 +120,9 @@ def cuda_graph(m, x):
     return g.replay
 
 
-F16 = "--f16" in sys.argv
+F16 = "--f16" in sys.argv or "--f16-only" in sys.argv
+F16_ONLY = "--f16-only" in sys.argv
+REPEAT = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
 
 
 def bench_torch(iters):
@@ -126,7 +131,7 @@ def bench_torch(iters):
     dev = torch.device("cuda")
     for name, ctor in all_models().items():
         m = (ctor() if name == "bert_base" else ctor(weights=None)).eval().to(dev)
-        for batch in BATCHES.get(name, (1, 32)):
+        for batch in () if F16_ONLY else BATCHES.get(name, (1, 32)):
             x = inputs(name, batch, dev)
             with torch.inference_mode():
                 for mode in ("eager", "cuda_graph"):
@@ -142,11 +147,20 @@ def bench_torch(iters):
             batch = max(BATCHES.get(name, (1, 32)))
             x = [t.half() if t.is_floating_point() else t for t in inputs(name, batch, dev)]
             mh = m.half()
-            with torch.inference_mode():
-                lat = timed(lambda: mh(*x), iters)
-            print(json.dumps({"torch": name, "mode": "eager_f16", "batch": batch,
-                              "p50_ms": lat[len(lat) // 2], "mean_ms": sum(lat) / len(lat),
-                              "device": torch.cuda.get_device_name(0), "model": name}), flush=True)
+            # torch eager f16 moved by up to +-40% between calls (cause not known): --repeat
+            # measures it several times; the cudnn.benchmark rows (torch's algorithm autotuner,
+            # an opt-in most users do not set) are printed for reference.
+            for bench_mode in (False, True) if F16_ONLY else (False,):
+                torch.backends.cudnn.benchmark = bench_mode
+                mode = "eager_f16_cudnn_benchmark" if bench_mode else "eager_f16"
+                for rep in range(REPEAT):
+                    with torch.inference_mode():
+                        lat = timed(lambda: mh(*x), iters)
+                    print(json.dumps({"torch": name, "mode": mode, "batch": batch, "repeat": rep,
+                                      "p50_ms": lat[len(lat) // 2], "mean_ms": sum(lat) / len(lat),
+                                      "device": torch.cuda.get_device_name(0), "model": name}),
+                          flush=True)
+            torch.backends.cudnn.benchmark = False
 
 
 def bench_ort(models, iters):
