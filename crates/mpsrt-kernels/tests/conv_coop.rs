@@ -300,3 +300,16 @@ fn tuned_structures_per_class_fit_and_render() {
         spec.render().unwrap_or_else(|e| panic!("{class:?}: {e}"));
     }
 }
+
+#[test]
+fn split_k_only_below_one_workgroup_per_sm() {
+    use mpsrt_kernels::conv_coop::auto_splitk;
+    // Layer 4 of ResNet-50 b32: 100 workgroups of 128 × 64, K 4608 (3×3) or 2048 (1×1).
+    assert_eq!(auto_splitk(100, 4608, 32, 132, 264), 3);
+    assert_eq!(auto_splitk(100, 2048, 32, 132, 264), 3);
+    // Layer 3's 196 workgroups stay whole; so does a K too short for 4 steps a slice.
+    assert_eq!(auto_splitk(196, 2304, 32, 132, 264), 1);
+    assert_eq!(auto_splitk(10, 192, 32, 132, 264), 1);
+    assert_eq!(auto_splitk(10, 100_000, 32, 132, 264), 8);
+    assert_eq!(auto_splitk(0, 4608, 32, 132, 264), 1);
+}

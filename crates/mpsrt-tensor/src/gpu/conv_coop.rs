@@ -31,7 +31,7 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::conv_coop::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 use mpsrt_kernels::{
-    conv_coop::{tuned_structure, ConvStructure},
+    conv_coop::{auto_splitk, tuned_structure, ConvStructure},
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
 };
@@ -131,12 +131,12 @@ fn dump(spec: &CoopConvSpec) {
     }
 }
 
-/// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: `0` none, unset `auto` where the
-/// tuned structure asks for it (`auto`) else none, `auto` enough
-/// slices that the grid reaches `MPSRT_COOP_CONV_SPLITK_WGS` (264: two waves of an H100's 132
-/// SMs) workgroups, `N` N slices), each at least 4 K steps, at most 8; only where the output's
-/// size and the residual's offset are multiples of 4 (the sum's `vec4` accesses) and the
-/// partials fit one binding.
+/// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: `0` none, `N` N slices, `auto` —
+/// or unset where the tuned structure asks for it (`auto`) — [`auto_splitk`]: grids under
+/// `MPSRT_COOP_CONV_SPLITK_BELOW` (132) workgroups split until they reach
+/// `MPSRT_COOP_CONV_SPLITK_WGS` (264)), each at least 4 K steps, at most 8; only where the
+/// output's size and the residual's offset are multiples of 4 (the sum's `vec4` accesses) and
+/// the partials fit one binding.
 fn splitk_slices(
     spec: &CoopConvSpec,
     n: u32,
@@ -160,12 +160,9 @@ fn splitk_slices(
     let [gx, gy, _] = spec.grid(n);
     let blocks = gx.saturating_mul(gy).max(1);
     let slices = want.unwrap_or_else(|| {
+        let below = env_knob("MPSRT_COOP_CONV_SPLITK_BELOW", 132) as u32;
         let target = env_knob("MPSRT_COOP_CONV_SPLITK_WGS", 264) as u32;
-        if blocks >= target {
-            1
-        } else {
-            target.div_ceil(blocks)
-        }
+        auto_splitk(blocks, spec.shape.k(), spec.bk, below, target)
     });
     let slices = slices.min(spec.shape.k() / (spec.bk * 4)).min(8);
     if slices < 2 || u64::from(slices) * (total as u64) * 4 > lim {
@@ -344,7 +341,10 @@ pub(crate) fn try_conv(
         _ => 32,
     };
     let slabs = if env_knob("MPSRT_COOP_CONV_SLABS", spec.slabs as usize) == 1 { 1 } else { 2 };
-    let alias = env_knob("MPSRT_COOP_CONV_ALIAS", usize::from(spec.alias)) != 0;
+    // NVIDIA's compiler (driver 580, H100) refuses f16 matrix loads from an f32-typed
+    // workgroup array (session 15 call 2: NVVM fails on a 20-line probe, scalar or vec2
+    // elements), so the aliased scratch stays a tested form for the emulated kernel only.
+    let alias = emulate && env_knob("MPSRT_COOP_CONV_ALIAS", usize::from(spec.alias)) != 0;
     let (tm, tn) = pair_knob("MPSRT_COOP_CONV_TILE").unwrap_or((spec.tm, spec.tn));
     // Convs of at most 64 output channels (the stem and layer 1 of ResNet-50) on 2 × 2
     // subgroups instead of 4 × 2, whose upper half of 128 block rows would hold no channel
