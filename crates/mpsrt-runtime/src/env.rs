@@ -52,6 +52,12 @@ pub struct RuntimeConfig {
     /// pass (usage scopes, barriers, the driver's commands) in `CommandEncoder::finish`, on the
     /// thread that calls it, so this splits the host cost of a long replay (issue 22).
     pub replay_threads: Option<usize>,
+    /// Threads that record and finish the tail of a serial replay while the calling thread
+    /// records its head with early submits (`MPSRT_REPLAY_TAIL`, default 0: off; `replay_par.rs`).
+    pub replay_tail: usize,
+    /// Percent of a replay's commands that go to the tail threads (`MPSRT_REPLAY_TAIL_PCT`,
+    /// default 50).
+    pub replay_tail_pct: usize,
     /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
     /// shorter replays are recorded on the calling thread alone.
     pub replay_chunk: usize,
@@ -95,6 +101,8 @@ impl Default for RuntimeConfig {
             max_binding_bytes: None,
             sync_spin: None,
             replay_threads: None,
+            replay_tail: 0,
+            replay_tail_pct: 50,
             replay_chunk: 48,
             replay_early: None,
             replay_early_growth: 2,
@@ -145,6 +153,12 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_THREADS")? {
             c.replay_threads = Some(v.clamp(1, 64) as usize);
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_TAIL")? {
+            c.replay_tail = v.min(16) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_TAIL_PCT")? {
+            c.replay_tail_pct = v.min(95) as usize;
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_CHUNK")? {
             c.replay_chunk = v.max(1) as usize;

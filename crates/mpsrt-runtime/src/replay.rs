@@ -651,32 +651,48 @@ impl GpuDevice {
             } else {
                 0.0
             };
-            let start = now_ns();
-            let mut plan = early::EarlyPlan::new(cmds.len(), first, growth, max, gpu_ns, start);
-            let mut log = Vec::new();
-            let mut done = 0;
-            while let Some(part) = plan.part(done) {
-                let n =
-                    Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..done + part]);
-                early += n;
-                st.batch.ops += n;
-                let (ts, q0) = (std::time::Instant::now(), st.timing.queue_submit_ns);
-                self.submit_locked_with(st, false);
-                st.timing.replay_early_submits += 1;
-                st.timing.early_submit_ns += ts.elapsed().as_nanos() as u64;
-                let now = now_ns();
-                log.push((now, cmds.len() - done));
-                done += part;
-                plan.submitted(part, done, now, st.timing.queue_submit_ns - q0);
-            }
-            if adapt && !log.is_empty() {
-                // The last part goes with the run's final submit, just after this.
-                log.push((now_ns(), cmds.len() - done));
-                let mut l = rec.early.lock();
-                l.parts = log;
-                l.serial = st.batch.serial;
-            }
-            Self::replay_inline(&self.device, &mut st.batch, rec, &cmds[done..])
+            // With `MPSRT_REPLAY_TAIL` threads, the last commands are recorded and finished on
+            // those threads meanwhile (`replay_par::tail`), to be submitted after the head.
+            let (head_len, tails) = crate::replay_par::tail_split(
+                cmds.len(),
+                self.config.replay_tail,
+                self.config.replay_tail_pct,
+            );
+            std::thread::scope(|s| -> Result<usize> {
+                let tails = crate::replay_par::spawn_tail(s, &self.device, rec, cmds, &tails);
+                let head = &cmds[..head_len];
+                let start = now_ns();
+                let mut plan = early::EarlyPlan::new(head.len(), first, growth, max, gpu_ns, start);
+                let mut log = Vec::new();
+                let mut done = 0;
+                while let Some(part) = plan.part(done) {
+                    let n = Self::replay_inline(
+                        &self.device,
+                        &mut st.batch,
+                        rec,
+                        &head[done..done + part],
+                    );
+                    early += n;
+                    st.batch.ops += n;
+                    let (ts, q0) = (std::time::Instant::now(), st.timing.queue_submit_ns);
+                    self.submit_locked_with(st, false);
+                    st.timing.replay_early_submits += 1;
+                    st.timing.early_submit_ns += ts.elapsed().as_nanos() as u64;
+                    let now = now_ns();
+                    log.push((now, cmds.len() - done));
+                    done += part;
+                    plan.submitted(part, done, now, st.timing.queue_submit_ns - q0);
+                }
+                if adapt && !log.is_empty() {
+                    // The last part goes with the run's final submit, just after this.
+                    log.push((now_ns(), cmds.len() - done));
+                    let mut l = rec.early.lock();
+                    l.parts = log;
+                    l.serial = st.batch.serial;
+                }
+                let n = Self::replay_inline(&self.device, &mut st.batch, rec, &head[done..]);
+                Ok(n + crate::replay_par::join_tail(st, tails)?)
+            })?
         };
         // The batch the last commands went into (later than any early submit's).
         let serial = st.batch.serial;
