@@ -157,15 +157,17 @@ fn run(
         ));
     }
     let dt = q.dtype();
-    if !want_qk && fusable(place, a, dt, d, dv) {
+    // f16 on a GPU with ≥ 16 query rows: the matrix-unit kernel, else the composition (the
+    // register-tiled kernel is slower than it for f16), unless MPSRT_ATTENTION_F16_SCALAR=1.
+    // Decoding steps (fewer rows: GPT-2's one-token steps) keep the row kernel.
+    let f16_route = dt != DType::F16
+        || !place.is_gpu()
+        || sq < 16
+        || f16_scalar_ok()
+        || t::sdpa_on_matrix_units(&q, &k, &v, mask_i.map(|i| mask_dtype(&ins[i], dt)));
+    if !want_qk && f16_route && fusable(place, a, dt, d, dv) {
         // An f16 mask stays f16 for f16 inputs (the kernels read either): no cast per run.
-        let mcf = |m: &Tensor| {
-            if m.dtype() == DType::F16 && dt == DType::F16 {
-                DType::F16
-            } else {
-                DType::F32
-            }
-        };
+        let mcf = |m: &Tensor| mask_dtype(m, dt);
         let mask = mask_i.map(|i| mask_bias(label, &ins[i], total, mcf(&ins[i]))).transpose()?;
         // 4-D inputs get the output computed sequence-major and returned as the permuted view:
         // exported graphs transpose it back to `[b, s, h, dv]` and reshape to `[b, s, h·dv]`,
@@ -275,6 +277,22 @@ fn fusable(place: Place, a: &AttentionAttrs, dt: DType, d: usize, dv: usize) -> 
             None => dt != DType::F16,
         }
         && t::sdpa_fusable(place, dt, d, dv)
+}
+
+/// The dtype `mask_bias` gives this mask for inputs of `dt` (what the fused kernels read).
+fn mask_dtype(m: &Tensor, dt: DType) -> DType {
+    if m.dtype() == DType::F16 && dt == DType::F16 {
+        DType::F16
+    } else {
+        DType::F32
+    }
+}
+
+/// `MPSRT_ATTENTION_F16_SCALAR=1` (read once): f16 attention that the matrix units do not take
+/// still runs the scalar fused kernels instead of the composition.
+fn f16_scalar_ok() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_ATTENTION_F16_SCALAR").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// `MPSRT_ATTENTION_SEQ_MAJOR` (default on), read once: whether the fused kernel writes 4-D

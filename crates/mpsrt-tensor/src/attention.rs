@@ -130,6 +130,26 @@ pub fn scaled_dot_product_attention(
     Ok(y)
 }
 
+/// Whether f16 `q`, `k`, `v` (4-D views as [`scaled_dot_product_attention`] takes them, with a
+/// mask of `mask` dtype) would run on the GPU's matrix units (`mpsrt_kernels::attention_coop`):
+/// the engine composes f16 attention that would not, since the scalar kernels are slower than
+/// the composition there (H100, ninth session: tiled f16 117 us against 73 us per BERT-base
+/// layer). False on the CPU and for other dtypes.
+pub fn sdpa_on_matrix_units(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<DType>) -> bool {
+    let (Place::Gpu(i), [b, hq, sq, d], [_, hkv, skv, _], [.., dv]) =
+        (q.place(), q.shape(), k.shape(), v.shape())
+    else {
+        return false;
+    };
+    q.dtype() == DType::F16
+        && gpu::attention::takes_matrix_units(
+            i,
+            [*b, *hq, *hkv, *sq, *skv, *d, *dv],
+            [q, k, v],
+            mask,
+        )
+}
+
 /// Whether the GPU kernel takes this problem on device `index` (head sizes ≤ 256 that fit its
 /// workgroup memory, operands within one storage binding); callers with a composed fallback
 /// (the engine's `Attention`) ask before choosing the fused route. Always true on the CPU.

@@ -24,7 +24,9 @@ mod tensor;
 mod unary;
 
 pub use activation::Activation;
-pub use attention::{scaled_dot_product_attention, sdpa_fusable, SdpaOptions};
+pub use attention::{
+    scaled_dot_product_attention, sdpa_fusable, sdpa_on_matrix_units, SdpaOptions,
+};
 pub use binary::*;
 pub use conv::{
     conv1d, conv2d, conv2d_act, conv2d_fused, conv_transpose2d, Conv1dPadding, Conv2dOptions,

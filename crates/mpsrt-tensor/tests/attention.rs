@@ -218,5 +218,7 @@ fn cooperative_attention_choice() {
     // This device as it is (lavapipe: no matrix units) keeps the scalar kernel.
     if real.coop_matrix.is_empty() {
         assert!(t::sdpa_coop_plan(&real, bert, true, None, true, (2, 128)).is_none());
+        let x = r(&[1, 2, 32, 64], 1, DType::F16).to(Place::Gpu(0)).unwrap();
+        assert!(!t::sdpa_on_matrix_units(&x, &x, &x, None));
     }
 }

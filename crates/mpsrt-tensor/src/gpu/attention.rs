@@ -46,6 +46,19 @@ fn coop_env() -> (bool, u32, u32) {
     })
 }
 
+/// Whether [`coop_plan`] takes this f16 problem on device `index` with the environment's switches.
+pub(crate) fn takes_matrix_units(
+    index: usize,
+    dims: [usize; 7],
+    qkv: [&Tensor; 3],
+    mask: Option<DType>,
+) -> bool {
+    let Ok(dev) = mpsrt_runtime::gpu_device(index) else { return false };
+    let (on, sgs, chunk) = coop_env();
+    let lay = qkv.iter().all(|t| coop_layout_ok(t));
+    coop_plan(dev.properties(), dims, lay, mask, on, (sgs, chunk)).is_some()
+}
+
 /// Whether every operand's layout suits the matrix-unit kernel's direct fragment loads: unit
 /// column stride, offset and the other strides multiples of 8 elements (16 bytes), all
 /// non-negative.
