@@ -527,11 +527,14 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 /// 8×8 tiles (Apple) are unmeasured and keep generation 1.
 ///
 /// 9th session (H100, in-process A/B, `COOP_AB`): below 256 blocks of 128×128 the 64×64 tune
-/// takes K 64 per step (`w2x2_t2x2_k64_fi1_cl1_vs4_uc1`, 22528 bytes with the f16 store's
+/// takes K 64 per step (`w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1`, 22528 bytes with the f16 store's
 /// scratch, two workgroups per SM): half the steps of a product whose few blocks make every
 /// step's latency count. BERT-base b8: 1024×768×3072 105.3 vs 80.4 TFLOP/s, 1024×768×768
 /// 75.7 vs 61.2, 1024×2304×768 (144 blocks, the 128×128 tune before) 91.5 vs 86.8,
 /// 1024×3072×768 (192 blocks) 115.9 vs 114.4; 4096³ keeps the 128×128 tune (125.8 with it).
+/// Call 2: its f16 output stored four halves at a time (`ov1`, whole blocks) adds 3–17%:
+/// 1024×3072×768 128.2 vs 109.9, 1024×768×3072 105.0 vs 101.7, 1024×768×768 79.9 vs 69.7,
+/// 1024×2304×768 103.3 vs 88.2 (the previous defaults: 107.5, 77.8, 57.1, 84.9).
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
@@ -541,16 +544,8 @@ pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
         large_coop_variant(size)
     } else {
         let d = CoopTune::default();
-        CoopVariant::Family(CoopTune {
-            tm: 2,
-            tn: 2,
-            bk: 64,
-            fi: true,
-            cl: true,
-            vs: 4,
-            uc: true,
-            ..d
-        })
+        let t = CoopTune { tm: 2, tn: 2, bk: 64, fi: true, cl: true, vs: 4, uc: true, ..d };
+        CoopVariant::Family(CoopTune { ov: true, ..t })
     }
 }
 

@@ -301,7 +301,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(default_coop_variant(16, [4096; 3]), big);
     assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
     assert_eq!(mpsrt_kernels::large_coop_variant(16), big);
-    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1").unwrap();
+    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1").unwrap();
     assert_eq!(default_coop_variant(16, [1024; 3]), small);
     // BERT-base b8's QKV (144 blocks) and FFN-up (192) products take it too.
     assert_eq!(default_coop_variant(16, [1024, 2304, 768]), small);

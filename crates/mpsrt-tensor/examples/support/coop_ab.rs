@@ -6,7 +6,8 @@
 //! For each variant (a tune's text, `default`, optionally suffixed `@f32out` / `@f16out` /
 //! `@splitk`):
 //! the correctness check of `bench_coop_sweep` (f32 GEMM of the same f16 values on the GPU)
-//! plus one f32 CPU reference product, then one compile call per shape. Then ≥ 0.6 s of
+//! plus one f32 CPU reference product and the fused linear layer's epilogue (bias, residual,
+//! GELU) against the CPU, then one compile call per shape. Then ≥ 0.6 s of
 //! warm-up, then `COOP_AB_ROUNDS` (5) rounds; each round times every (shape, variant) for
 //! about `COOP_AB_MS` (30) ms of back-to-back calls, in an order rotated per round. One CSV
 //! line per (variant, shape): the median, min and max TFLOP/s over the rounds (each
@@ -59,6 +60,31 @@ fn cpu_check(m: usize, n: usize, k: usize) -> Result<f64> {
     Ok(if err.is_finite() { err } else { f64::INFINITY })
 }
 
+/// The engine's fused linear layer (`matmul_fused`: f16 operands, bias, residual, GELU — the
+/// cooperative kernel's epilogue) on the GPU against the CPU's f32 `matmul_fused` of the same
+/// values, at whole blocks (256×512×320) and edge blocks (200×264×136): largest error relative
+/// to max |reference|.
+fn epilogue_check() -> Result<f64> {
+    let g = Place::Gpu(0);
+    let h = |s: &[usize]| -> Result<Tensor> {
+        mt::randn(s, DType::F32, Place::Cpu)?.astype(DType::F16)
+    };
+    let mut worst = 0.0f64;
+    for (m, n, k) in [(256usize, 512usize, 320usize), (200, 264, 136)] {
+        let (a, b, bias, res) = (h(&[m, k])?, h(&[k, n])?, h(&[n])?, h(&[m, n])?);
+        let f = |t: &Tensor| t.astype(DType::F32);
+        let gelu = Some(mt::Activation::Gelu);
+        let want = mt::matmul_fused(&f(&a)?, &f(&b)?, Some(&f(&bias)?), Some(&f(&res)?), gelu)?;
+        let got =
+            mt::matmul_fused(&a.to(g)?, &b.to(g)?, Some(&bias.to(g)?), Some(&res.to(g)?), gelu)?;
+        let (want, got) = (want.to_f64_vec()?, got.astype(DType::F32)?.to_f64_vec()?);
+        let scale = want.iter().fold(0.0f64, |s, v| s.max(v.abs()));
+        let err = want.iter().zip(&got).fold(0.0f64, |e, (w, g)| e.max((w - g).abs())) / scale;
+        worst = worst.max(if err.is_finite() { err } else { f64::INFINITY });
+    }
+    Ok(worst)
+}
+
 fn shapes() -> Vec<[usize; 3]> {
     let text = std::env::var("COOP_AB_SHAPES")
         .unwrap_or_else(|_| "4096x4096x4096 1024x3072x768 1024x768x3072 1024x768x768".into());
@@ -106,7 +132,8 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
         apply(*knobs);
         let (ok, err) = check()?;
         let cpu = cpu_check(256, 512, 320)?;
-        let ok = ok && cpu < 2e-3;
+        let epi = epilogue_check()?;
+        let ok = ok && cpu < 2e-3 && epi < 4e-3;
         let names: Vec<String> = shapes
             .iter()
             .map(|&s| mt::matmul_kernel_name(0, DType::F16, s).map(|k| k.replace(',', ";")))
@@ -115,7 +142,7 @@ pub fn run(labels: &[String], check: fn() -> Result<(bool, f64)>) -> Result<()> 
             mt::matmul(a, b)?;
         }
         dev.synchronize()?;
-        println!("# {label}: check {ok} (max rel err {err:.2e} vs f32 GPU, {cpu:.2e} vs f32 CPU)");
+        println!("# {label}: check {ok} (max rel err {err:.2e} vs f32 GPU, {cpu:.2e} vs f32 CPU, bias+residual+GELU epilogue {epi:.2e} vs f32 CPU)");
         info.push((ok, err.max(cpu), names));
     }
     // Warm-up: the clock comes up after 0.2–0.5 s of work.
