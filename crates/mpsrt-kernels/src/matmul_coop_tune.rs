@@ -549,6 +549,23 @@ impl CoopTune {
     }
 }
 
+/// The 8th session's planner default, kept for A/B (`MPSRT_COOP_PLANNER=8`): the 128×128
+/// tune from 128 blocks of 128×128, below them the 64×64 tune with K 32 and no vector store
+/// (`w2x2_t2x2_k32_cl1_vs4_uc1`); 8×8 tiles: generation 1. Pure.
+pub fn default_coop_variant_8th(size: u32, mnk: [usize; 3]) -> crate::matmul_coop::CoopVariant {
+    use crate::matmul_coop::CoopVariant;
+    if size != 16 {
+        return CoopVariant::Gen1;
+    }
+    let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
+    let d = CoopTune::default();
+    CoopVariant::Family(if blocks >= 128 {
+        CoopTune { fi: true, cl: true, vs: 4, uc: true, ..d }
+    } else {
+        CoopTune { tm: 2, tn: 2, cl: true, vs: 4, uc: true, ..d }
+    })
+}
+
 /// An in-process override of the cooperative GEMM's choices, for benchmarks that time several
 /// kernels in one process with the GPU kept busy (`bench_coop_sweep`'s `COOP_AB`), so A/B
 /// pairs see the same clock. Each field, when set, replaces its environment knob for every

@@ -307,6 +307,12 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(default_coop_variant(16, [1024, 2304, 768]), small);
     assert_eq!(default_coop_variant(16, [1024, 3072, 768]), small);
     assert_eq!(default_coop_variant(16, [2048, 2048, 768]), big);
+    // The 8th session's rule, kept for A/B (MPSRT_COOP_PLANNER=8).
+    let old = mpsrt_kernels::matmul_coop_tune::default_coop_variant_8th;
+    assert_eq!(old(16, [1024, 2304, 768]), big);
+    let old_small = CoopVariant::parse("w2x2_t2x2_k32_cl1_vs4_uc1").unwrap();
+    assert_eq!(old(16, [1024, 768, 768]), old_small);
+    assert_eq!(old(8, [4096; 3]), CoopVariant::Gen1);
     assert_eq!(default_coop_variant(8, [4096; 3]), CoopVariant::Gen1);
     for v in [big, small] {
         let CoopVariant::Family(t) = v else { unreachable!() };

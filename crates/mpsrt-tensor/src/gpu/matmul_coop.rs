@@ -182,6 +182,14 @@ pub(crate) fn coop_small_m() -> bool {
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_SMALL_M", 1) != 0)
 }
 
+/// `MPSRT_COOP_PLANNER=8`: the 8th session's default tunes per shape (128×128 from 128
+/// blocks, the K-32 64×64 tune below) instead of this session's (K-64 64×64 tune with the
+/// vector f16 store below 256 blocks), for model-level A/B.
+fn coop_planner_8th() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 9) == 8)
+}
+
 pub(crate) fn coop_enabled() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_MATMUL", 1) != 0)
@@ -235,6 +243,8 @@ pub(crate) fn coop_spec_sliced(
     let variant = coop_override().variant.or_else(coop_variant_from_env).unwrap_or_else(|| {
         if slices > 1 {
             large_coop_variant(spec.size)
+        } else if coop_planner_8th() {
+            mpsrt_kernels::matmul_coop_tune::default_coop_variant_8th(spec.size, [m, n, k])
         } else {
             default_coop_variant(spec.size, [m, n, k])
         }
