@@ -362,3 +362,34 @@ fn adaptive_early_submits_learn_the_gpu_time_and_stay_bit_identical() {
     // Four replays (runs 2-5), each submitting its first part early.
     assert!(t.replays >= 4 && t.replay_early_submits >= 4, "{t:?}");
 }
+
+#[test]
+fn a_replay_with_a_threaded_tail_is_bit_identical() {
+    if !gpu() {
+        return;
+    }
+    // The calling thread records the head with early submits while two pool threads record and
+    // finish the last 60% of the commands (`MPSRT_REPLAY_TAIL`): the parts reach the GPU in
+    // order, so the outputs equal a fresh plan's on every run.
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let (threads, chunk) = dev.replay_split();
+    let (early, tail) = (dev.replay_early(), dev.replay_tail());
+    dev.set_replay_split(1, chunk);
+    dev.set_replay_early(2);
+    dev.set_replay_tail(2, 60);
+    let (s, fresh) = sessions(mlp(40));
+    let t0 = dev.submit_timing();
+    for run in 0..5u64 {
+        let x = Tensor::from_slice(&values(8 * 32, 700 + run), &[8, 32], GPU).unwrap();
+        let f: HashMap<String, Tensor> = [("x".to_string(), x)].into_iter().collect();
+        assert_eq!(bytes(&s.run(&f).unwrap()), bytes(&fresh.run(&f).unwrap()), "run {run}");
+    }
+    let t = dev.submit_timing().since(&t0);
+    dev.set_replay_tail(tail.0, tail.1);
+    dev.set_replay_early(early);
+    dev.set_replay_split(threads, chunk);
+    assert!(s.replay_status(&[vec![8, 32]]).unwrap().starts_with("ready"));
+    // Three replays (runs 2-4), each with two tail parts.
+    assert!(t.replays >= 3 && t.replay_parts >= 6, "{t:?}");
+}

@@ -113,6 +113,9 @@ pub struct GpuDevice {
     pub(crate) replay_early_max: AtomicUsize,
     /// Whether early parts follow the GPU's queued work (`replay/early.rs`).
     pub(crate) replay_early_adapt: std::sync::atomic::AtomicBool,
+    /// Replay tail threads and their percent of the commands (`replay_par.rs`).
+    pub(crate) replay_tail: AtomicUsize,
+    pub(crate) replay_tail_pct: AtomicUsize,
     /// The last completed batch serials and when their callbacks ran (`replay/early.rs` clock).
     pub(crate) completed_at: Arc<Mutex<crate::replay::Completions>>,
     this: Weak<GpuDevice>,
@@ -279,6 +282,7 @@ impl GpuDevice {
         });
         let (early_growth, early_max) = (config.replay_early_growth, config.replay_early_max);
         let early_adapt = config.replay_early_adapt;
+        let tail = (config.replay_tail, config.replay_tail_pct);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -306,6 +310,8 @@ impl GpuDevice {
             replay_early_growth: AtomicUsize::new(early_growth),
             replay_early_max: AtomicUsize::new(early_max),
             replay_early_adapt: std::sync::atomic::AtomicBool::new(early_adapt),
+            replay_tail: AtomicUsize::new(tail.0),
+            replay_tail_pct: AtomicUsize::new(tail.1),
             completed_at: Arc::default(),
             this: this.clone(),
         }))

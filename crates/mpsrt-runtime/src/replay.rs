@@ -653,13 +653,13 @@ impl GpuDevice {
             };
             // With `MPSRT_REPLAY_TAIL` threads, the last commands are recorded and finished on
             // those threads meanwhile (`replay_par::tail`), to be submitted after the head.
-            let (head_len, tails) = crate::replay_par::tail_split(
-                cmds.len(),
-                self.config.replay_tail,
-                self.config.replay_tail_pct,
-            );
-            std::thread::scope(|s| -> Result<usize> {
-                let tails = crate::replay_par::spawn_tail(s, &self.device, rec, cmds, &tails);
+            // Whole replays only: a range between live steps is short.
+            let (tail_threads, tail_pct) = self.replay_tail();
+            let tail_threads = if whole { tail_threads } else { 0 };
+            let (head_len, tails) =
+                crate::replay_par::tail_split(cmds.len(), tail_threads, tail_pct);
+            let device = &self.device;
+            let (n, tails) = crate::replay_par::with_tail(device, rec, cmds, &tails, || {
                 let head = &cmds[..head_len];
                 let start = now_ns();
                 let mut plan = early::EarlyPlan::new(head.len(), first, growth, max, gpu_ns, start);
@@ -690,9 +690,9 @@ impl GpuDevice {
                     l.parts = log;
                     l.serial = st.batch.serial;
                 }
-                let n = Self::replay_inline(&self.device, &mut st.batch, rec, &head[done..]);
-                Ok(n + crate::replay_par::join_tail(st, tails)?)
-            })?
+                Self::replay_inline(&self.device, &mut st.batch, rec, &head[done..])
+            });
+            n + crate::replay_par::join_tail(st, tails)?
         };
         // The batch the last commands went into (later than any early submit's).
         let serial = st.batch.serial;

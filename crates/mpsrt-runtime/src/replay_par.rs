@@ -125,32 +125,75 @@ pub(crate) fn tail_split(len: usize, threads: usize, pct: usize) -> (usize, Vec<
     (head, ranges)
 }
 
-/// Fewest commands worth a tail thread (spawning one costs the calling thread ~20–40 µs).
+/// Fewest commands worth a tail thread (handing a part to the pool costs the calling thread a
+/// wake-up, and the part's objects are cold on another core).
 const MIN_TAIL: usize = 16;
 
-type TailHandle<'s> = std::thread::ScopedJoinHandle<'s, (wgpu::CommandBuffer, usize)>;
+/// One tail part's result slot: its command buffer and dispatches, or the panic's message.
+pub(crate) type TailSlot =
+    parking_lot::Mutex<Option<std::result::Result<(wgpu::CommandBuffer, usize), String>>>;
 
-/// Starts one thread per range of `tails`, each recording and finishing its commands.
-pub(crate) fn spawn_tail<'s, 'e: 's>(
-    s: &'s std::thread::Scope<'s, 'e>,
-    device: &'e wgpu::Device,
-    rec: &'e Recording,
-    cmds: &'e [Cmd],
+/// The process's replay-tail workers (created on first use with `threads` threads; persistent,
+/// so a run pays a wake-up instead of a thread spawn per part).
+fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.clamp(1, 16))
+            .thread_name(|i| format!("mpsrt-replay-tail-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Runs `head` on the calling thread while the pool records and finishes each range of
+/// `tails` into its slot (in order); `None` from the pool (it could not be built): the parts
+/// are recorded on the calling thread after `head`.
+pub(crate) fn with_tail<R>(
+    device: &wgpu::Device,
+    rec: &Recording,
+    cmds: &[Cmd],
     tails: &[Range<usize>],
-) -> Vec<TailHandle<'s>> {
-    tails
-        .iter()
-        .map(|r| {
-            let part = &cmds[r.clone()];
-            s.spawn(move || record_part(device, rec, part))
-        })
-        .collect()
+    head: impl FnOnce() -> R,
+) -> (R, Vec<TailSlot>) {
+    let slots: Vec<TailSlot> = tails.iter().map(|_| parking_lot::Mutex::new(None)).collect();
+    let record = |r: &Range<usize>, slot: &TailSlot| {
+        let part = &cmds[r.clone()];
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            record_part(device, rec, part)
+        }))
+        .map_err(|e| {
+            e.downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| e.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a replay tail part panicked".to_string())
+        });
+        *slot.lock() = Some(out);
+    };
+    let out = match (tails.is_empty(), pool(tails.len())) {
+        (false, Some(pool)) => pool.in_place_scope(|s| {
+            for (r, slot) in tails.iter().zip(&slots) {
+                let record = &record;
+                s.spawn(move |_| record(r, slot));
+            }
+            head()
+        }),
+        _ => {
+            let out = head();
+            for (r, slot) in tails.iter().zip(&slots) {
+                record(r, slot);
+            }
+            out
+        }
+    };
+    (out, slots)
 }
 
 /// Puts the tail's command buffers after everything the batch holds (the head's open encoder
 /// is finished first); returns the dispatches they recorded.
-pub(crate) fn join_tail(st: &mut State, tails: Vec<TailHandle<'_>>) -> Result<usize> {
-    if tails.is_empty() {
+pub(crate) fn join_tail(st: &mut State, slots: Vec<TailSlot>) -> Result<usize> {
+    if slots.is_empty() {
         return Ok(0);
     }
     let batch = &mut st.batch;
@@ -161,12 +204,18 @@ pub(crate) fn join_tail(st: &mut State, tails: Vec<TailHandle<'_>>) -> Result<us
         st.timing.finish_ns += t.elapsed().as_nanos() as u64;
     }
     let mut dispatches = 0;
-    for h in tails {
-        let (buffer, n) =
-            h.join().map_err(|_| Error::device("replay", "a replay tail thread panicked"))?;
-        st.batch.finished.push(buffer);
-        st.timing.replay_parts += 1;
-        dispatches += n;
+    for slot in slots {
+        match slot.into_inner() {
+            Some(Ok((buffer, n))) => {
+                st.batch.finished.push(buffer);
+                st.timing.replay_parts += 1;
+                dispatches += n;
+            }
+            Some(Err(why)) => {
+                return Err(Error::device("replay", format!("a tail part failed: {why}")))
+            }
+            None => return Err(Error::device("replay", "a tail part never ran")),
+        }
     }
     Ok(dispatches)
 }
@@ -178,6 +227,19 @@ impl GpuDevice {
     pub fn set_replay_split(&self, threads: usize, chunk: usize) {
         self.replay_threads.store(threads.clamp(1, 64), Ordering::Relaxed);
         self.replay_chunk.store(chunk.max(1), Ordering::Relaxed);
+    }
+
+    /// Sets the threads that record a serial replay's tail while the calling thread records its
+    /// head, and the percent of the commands they get (`threads` 0: off). Overrides
+    /// `MPSRT_REPLAY_TAIL` / `MPSRT_REPLAY_TAIL_PCT` for this device.
+    pub fn set_replay_tail(&self, threads: usize, pct: usize) {
+        self.replay_tail.store(threads.min(16), Ordering::Relaxed);
+        self.replay_tail_pct.store(pct.min(95), Ordering::Relaxed);
+    }
+
+    /// `(threads, pct)` of [`GpuDevice::set_replay_tail`].
+    pub fn replay_tail(&self) -> (usize, usize) {
+        (self.replay_tail.load(Ordering::Relaxed), self.replay_tail_pct.load(Ordering::Relaxed))
     }
 
     /// `(threads, chunk)` of [`GpuDevice::set_replay_split`].
