@@ -11,7 +11,7 @@ benchmark and size. Two timings, the same for both sides:
   ms         back-to-back launches between device synchronizations (host launch cost included:
              at small sizes this measures Python/launcher time, not the kernel)
   device_ms  the driver's benchmarker (`mpsrt.triton_backend.driver.device_time`, median of
-             7): GPU timestamps around 48 launches recorded into one batch where the adapter
+             7 samples, Triton's and the built-in's interleaved in rotated order): GPU timestamps around 48 launches recorded into one batch where the adapter
              has timestamp queries, else only the submission that runs them timed, as the
              slope between 48 and 12 launches — the kernel, not submit latency
 `ratio` lines give `triton_over_builtin` from device_ms and `host_ratio` from ms. The subgroup
@@ -85,6 +85,26 @@ def device_ms(fn):
     return t[len(t) // 2]
 
 
+def paired_device_ms(fns, rounds=7):
+    """Median device ms of each of `fns` (name -> callable), their samples interleaved in
+    rotated order: the GPU's speed drifts within a process (session 15 on an H100: the same
+    built-in softmax read 5.9 to 18 us), which timing one side after the other turns into a
+    bias of the ratio."""
+    from mpsrt.triton_backend.driver import device_time
+    names, out = list(fns), {k: [] for k in fns}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            out[k] += device_time(fns[k], reps=1)
+    return {k: sorted(v)[len(v) // 2] for k, v in out.items()}
+
+
+def measure(pairs, iters):
+    """Host seconds (`timed`) and paired device seconds of each (name, callable)."""
+    host = {k: timed(fn, iters) for k, fn in pairs}
+    dev = paired_device_ms(dict(pairs))
+    return {k: (host[k], dev[k] / 1e3) for k, _ in pairs}
+
+
 def emit(**kw):
     print(json.dumps(kw), flush=True)
 
@@ -150,10 +170,8 @@ def main():
         for n in sizes["add"]:
             x, y = mpsrt.rand([n], "float32", GPU), mpsrt.rand([n], "float32", GPU)
             np.testing.assert_array_equal(T.add(x, y).numpy()[:4096], (x + y).numpy()[:4096])
-            res = {}
-            for impl, fn in (("triton", lambda: T.add(x, y)), ("builtin", lambda: x + y)):
-                s, d = timed(fn, args.iters), device_ms(fn) / 1e3
-                res[impl] = (s, d)
+            res = measure((("triton", lambda: T.add(x, y)), ("builtin", lambda: x + y)), args.iters)
+            for impl, (s, d) in res.items():
                 emit(bench="vector_add", impl=impl, n=n, ms=s * 1e3, gbps=12.0 * n / s / 1e9,
                      device_ms=d * 1e3, device_gbps=12.0 * n / d / 1e9)
             ratio("vector_add", "n", n, res)
@@ -164,10 +182,9 @@ def main():
             x = mpsrt.to_tensor(a, place=GPU)
             np.testing.assert_allclose(T.softmax(x).numpy(), T.np_softmax(a), rtol=1e-4, atol=1e-6)
             builtin = mpsrt.nn.functional.softmax
-            res = {}
-            for impl, fn in (("triton", lambda: T.softmax(x)), ("builtin", lambda: builtin(x, axis=-1))):
-                s, d = timed(fn, args.iters), device_ms(fn) / 1e3
-                res[impl] = (s, d)
+            res = measure((("triton", lambda: T.softmax(x)), ("builtin", lambda: builtin(x, axis=-1))),
+                          args.iters)
+            for impl, (s, d) in res.items():
                 emit(bench="softmax", impl=impl, rows=rows, cols=cols, ms=s * 1e3,
                      gbps=8.0 * rows * cols / s / 1e9, device_ms=d * 1e3,
                      device_gbps=8.0 * rows * cols / d / 1e9)
@@ -209,10 +226,9 @@ def main():
                          device_tflops=flop / d / 1e12, rel_err=err)
                 T.matmul_kernel = tuned
             err = check("autotuned")
-            res = {}
-            for impl, fn in (("triton", lambda: T.matmul(ta, tb)), ("builtin", lambda: mpsrt.matmul(ta, tb))):
-                s, d = timed(fn, max(3, args.iters // 4)), device_ms(fn) / 1e3
-                res[impl] = (s, d)
+            res = measure((("triton", lambda: T.matmul(ta, tb)), ("builtin", lambda: mpsrt.matmul(ta, tb))),
+                          max(3, args.iters // 4))
+            for impl, (s, d) in res.items():
                 emit(bench="matmul_f16", impl=impl, size=size, ms=s * 1e3,
                      tflops=flop / s / 1e12, device_ms=d * 1e3,
                      device_tflops=flop / d / 1e12, rel_err=err,
