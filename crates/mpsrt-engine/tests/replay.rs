@@ -375,7 +375,7 @@ fn a_replay_with_a_threaded_tail_is_bit_identical() {
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
     let (threads, chunk) = dev.replay_split();
     let (early, tail) = (dev.replay_early(), dev.replay_tail());
-    dev.set_replay_split(1, chunk);
+    dev.set_replay_split(1, 8);
     dev.set_replay_early(2);
     dev.set_replay_tail(2, 60);
     let (s, fresh) = sessions(mlp(40));

@@ -282,7 +282,12 @@ impl GpuDevice {
         });
         let (early_growth, early_max) = (config.replay_early_growth, config.replay_early_max);
         let early_adapt = config.replay_early_adapt;
-        let tail = (config.replay_tail, config.replay_tail_pct);
+        let tail_threads = config.replay_tail.unwrap_or(if props.device_type == "cpu" {
+            0
+        } else {
+            crate::env::DEFAULT_REPLAY_TAIL
+        });
+        let tail = (tail_threads, config.replay_tail_pct);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,

@@ -53,10 +53,12 @@ pub struct RuntimeConfig {
     /// thread that calls it, so this splits the host cost of a long replay (issue 22).
     pub replay_threads: Option<usize>,
     /// Threads that record and finish the tail of a serial replay while the calling thread
-    /// records its head with early submits (`MPSRT_REPLAY_TAIL`, default 0: off; `replay_par.rs`).
-    pub replay_tail: usize,
+    /// records its head with early submits (`MPSRT_REPLAY_TAIL`, 0: off; unset:
+    /// `DEFAULT_REPLAY_TAIL` on GPUs, off on CPU adapters, whose workers need the cores;
+    /// `replay_par.rs`).
+    pub replay_tail: Option<usize>,
     /// Percent of a replay's commands that go to the tail threads (`MPSRT_REPLAY_TAIL_PCT`,
-    /// default 50).
+    /// default 60).
     pub replay_tail_pct: usize,
     /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
     /// shorter replays are recorded on the calling thread alone.
@@ -86,6 +88,11 @@ pub struct RuntimeConfig {
 /// EfficientNet-B0 batch 1 1.32–1.34 → 1.17–1.18 ms, ResNet-50 1.38–1.55 → 1.30–1.32).
 pub(crate) const DEFAULT_REPLAY_EARLY: usize = 8;
 
+/// `MPSRT_REPLAY_TAIL` when unset, on GPUs: DenseNet-121 b1 on an H100 (2026-11-26, ninth
+/// session call 3, fresh processes) read 1.84–3.34 µs per step with 2 tail threads at 60% vs
+/// 1.92–15.25 without (p50 2.50–2.70 vs 2.43–2.58 ms in the processes without an outlier).
+pub(crate) const DEFAULT_REPLAY_TAIL: usize = 2;
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
@@ -101,8 +108,8 @@ impl Default for RuntimeConfig {
             max_binding_bytes: None,
             sync_spin: None,
             replay_threads: None,
-            replay_tail: 0,
-            replay_tail_pct: 50,
+            replay_tail: None,
+            replay_tail_pct: 60,
             replay_chunk: 48,
             replay_early: None,
             replay_early_growth: 2,
@@ -155,7 +162,7 @@ impl RuntimeConfig {
             c.replay_threads = Some(v.clamp(1, 64) as usize);
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_TAIL")? {
-            c.replay_tail = v.min(16) as usize;
+            c.replay_tail = Some(v.min(16) as usize);
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_TAIL_PCT")? {
             c.replay_tail_pct = v.min(95) as usize;

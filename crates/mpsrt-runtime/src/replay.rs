@@ -657,7 +657,7 @@ impl GpuDevice {
             let (tail_threads, tail_pct) = self.replay_tail();
             let tail_threads = if whole { tail_threads } else { 0 };
             let (head_len, tails) =
-                crate::replay_par::tail_split(cmds.len(), tail_threads, tail_pct);
+                crate::replay_par::tail_split(cmds.len(), tail_threads, tail_pct, chunk);
             let device = &self.device;
             let (n, tails) = crate::replay_par::with_tail(device, rec, cmds, &tails, || {
                 let head = &cmds[..head_len];

@@ -112,11 +112,17 @@ pub(crate) fn record(
 }
 
 /// Commands recorded by the calling thread, and the tail's parts: `pct` percent of `len`
-/// split over at most `threads` ranges of at least [`MIN_TAIL`] commands each (none when that
-/// leaves less than one).
-pub(crate) fn tail_split(len: usize, threads: usize, pct: usize) -> (usize, Vec<Range<usize>>) {
+/// split over at most `threads` ranges of at least `chunk` commands each (none when that
+/// leaves less than one; `MPSRT_REPLAY_CHUNK`, default 48: handing a part to a pool thread
+/// costs a wake-up, and its objects are cold on that core).
+pub(crate) fn tail_split(
+    len: usize,
+    threads: usize,
+    pct: usize,
+    chunk: usize,
+) -> (usize, Vec<Range<usize>>) {
     let tail = len * pct.min(95) / 100;
-    let parts = (tail / MIN_TAIL).min(threads);
+    let parts = (tail / chunk.max(1)).min(threads);
     if parts == 0 {
         return (len, Vec::new());
     }
@@ -124,10 +130,6 @@ pub(crate) fn tail_split(len: usize, threads: usize, pct: usize) -> (usize, Vec<
     let ranges = split(tail, parts, 1).into_iter().map(|r| head + r.start..head + r.end).collect();
     (head, ranges)
 }
-
-/// Fewest commands worth a tail thread (handing a part to the pool costs the calling thread a
-/// wake-up, and the part's objects are cold on another core).
-const MIN_TAIL: usize = 16;
 
 /// One tail part's result slot: its command buffer and dispatches, or the panic's message.
 pub(crate) type TailSlot =
@@ -256,11 +258,11 @@ mod tests {
     #[allow(clippy::single_range_in_vec_init)] // the expected list of ranges has one range
     fn tail_takes_its_percent_in_parts_of_at_least_min_tail() {
         use super::tail_split;
-        assert_eq!(tail_split(309, 0, 50), (309, vec![]));
-        assert_eq!(tail_split(309, 1, 50), (155, vec![155..309]));
-        assert_eq!(tail_split(309, 2, 60), (124, vec![124..217, 217..309]));
-        assert_eq!(tail_split(20, 2, 50), (20, vec![]), "10 commands are not worth a thread");
-        assert_eq!(tail_split(40, 4, 50), (20, vec![20..40]));
+        assert_eq!(tail_split(309, 0, 50, 48), (309, vec![]));
+        assert_eq!(tail_split(309, 1, 50, 48), (155, vec![155..309]));
+        assert_eq!(tail_split(309, 2, 60, 48), (124, vec![124..217, 217..309]));
+        assert_eq!(tail_split(60, 2, 60, 48), (60, vec![]), "36 commands are not worth a thread");
+        assert_eq!(tail_split(40, 4, 50, 16), (20, vec![20..40]));
     }
 
     #[test]

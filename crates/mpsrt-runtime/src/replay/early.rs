@@ -158,7 +158,15 @@ impl EarlyPlan {
         self.next = if host * left as f64 + per_submit <= ahead {
             0 // the host records and submits the rest before the GPU runs out of work
         } else {
-            (((ahead - per_submit).max(0.0) / host) as usize).max(self.first)
+            let fits = (((ahead - per_submit).max(0.0) / host) as usize).max(self.first);
+            // The GPU outruns the host here: smaller parts would not feed it sooner, only add
+            // submits (an H100 process with a slow host made 39 early submits of 8 commands,
+            // 15 µs per step), so parts never shrink below the last one's doubling.
+            if fits <= n {
+                n.saturating_mul(self.growth)
+            } else {
+                fits
+            }
         };
     }
 }
@@ -211,9 +219,13 @@ mod tests {
         let mut p = EarlyPlan::new(400, 8, 2, usize::MAX, 3_000.0, 0);
         p.submitted(8, 8, 16_000, 0);
         assert_eq!(p.part(8), Some(12));
+        // A GPU faster than the host (1 us per command): 8 more commands would not keep it
+        // busy either; the parts double instead of staying at 8 (each submit costs the host).
         let mut p = EarlyPlan::new(400, 8, 2, usize::MAX, 1_000.0, 0);
         p.submitted(8, 8, 16_000, 0);
-        assert_eq!(p.part(8), Some(8));
+        assert_eq!(p.part(8), Some(16));
+        p.submitted(16, 24, 48_000, 0);
+        assert_eq!(p.part(24), Some(32));
         // The same with a 10 us queue submit inside the first 26 us: 2 us per command, and the
         // next submit's 10 us comes off the 160 us the GPU is busy.
         let mut p = EarlyPlan::new(100, 8, 2, usize::MAX, 20_000.0, 0);
