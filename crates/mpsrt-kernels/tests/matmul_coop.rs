@@ -297,7 +297,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     // 16×16 (NVIDIA): the measured best per shape class (H200, session12 call 2; the 64×64
     // tune's K 64 from the H100's 9th-session A/B, below 256 blocks); 8×8: generation 1.
     // Both defaults are trusted (no MPSRT_COOP_EXPERIMENTAL needed).
-    let big = CoopVariant::parse("fi1_cl1_vs4_uc1").unwrap();
+    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1").unwrap();
     assert_eq!(default_coop_variant(16, [4096; 3]), big);
     assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
     assert_eq!(mpsrt_kernels::large_coop_variant(16), big);
@@ -309,7 +309,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(default_coop_variant(16, [2048, 2048, 768]), big);
     // The 8th session's rule, kept for A/B (MPSRT_COOP_PLANNER=8).
     let old = mpsrt_kernels::matmul_coop_tune::default_coop_variant_8th;
-    assert_eq!(old(16, [1024, 2304, 768]), big);
+    assert_eq!(old(16, [1024, 2304, 768]), CoopVariant::parse("fi1_cl1_vs4_uc1").unwrap());
     let old_small = CoopVariant::parse("w2x2_t2x2_k32_cl1_vs4_uc1").unwrap();
     assert_eq!(old(16, [1024, 768, 768]), old_small);
     assert_eq!(old(8, [4096; 3]), CoopVariant::Gen1);
@@ -432,7 +432,11 @@ fn f16_output_kernels_validate_and_translate() {
         assert_eq!((spec.variant, spec.out_f16), (3, true), "{}", tune.name());
         let spec = CoopMatmulSpec { aligned, batch_dims: i % 3, ..spec };
         let src = spec.render().unwrap_or_else(|e| panic!("{}: {e}", tune.name()));
-        assert!(src.contains("var<storage, read_write> out: array<f16>"), "{spec:?}");
+        // f16 elements, or four at a time (`ov1` on whole blocks).
+        let vector = tune.ov && spec.aligned;
+        let ty = if vector { "vec4<f16>" } else { "f16" };
+        let decl = format!("var<storage, read_write> out: array<{ty}>;");
+        assert!(src.contains(&decl), "{spec:?}");
         assert!(!src.contains("&out["), "no cooperative store to the f16 output: {spec:?}");
         wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
         wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
