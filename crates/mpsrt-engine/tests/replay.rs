@@ -374,10 +374,13 @@ fn a_replay_with_a_threaded_tail_is_bit_identical() {
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
     let (threads, chunk) = dev.replay_split();
-    let (early, tail) = (dev.replay_early(), dev.replay_tail());
+    let (early, tail, adapt) = (dev.replay_early(), dev.replay_tail(), dev.replay_early_adapt());
     dev.set_replay_split(1, 8);
     dev.set_replay_early(2);
-    dev.set_replay_tail(2, 60);
+    // Without the learnt GPU time (lavapipe's ~tens of µs per command would turn tails off as
+    // for batch-32 runs), every replay takes the tail.
+    dev.set_replay_early_adapt(false);
+    dev.set_replay_tail(2, 60, 8);
     let (s, fresh) = sessions(mlp(40));
     let t0 = dev.submit_timing();
     for run in 0..5u64 {
@@ -386,7 +389,8 @@ fn a_replay_with_a_threaded_tail_is_bit_identical() {
         assert_eq!(bytes(&s.run(&f).unwrap()), bytes(&fresh.run(&f).unwrap()), "run {run}");
     }
     let t = dev.submit_timing().since(&t0);
-    dev.set_replay_tail(tail.0, tail.1);
+    dev.set_replay_tail(tail.0, tail.1, tail.2);
+    dev.set_replay_early_adapt(adapt);
     dev.set_replay_early(early);
     dev.set_replay_split(threads, chunk);
     assert!(s.replay_status(&[vec![8, 32]]).unwrap().starts_with("ready"));

@@ -116,6 +116,7 @@ pub struct GpuDevice {
     /// Replay tail threads and their percent of the commands (`replay_par.rs`).
     pub(crate) replay_tail: AtomicUsize,
     pub(crate) replay_tail_pct: AtomicUsize,
+    pub(crate) replay_tail_min: AtomicUsize,
     /// The last completed batch serials and when their callbacks ran (`replay/early.rs` clock).
     pub(crate) completed_at: Arc<Mutex<crate::replay::Completions>>,
     this: Weak<GpuDevice>,
@@ -287,7 +288,7 @@ impl GpuDevice {
         } else {
             crate::env::DEFAULT_REPLAY_TAIL
         });
-        let tail = (tail_threads, config.replay_tail_pct);
+        let tail = (tail_threads, config.replay_tail_pct, config.replay_tail_min);
         tracing::debug!(device = %props.display_name(), limit, "opened GPU device");
         Ok(Arc::new_cyclic(|this| GpuDevice {
             index,
@@ -317,6 +318,7 @@ impl GpuDevice {
             replay_early_adapt: std::sync::atomic::AtomicBool::new(early_adapt),
             replay_tail: AtomicUsize::new(tail.0),
             replay_tail_pct: AtomicUsize::new(tail.1),
+            replay_tail_min: AtomicUsize::new(tail.2),
             completed_at: Arc::default(),
             this: this.clone(),
         }))

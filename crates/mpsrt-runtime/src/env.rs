@@ -60,6 +60,9 @@ pub struct RuntimeConfig {
     /// Percent of a replay's commands that go to the tail threads (`MPSRT_REPLAY_TAIL_PCT`,
     /// default 60).
     pub replay_tail_pct: usize,
+    /// Fewest commands of one tail part (`MPSRT_REPLAY_TAIL_MIN`, default 80): shorter plans
+    /// record serially.
+    pub replay_tail_min: usize,
     /// Fewest commands a replay gives one recording thread (`MPSRT_REPLAY_CHUNK`, default 48):
     /// shorter replays are recorded on the calling thread alone.
     pub replay_chunk: usize,
@@ -89,8 +92,8 @@ pub struct RuntimeConfig {
 pub(crate) const DEFAULT_REPLAY_EARLY: usize = 8;
 
 /// `MPSRT_REPLAY_TAIL` when unset, on GPUs: DenseNet-121 b1 on an H100 (2026-11-26, ninth
-/// session call 3, fresh processes) read 1.84–3.34 µs per step with 2 tail threads at 60% vs
-/// 1.92–15.25 without (p50 2.50–2.70 vs 2.43–2.58 ms in the processes without an outlier).
+/// session, fresh processes) read 2.30–3.10 µs per step in 8 of 8 processes with 2 tail
+/// threads at 60% vs 2.69–5.27 without (4 of 8 over 4), p50 2.52–2.64 vs 2.49–2.58 ms.
 pub(crate) const DEFAULT_REPLAY_TAIL: usize = 2;
 
 impl Default for RuntimeConfig {
@@ -110,6 +113,7 @@ impl Default for RuntimeConfig {
             replay_threads: None,
             replay_tail: None,
             replay_tail_pct: 60,
+            replay_tail_min: 80,
             replay_chunk: 48,
             replay_early: None,
             replay_early_growth: 2,
@@ -166,6 +170,9 @@ impl RuntimeConfig {
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_TAIL_PCT")? {
             c.replay_tail_pct = v.min(95) as usize;
+        }
+        if let Some(v) = var_u64("MPSRT_REPLAY_TAIL_MIN")? {
+            c.replay_tail_min = v.max(1) as usize;
         }
         if let Some(v) = var_u64("MPSRT_REPLAY_CHUNK")? {
             c.replay_chunk = v.max(1) as usize;

@@ -654,10 +654,13 @@ impl GpuDevice {
             // With `MPSRT_REPLAY_TAIL` threads, the last commands are recorded and finished on
             // those threads meanwhile (`replay_par::tail`), to be submitted after the head.
             // Whole replays only: a range between live steps is short.
-            let (tail_threads, tail_pct) = self.replay_tail();
-            let tail_threads = if whole { tail_threads } else { 0 };
+            // Whole replays only (a range between live steps is short), and not where the GPU
+            // takes far longer per command than the host (batch 32: the head alone keeps it fed).
+            let (tail_threads, tail_pct, tail_min) = self.replay_tail();
+            let latency_bound = gpu_ns <= 0.0 || gpu_ns < crate::replay_par::TAIL_MAX_GPU_NS;
+            let tail_threads = if whole && latency_bound { tail_threads } else { 0 };
             let (head_len, tails) =
-                crate::replay_par::tail_split(cmds.len(), tail_threads, tail_pct, chunk);
+                crate::replay_par::tail_split(cmds.len(), tail_threads, tail_pct, tail_min);
             let device = &self.device;
             let (n, tails) = crate::replay_par::with_tail(device, rec, cmds, &tails, || {
                 let head = &cmds[..head_len];

@@ -113,8 +113,10 @@ pub(crate) fn record(
 
 /// Commands recorded by the calling thread, and the tail's parts: `pct` percent of `len`
 /// split over at most `threads` ranges of at least `chunk` commands each (none when that
-/// leaves less than one; `MPSRT_REPLAY_CHUNK`, default 48: handing a part to a pool thread
-/// costs a wake-up, and its objects are cold on that core).
+/// leaves less than one; `MPSRT_REPLAY_TAIL_MIN`, default 80: handing a part to a pool thread
+/// costs a wake-up and its objects are cold on that core, so short parts lose — on the H100,
+/// ResNet-50's 48-command tail read 4.3–6.8 µs per step vs 3.0–4.4 without, DenseNet's two
+/// parts of 92 won).
 pub(crate) fn tail_split(
     len: usize,
     threads: usize,
@@ -130,6 +132,10 @@ pub(crate) fn tail_split(
     let ranges = split(tail, parts, 1).into_iter().map(|r| head + r.start..head + r.end).collect();
     (head, ranges)
 }
+
+/// GPU nanoseconds per command (learnt by `replay/early.rs`) from which a replay is not bound
+/// by the host and records serially (DenseNet-121: ~8 µs per command at batch 1, ~40 at 32).
+pub(crate) const TAIL_MAX_GPU_NS: f64 = 20_000.0;
 
 /// One tail part's result slot: its command buffer and dispatches, or the panic's message.
 pub(crate) type TailSlot =
@@ -232,16 +238,21 @@ impl GpuDevice {
     }
 
     /// Sets the threads that record a serial replay's tail while the calling thread records its
-    /// head, and the percent of the commands they get (`threads` 0: off). Overrides
-    /// `MPSRT_REPLAY_TAIL` / `MPSRT_REPLAY_TAIL_PCT` for this device.
-    pub fn set_replay_tail(&self, threads: usize, pct: usize) {
+    /// head, the percent of the commands they get (`threads` 0: off) and the fewest commands
+    /// of one tail part. Overrides `MPSRT_REPLAY_TAIL` / `_PCT` / `_MIN` for this device.
+    pub fn set_replay_tail(&self, threads: usize, pct: usize, min_part: usize) {
         self.replay_tail.store(threads.min(16), Ordering::Relaxed);
         self.replay_tail_pct.store(pct.min(95), Ordering::Relaxed);
+        self.replay_tail_min.store(min_part.max(1), Ordering::Relaxed);
     }
 
-    /// `(threads, pct)` of [`GpuDevice::set_replay_tail`].
-    pub fn replay_tail(&self) -> (usize, usize) {
-        (self.replay_tail.load(Ordering::Relaxed), self.replay_tail_pct.load(Ordering::Relaxed))
+    /// `(threads, pct, min_part)` of [`GpuDevice::set_replay_tail`].
+    pub fn replay_tail(&self) -> (usize, usize, usize) {
+        (
+            self.replay_tail.load(Ordering::Relaxed),
+            self.replay_tail_pct.load(Ordering::Relaxed),
+            self.replay_tail_min.load(Ordering::Relaxed),
+        )
     }
 
     /// `(threads, chunk)` of [`GpuDevice::set_replay_split`].
