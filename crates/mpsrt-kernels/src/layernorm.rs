@@ -11,7 +11,7 @@
 //! each keeping its `nv` vec4s in registers, so the row is read from memory once and the two
 //! reductions run over `seg` threads (`log2(seg)` barrier steps) instead of 256 — the
 //! one-row-per-256-threads form left 64 of BERT's threads idle, read each row three times and
-//! paid 16 barriers per row (`MPSRT_LAYERNORM_SEG=0` keeps it).
+//! paid 16 barriers per row. Opt-in (`MPSRT_LAYERNORM_SEG=1`): not faster on the H100.
 //!
 //! With `residual`, the row is `x + r` (SkipLayerNormalization: a transformer's residual add
 //! before its norm) and, with `sum_out`, that sum is stored too for a later consumer. Bindings

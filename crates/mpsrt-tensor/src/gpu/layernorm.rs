@@ -1,7 +1,7 @@
 //! GPU launch for the one-kernel layer norm (`mpsrt_kernels::layernorm`): contiguous f32 (or
 //! f16, 4-aligned) rows, one workgroup per row — or, for vec4 rows of at most 512 vec4s, the
-//! segmented form (several rows per workgroup, rows held in registers; `MPSRT_LAYERNORM_SEG=0`
-//! off); offsets of views passed in the metadata.
+//! segmented form (several rows per workgroup, rows held in registers; opt-in
+//! `MPSRT_LAYERNORM_SEG=1`); offsets of views passed in the metadata.
 
 use super::matmul::{cached, SpecCache};
 use super::reduce::gpu_buffer;
@@ -14,10 +14,12 @@ use std::sync::{Arc, OnceLock};
 const OP: &str = "layer_norm";
 static LN: SpecCache<LayerNormSpec> = OnceLock::new();
 
-/// `MPSRT_LAYERNORM_SEG` (default on), read once.
+/// `MPSRT_LAYERNORM_SEG=1` (opt-in, read per launch): the segmented form. Off by default: on
+/// the H100 (ninth session) it measured no better than the row form for BERT-base (b8 f16
+/// 4.61/4.69 vs 4.64/4.57 ms, f32 10.43 vs 10.44) and slightly worse for small cases (GPT-2 f32
+/// decode 304 vs 311 tokens/s, prefill 6.3 vs 5.9 ms; BERT f32 b1 3.21 vs 2.98 ms, one noisy run).
 fn seg_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MPSRT_LAYERNORM_SEG").map_or(true, |v| v.trim() != "0"))
+    std::env::var("MPSRT_LAYERNORM_SEG").is_ok_and(|v| v.trim() == "1")
 }
 
 /// Whether the kernel takes these operands: contiguous tensors of one dtype on one GPU — f32,
