@@ -40,6 +40,8 @@ NOT_OPS = {
     "matmul_fused": "matmul + bias + residual + activation fused for the graph engine (a linear "
                     "layer's GEMM epilogue); equals mpsrt.matmul, + bias, + residual, then "
                     "F.gelu/F.relu/...",
+    "sdpa_on_matrix_units": "a pure routing query (would f16 attention run on the matrix units; "
+                            "the engine composes it otherwise; tested in Rust), not an op",
     "small_m_prefers_tiled": "a pure routing query (does a small-M f16 GEMM take the tiled "
                              "split-K instead of the matrix units; tested in Rust), not an op",
     "conv1x1_vec": "a 1x1 conv on a 1x1 map as one GEMV dispatch for the graph engine; equals "
