@@ -7,8 +7,9 @@
 use crate::matmul::MatmulAct;
 use std::fmt::Write as _;
 
-/// Threads per workgroup of [`coop_conv_splitk_reduce`].
-pub const SPLITK_REDUCE_WG: u32 = 256;
+/// Threads per workgroup of [`coop_conv_splitk_reduce`] (the body is shared with the f32 conv's
+/// split-K sum).
+pub use crate::conv_gemm::SPLITK_REDUCE_WG;
 
 /// Meta words of [`coop_conv_splitk_reduce`]: 0 total/4, 1 P, 2 OC, 3 activation p0, 4 threads
 /// per grid row, 5 bias offset, 6 residual offset / 4, 7 slices, 15 activation p1.
@@ -51,28 +52,6 @@ pub fn coop_conv_splitk_reduce(
         bufs.push(("res", "vec4<f16>", "read"));
     }
     bufs.push(("out", "vec4<f16>", "read_write"));
-    for (i, (name, ty, access)) in bufs.iter().enumerate() {
-        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
-    }
-    let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
-    s.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
-    s.push_str(act.wgsl());
-    let _ = writeln!(s, "@compute @workgroup_size({SPLITK_REDUCE_WG})");
-    s.push_str("fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n");
-    s.push_str(
-        "  let e = gid.x + gid.y * mw(4u); let total4 = mw(0u);\n  if (e >= total4) { return; }\n",
-    );
-    s.push_str("  var v = vec4<f32>(0.0);\n  for (var j = 0u; j < mw(7u); j++) { v += part[j * total4 + e]; }\n");
-    if has_bias {
-        // The four outputs may straddle a channel boundary when P % 4 != 0.
-        s.push_str("  let P = mw(1u); let OC = mw(2u); let bo = mw(5u);\n");
-        s.push_str(
-            "  for (var c = 0u; c < 4u; c++) { v[c] += f32(bias[bo + ((e * 4u + c) / P) % OC]); }\n",
-        );
-    }
-    if has_res {
-        s.push_str("  v += vec4<f32>(res[mw(6u) + e]);\n");
-    }
-    s.push_str("  out[e] = vec4<f16>(act(v));\n}\n");
+    crate::conv_gemm::splitk_reduce_body(&mut s, &bufs, act, true, false);
     s
 }

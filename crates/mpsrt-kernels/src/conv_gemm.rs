@@ -468,35 +468,56 @@ pub fn conv_splitk_reduce_kernel(
         bufs.push(("res", "vec4<f32>", "read"));
     }
     bufs.push(("out", "vec4<f32>", "read_write"));
+    splitk_reduce_body(&mut s, &bufs, act, false, strided_out);
+    s
+}
+
+/// Threads per workgroup of the conv split-K sums.
+pub const SPLITK_REDUCE_WG: u32 = 256;
+
+/// Bindings, meta accessor and body of a conv split-K sum, shared by the f32 implicit-GEMM conv
+/// ([`conv_splitk_reduce_kernel`]) and the f16 cooperative conv
+/// (`conv_coop::coop_conv_splitk_reduce`), which use the same meta words. `bufs` lists `part`,
+/// then `bias` / `res` when present, then `out`. With `f16_out` the bias and residual are
+/// widened to f32 before the sum and the result is narrowed to f16 on the way out.
+pub(crate) fn splitk_reduce_body(
+    s: &mut String,
+    bufs: &[(&str, &str, &str)],
+    act: MatmulAct,
+    f16_out: bool,
+    strided_out: bool,
+) {
+    let has = |n: &str| bufs.iter().any(|b| b.0 == n);
     for (i, (name, ty, access)) in bufs.iter().enumerate() {
         let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
     }
     let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
     s.push_str("fn mw(i: u32) -> u32 { return M.w[i >> 2u][i & 3u]; }\n");
     s.push_str(act.wgsl());
-    s.push_str(
-        "@compute @workgroup_size(256)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n",
-    );
+    let _ = writeln!(s, "@compute @workgroup_size({SPLITK_REDUCE_WG})");
+    s.push_str("fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n");
     s.push_str(
         "  let e = gid.x + gid.y * mw(4u); let total4 = mw(0u);\n  if (e >= total4) { return; }\n",
     );
     s.push_str("  var v = vec4<f32>(0.0);\n  for (var j = 0u; j < mw(7u); j++) { v += part[j * total4 + e]; }\n");
-    if has_bias {
+    // Widen an f16 operand to the f32 sum.
+    let widen = |ty: &str, x: &str| if f16_out { format!("{ty}({x})") } else { x.to_string() };
+    if has("bias") {
         // The four outputs may straddle a channel boundary when P % 4 != 0.
         s.push_str("  let P = mw(1u); let OC = mw(2u); let bo = mw(5u);\n");
-        s.push_str(
-            "  for (var c = 0u; c < 4u; c++) { v[c] += bias[bo + ((e * 4u + c) / P) % OC]; }\n",
-        );
+        let b = widen("f32", "bias[bo + ((e * 4u + c) / P) % OC]");
+        let _ = writeln!(s, "  for (var c = 0u; c < 4u; c++) {{ v[c] += {b}; }}");
     }
-    if has_res {
-        s.push_str("  v += res[mw(6u) + e];\n");
+    if has("res") {
+        let _ = writeln!(s, "  v += {};", widen("vec4<f32>", "res[mw(6u) + e]"));
     }
     if strided_out {
         s.push_str("  let img = e / mw(9u);\n  out[mw(8u) + img * mw(10u) + (e - img * mw(9u))] = act(v);\n}\n");
+    } else if f16_out {
+        s.push_str("  out[e] = vec4<f16>(act(v));\n}\n");
     } else {
         s.push_str("  out[e] = act(v);\n}\n");
     }
-    s
 }
 
 /// The meta block of a [`ConvGemmSpec`] launch: `cols` = N·P, `offs` = x, w, bias and
