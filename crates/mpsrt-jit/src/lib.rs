@@ -284,6 +284,7 @@ pub fn ttir_compiler_id() -> String {
         include_str!("ttir/mod.rs"),
         include_str!("ttir/parse.rs"),
         include_str!("ttir/lower.rs"),
+        include_str!("ttir/control.rs"),
         include_str!("ttir/elementwise.rs"),
         include_str!("ttir/bounds.rs"),
         include_str!("ttir/reduce.rs"),
@@ -332,4 +333,26 @@ fn cache_key(source: &str, name: &str, sig: &KernelSignature, opts: &CompileOpti
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{name}-{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every TTIR lowering file decides the WGSL, so each must be part of `ttir_compiler_id`
+    /// (a file left out would let Triton's disk cache serve kernels from an older compiler).
+    #[test]
+    fn compiler_id_hashes_every_ttir_source() {
+        let lib = include_str!("lib.rs");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ttir");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("src/ttir is readable")
+            .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".rs"))
+            .collect();
+        names.sort();
+        assert!(names.len() > 10, "found only {names:?}");
+        for n in &names {
+            let entry = format!("include_str!(\"ttir/{n}\")");
+            assert!(lib.contains(&entry), "ttir_compiler_id does not hash ttir/{n}");
+        }
+    }
 }

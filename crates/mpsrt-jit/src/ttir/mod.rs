@@ -12,6 +12,7 @@
 
 mod atomic;
 mod bounds;
+mod control;
 mod coop_acc;
 mod dot_stage;
 mod elementwise;
