@@ -5,7 +5,8 @@
 #   scripts/conformance.sh [--update-baseline | --check]
 # --check (what `make test` runs) fails when a pass count falls below
 # crates/mpsrt-engine/conformance/baseline.json; --update-baseline rewrites that file.
-# Env: PYTHON (default .venv/bin/python from scripts/install-deps.sh), MPSRT_CONFORMANCE_DIR.
+# Env: PYTHON (default .venv/bin/python from scripts/install-deps.sh), MPSRT_CONFORMANCE_DIR,
+# CONFORMANCE_CARGO_FLAGS (e.g. --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -17,7 +18,9 @@ fi
 ONNX_VERSION=$("$PY" -c "import onnx; print(onnx.__version__)")
 rm -rf "$DATA" && "$PY" crates/mpsrt-engine/tests/tools/dump_conformance.py "$DATA"
 OUT=target/conformance.json
-cargo run --release -q -p mpsrt-engine --example conformance -- "$DATA" --json "$OUT" | tee target/conformance.txt
+# The dev profile (dependencies at opt-level 2, see Cargo.toml) shares the build `cargo test` makes:
+# a release build here cost CI a second full compile of wgpu and naga on its two cores.
+cargo run ${CONFORMANCE_CARGO_FLAGS:-} -q -p mpsrt-engine --example conformance -- "$DATA" --json "$OUT" | tee target/conformance.txt
 "$PY" - "$OUT" "$ONNX_VERSION" "${1:-}" <<'PY'
 import json, sys, collections
 out, ver, mode = sys.argv[1], sys.argv[2], sys.argv[3]
