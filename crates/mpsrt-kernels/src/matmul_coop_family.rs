@@ -28,9 +28,13 @@ pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
 use std::fmt::Write as _;
 
-/// The register ring (`rq1`), split off to keep this file readable.
+/// The unrolled two-slab loops (`un1`, `rq1`), split off to keep this file readable.
 #[path = "matmul_coop_ring.rs"]
 mod ring;
+
+/// The global loads and slab stores of a K step, split off likewise.
+#[path = "matmul_coop_stage.rs"]
+mod stage;
 
 /// Shapes derived from a spec and its tune.
 pub(crate) fn block(spec: &CoopMatmulSpec) -> (u32, u32, u32) {
@@ -167,6 +171,10 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             let _ = writeln!(w, "  var c{i}_{j} = coop_mat{s}x{s}<{acc}, C>();");
         }
     }
+    if t.lp != 0 {
+        // The L1 prefetch's sink (`Loop::l1_prefetch`).
+        w.push_str("  var lsum = f16(0.0);\n");
+    }
     let inside = format!("m0 + {bm}u <= Mr && n0 + {bn}u <= N");
     let pi = t.pi && !(t.fi || dg);
     let l = Loop {
@@ -198,6 +206,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         gl,
         fo: t.fo,
         rq: t.rq,
+        lp: u32::from(t.lp),
+        sgs: sg,
+        aligned: spec.aligned,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -223,6 +234,10 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             let _ = writeln!(w, "  let full = {inside} && K % {bk}u == 0u;");
         }
         w.push_str(&l.shared(true));
+    }
+    if t.lp != 0 {
+        // Never runs (no product has that K): keeps the prefetch loads alive.
+        let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}(lsum); }}");
     }
     if rows_store(spec) {
         store_rows(&mut w, spec, tm, tn);
@@ -275,8 +290,15 @@ struct Loop {
     gl: bool,
     /// Fragment order: a step's B tiles first, each A tile right before its products.
     fo: bool,
-    /// With `db`: two register sets, global loads two steps ahead ([`Loop::ring`]).
+    /// With `db`: two register sets, global loads two steps ahead ([`Loop::unrolled`]).
     rq: bool,
+    /// L1 prefetch distance in steps (`lp`, [`Loop::l1_prefetch`]).
+    lp: u32,
+    /// Lanes per subgroup.
+    sgs: u32,
+    /// Whole blocks only, and with `un`/`rq` an even number of K steps (the launcher's
+    /// `aligned`): the unrolled loops run, outside any branch.
+    aligned: bool,
 }
 
 impl Loop {
@@ -397,299 +419,6 @@ impl Loop {
         c
     }
 
-    /// Register names and type of the `t`-th vector a thread stages (8 halves: two
-    /// `vec4<f16>`, or one `vec4<u32>` when word-typed).
-    fn regs(&self, reg: &str, t: u32) -> Vec<(String, &'static str)> {
-        if self.wl {
-            vec![(format!("{reg}{t}w"), "vec4<u32>")]
-        } else {
-            vec![(format!("{reg}{t}l"), "vec4<f16>"), (format!("{reg}{t}h"), "vec4<f16>")]
-        }
-    }
-
-    /// Global loads of slab `k0`: into registers `r*` on the vector paths (`to_regs`), or
-    /// (scalar paths, and vector paths when `!to_regs`) straight into stage `st`. `checked`:
-    /// bounds checks against M, N, K (edge workgroups).
-    fn load(&self, k0: &str, st: &str, checked: bool, to_regs: bool) -> String {
-        self.load_sel(k0, st, checked, to_regs, (true, true))
-    }
-
-    /// [`load`](Self::load) of the operands `sel` picks (A, B).
-    fn load_sel(
-        &self,
-        k0: &str,
-        st: &str,
-        checked: bool,
-        to_regs: bool,
-        sel: (bool, bool),
-    ) -> String {
-        let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, wl, .. } = *self;
-        let mut c = String::new();
-        let (q, qn) = (bk / 8, bn / 8);
-        // Bounds checks, skipped at run time in interior blocks with `pi` (`full` is uniform).
-        let guard = |cond: &str| {
-            if self.pi {
-                format!("(full || ({cond}))")
-            } else {
-                cond.to_string()
-            }
-        };
-        // Vector index of element `x` (halves): 4 per `vec4<f16>`, 8 per `vec4<u32>`.
-        let vsh = if wl || self.gl { 3 } else { 2 };
-        // One 16-byte element `w` (`H8`) into the two `vec4<f16>` registers, zero where
-        // `ok` (a checked load) is false.
-        let split = |regs: &[(String, &str)], decl: &str, ok: Option<&str>| {
-            let part = |p: &str| match ok {
-                Some(ok) => format!("select(vec4<f16>(), w.{p}, {ok})"),
-                None => format!("w.{p}"),
-            };
-            format!("{decl}{} = {}; {decl}{} = {};", regs[0].0, part("l"), regs[1].0, part("h"))
-        };
-        // Coordinates of a checked vector load, clamped into the operand with `cl` (K and
-        // N are multiples of 8 on the vector paths, and at least one 16-wide tile).
-        let clamp = |x: &str, xl: &str, y: &str, yl: &str| {
-            if checked && self.cl {
-                (format!("min({x}, {xl})"), format!("min({y}, {yl})"))
-            } else {
-                (x.to_string(), y.to_string())
-            }
-        };
-        let vec = |c: &mut String,
-                   tot: u32,
-                   reg: &str,
-                   arr: &str,
-                   idx: &str,
-                   cond: &str,
-                   dst: &str,
-                   at: &str| {
-            for t in 0..tot.div_ceil(nt) {
-                let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
-                let mut conds = Vec::new();
-                if !tot.is_multiple_of(nt) {
-                    conds.push(format!("e < {tot}u"));
-                }
-                if checked {
-                    conds.push(guard(cond));
-                }
-                let regs = self.regs(reg, t);
-                let decl = if to_regs { "" } else { "var " };
-                let _ = writeln!(c, "      {idx}");
-                if checked && self.cl {
-                    // Clamped address (always inside the operand), zero selected outside:
-                    // no branch, so the loads of a step issue together.
-                    let _ = writeln!(c, "      let ok = {};", conds.join(" && "));
-                    if self.gl {
-                        let _ = writeln!(
-                            c,
-                            "      let w = {arr}[{arr}_at];\n      {}",
-                            split(&regs, decl, Some("ok"))
-                        );
-                    }
-                    for (i, (r, ty)) in regs.iter().enumerate().filter(|_| !self.gl) {
-                        let _ = writeln!(
-                            c,
-                            "      {decl}{r} = select({ty}(), {arr}[{arr}_at + {i}u], ok);"
-                        );
-                    }
-                    if !to_regs {
-                        c.push_str(&self.put(&regs, dst, at, tot));
-                    }
-                    c.push_str("    }\n");
-                    continue;
-                }
-                let mut body = format!("let at = {arr}_at;");
-                for (i, (r, ty)) in regs.iter().enumerate() {
-                    let _ = write!(c, "      {decl}{r} = {ty}();");
-                    if !self.gl {
-                        let _ = write!(body, " {r} = {arr}[at + {i}u];");
-                    }
-                }
-                if self.gl {
-                    let _ = write!(body, " let w = {arr}[at]; {}", split(&regs, "", None));
-                }
-                c.push('\n');
-                if conds.is_empty() {
-                    let _ = writeln!(c, "      {{ {body} }}");
-                } else {
-                    let _ = writeln!(c, "      if ({}) {{ {body} }}", conds.join(" && "));
-                }
-                if !to_regs {
-                    c.push_str(&self.put(&regs, dst, at, tot));
-                }
-                c.push_str("    }\n");
-            }
-        };
-        if sel.0 {
-            if self.va {
-                let (mc, kc) = clamp("m", "Mr - 1u", "k", "K - 8u");
-                let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32({mc}) * sam + i32({kc})) >> {vsh}u;");
-                let at = format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u");
-                vec(&mut c, bm * q, "ra", "a", &idx, "m < Mr && k < K", "As", &at);
-            } else if wl {
-                // Pairs of halves along K, packed into one word of the slab.
-                let h = bk / 2;
-                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * h);
-                let _ = writeln!(c, "      let r = e / {h}u; let kk = (e % {h}u) * 2u; let m = m0 + r; let k = {k0} + kk;");
-                c.push_str("      let i0 = u32(abase + i32(m) * sam + i32(k) * sak); let i1 = u32(i32(i0) + sak);\n");
-                if checked {
-                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (m < Mr && k < K) { v0 = ha(i0); }\n      if (m < Mr && k + 1u < K) { v1 = ha(i1); }\n");
-                } else {
-                    c.push_str("      let v0 = ha(i0); let v1 = ha(i1);\n");
-                }
-                let _ = writeln!(c, "      As[({st} * {a_stage}u + r * {as_}u + kk) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
-            } else {
-                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * bk);
-                let _ = writeln!(
-                    c,
-                    "      let r = e / {bk}u; let kk = e % {bk}u; let m = m0 + r; let k = {k0} + kk;"
-                );
-                let ld = "a[u32(abase + i32(m) * sam + i32(k) * sak)]";
-                if checked && self.cl {
-                    let _ = writeln!(c, "      let v = select(f16(0.0), a[u32(abase + i32(min(m, Mr - 1u)) * sam + i32(min(k, K - 1u)) * sak)], m < Mr && k < K);");
-                } else if checked {
-                    let _ = writeln!(
-                        c,
-                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
-                        guard("m < Mr && k < K")
-                    );
-                } else {
-                    let _ = writeln!(c, "      let v = {ld};");
-                }
-                let _ = writeln!(c, "      As[{st} * {a_stage}u + r * {as_}u + kk] = v;\n    }}");
-            }
-        }
-        if sel.1 {
-            if self.vb {
-                let (kc, nc) = clamp("k", "K - 1u", "n", "N - 8u");
-                let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32({kc}) * sbk + i32({nc})) >> {vsh}u;");
-                let at = format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u");
-                vec(&mut c, bk * qn, "rb", "b", &idx, "n < N && k < K", "Bs", &at);
-            } else if wl {
-                // Pairs of halves along N.
-                let h = bn / 2;
-                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * h);
-                let _ = writeln!(c, "      let kk = e / {h}u; let cc = (e % {h}u) * 2u; let n = n0 + cc; let k = {k0} + kk;");
-                c.push_str("      let i0 = u32(bbase + i32(k) * sbk + i32(n) * sbn); let i1 = u32(i32(i0) + sbn);\n");
-                if checked {
-                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (n < N && k < K) { v0 = hb(i0); }\n      if (n + 1u < N && k < K) { v1 = hb(i1); }\n");
-                } else {
-                    c.push_str("      let v0 = hb(i0); let v1 = hb(i1);\n");
-                }
-                let _ = writeln!(c, "      Bs[({st} * {b_stage}u + kk * {bs_}u + cc) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
-            } else {
-                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * bn);
-                let _ = writeln!(
-                    c,
-                    "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;"
-                );
-                let ld = "b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]";
-                if checked && self.cl {
-                    let _ = writeln!(c, "      let v = select(f16(0.0), b[u32(bbase + i32(min(k, K - 1u)) * sbk + i32(min(n, N - 1u)) * sbn)], n < N && k < K);");
-                } else if checked {
-                    let _ = writeln!(
-                        c,
-                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
-                        guard("n < N && k < K")
-                    );
-                } else {
-                    let _ = writeln!(c, "      let v = {ld};");
-                }
-                let _ = writeln!(c, "      Bs[{st} * {b_stage}u + kk * {bs_}u + cc] = v;\n    }}");
-            }
-        }
-        c
-    }
-
-    /// Stores of the register-held vectors (vector paths) into stage `st`.
-    fn store(&self, st: &str) -> String {
-        self.store_sel(st, (true, true))
-    }
-
-    /// [`store`](Self::store) of the operands `sel` picks (A, B).
-    fn store_sel(&self, st: &str, sel: (bool, bool)) -> String {
-        let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, .. } = *self;
-        let (q, qn) = (bk / 8, bn / 8);
-        let mut c = String::new();
-        let mut one = |tot: u32, reg: &str, dst: &str, at: String| {
-            for t in 0..tot.div_ceil(nt) {
-                let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
-                c.push_str(&self.put(&self.regs(reg, t), dst, &at, tot));
-                c.push_str("    }\n");
-            }
-        };
-        if self.va && sel.0 {
-            one(
-                bm * q,
-                "ra",
-                "As",
-                format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u"),
-            );
-        }
-        if self.vb && sel.1 {
-            one(
-                bk * qn,
-                "rb",
-                "Bs",
-                format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u"),
-            );
-        }
-        c
-    }
-
-    /// Eight halves held in `regs` into `dst` at element `at` (an expression of `e`; four
-    /// words at `at / 2` when word-typed), guarded by `e < tot` when the threads do not divide
-    /// the slab evenly.
-    fn put(&self, regs: &[(String, &str)], dst: &str, at: &str, tot: u32) -> String {
-        let mut c = String::new();
-        let open = if !tot.is_multiple_of(self.nt) {
-            format!("      if (e < {tot}u) {{\n")
-        } else {
-            "      {\n".into()
-        };
-        c.push_str(&open);
-        let v = if dst == "As" { self.vsa } else { self.vsb };
-        if self.wl {
-            let _ = writeln!(c, "      let at = ({at}) >> 1u;");
-            for (i, part) in ["x", "y", "z", "w"].iter().enumerate() {
-                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[0].0);
-            }
-        } else if v == 4 {
-            let _ = writeln!(c, "      let at = ({at}) >> 2u;");
-            let _ = writeln!(
-                c,
-                "      {dst}[at] = {};\n      {dst}[at + 1u] = {};",
-                regs[0].0, regs[1].0
-            );
-        } else if v == 2 {
-            let _ = writeln!(c, "      let at = ({at}) >> 1u;");
-            for (i, (r, part)) in [(0, "xy"), (0, "zw"), (1, "xy"), (1, "zw")].iter().enumerate() {
-                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[*r].0);
-            }
-        } else {
-            let _ = writeln!(c, "      let at = {at};");
-            for (i, part) in ["x", "y", "z", "w"].iter().enumerate() {
-                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[0].0);
-                let _ = writeln!(c, "      {dst}[at + {}u] = {}.{part};", i + 4, regs[1].0);
-            }
-        }
-        c.push_str("      }\n");
-        c
-    }
-
-    /// The next slab's start `nxt` (a `let`) and the opening of the block that prefetches it:
-    /// `if (nxt < K) {`, or with `nb` a plain block — checked loads are bounded by K anyway,
-    /// and unchecked loops (whole blocks, K a multiple of the step) reload their last slab
-    /// (`nxt` clamped to `K - bk`) into registers or a stage nothing reads afterwards — so no
-    /// branch on the loop counter stands between the products and the next slab's loads.
-    fn next(&self, checked: bool) -> (String, String) {
-        let bk = self.bk;
-        match (self.nb, checked) {
-            (false, _) => (format!("let nxt = k0 + {bk}u;"), "    if (nxt < K) {\n".into()),
-            (true, true) => (format!("let nxt = k0 + {bk}u;"), "    {\n".into()),
-            (true, false) => (format!("let nxt = min(k0 + {bk}u, K - {bk}u);"), "    {\n".into()),
-        }
-    }
-
     /// The staged K loop; `checked` bounds-checks every global load (edge workgroups).
     fn shared(&self, checked: bool) -> String {
         let Loop { bk, a_stage, b_stage, .. } = *self;
@@ -706,11 +435,8 @@ impl Loop {
                 }
             }
         };
-        if self.rq && !checked && self.va && self.vb {
-            return self.ring(&decl_regs);
-        }
-        if self.un && self.db && !checked && self.va && self.vb {
-            return self.unrolled(&decl_regs);
+        if (self.un || self.rq) && self.db && self.aligned && self.va && self.vb {
+            return self.unrolled(&decl_regs, if self.rq { 2 } else { 1 });
         }
         if self.rp && vecs {
             // One slab: the vector operands' next slab is in registers while this one is
@@ -762,7 +488,10 @@ impl Loop {
             return c;
         }
         if !self.db {
+            let lp = self.l1_prefetch(checked);
+            c.push_str(&lp.0);
             let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            c.push_str(&lp.1);
             c.push_str(&self.load("k0", "0u", checked, false));
             c.push_str("    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());

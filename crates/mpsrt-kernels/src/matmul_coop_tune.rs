@@ -108,6 +108,14 @@ pub struct CoopTune {
     /// the storage buffer at the top of the step (in flight with B's staging); only B goes
     /// through workgroup memory (the 4×4 default then needs 12.7 KB instead of 23).
     pub da: bool,
+    /// L1 prefetch distance in K steps (0: none; one-slab whole-block loop, both operands 8
+    /// wide): each step, half of the subgroups (alternating) touch one half per 32-byte sector
+    /// of slab `k + lp` (clamped to the last), so it is in the SM's L1 by the time its real
+    /// loads run, and add the values they loaded two steps earlier into a sum stored on a path
+    /// that never runs (a load the compiler cannot drop). Bytes in flight without the 32
+    /// staging registers per slab that register prefetch costs: the 4×4 tiles' 218 registers
+    /// and the ~48 KiB of workgroup memory per SM leave no room for a deeper register pipeline.
+    pub lp: u8,
 }
 
 impl Default for CoopTune {
@@ -140,6 +148,7 @@ impl Default for CoopTune {
             un: false,
             ov: false,
             da: false,
+            lp: 0,
         }
     }
 }
@@ -175,6 +184,9 @@ impl CoopTune {
         if self.ph != 0 {
             n.push_str(&format!("_ph{}", self.ph));
         }
+        if self.lp != 0 {
+            n.push_str(&format!("_lp{}", self.lp));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -200,7 +212,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps)")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -212,7 +224,9 @@ impl CoopTune {
             _ => Err(bad(tok)),
         };
         for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(v) = tok.strip_prefix("db") {
+            if let Some(v) = tok.strip_prefix("lp") {
+                t.lp = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("db") {
                 t.db = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("fi") {
                 t.fi = flag(v, tok)?;
@@ -435,6 +449,13 @@ impl CoopTune {
         }
     }
 
+    /// What K must be a multiple of for the whole-block (`aligned`) kernel: the K step, or
+    /// two steps for the loops unrolled by two (`un1`, `rq1`), which have no branch for an
+    /// odd last step (cooperative operations inside an `if` measured wrong on the H100).
+    pub fn aligned_k(&self) -> u32 {
+        u32::from(self.bk) * if self.db && (self.un || self.rq) { 2 } else { 1 }
+    }
+
     /// Whether the renderer accepts this tune for tiles of `size`.
     pub fn check(&self, size: u32) -> Result<(), String> {
         let p2 = |v: u8, hi: u8| v.is_power_of_two() && v <= hi;
@@ -500,6 +521,13 @@ impl CoopTune {
         }
         if self.xs > 40 {
             return Err(format!("{}: extra workgroup memory (xs) is at most 40 KiB", self.name()));
+        }
+        if self.lp > 4 || (self.lp != 0 && (self.db || self.rp || self.da || self.wm * self.wn < 2))
+        {
+            return Err(format!(
+                "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not db1, rp1 or da1) of at least two subgroups",
+                self.name()
+            ));
         }
         if self.rp && self.db {
             return Err(format!(

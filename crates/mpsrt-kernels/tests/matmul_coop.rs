@@ -536,12 +536,16 @@ fn pipelined_candidates_validate_translate_and_fit() {
             wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
             wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
             if tune.rq && aligned && vec_a && vec_b {
-                // The ring: two steps per iteration, one barrier each, then the odd tail.
-                let body = src.split("for (; k0").nth(1).unwrap();
-                let lp = body.split("Wfull = select").next().unwrap();
+                // The ring: two steps per iteration, one barrier each, and no odd tail (K is a
+                // multiple of two steps in its aligned kernels): no product inside an `if`.
+                let head = format!("k0 = k0 + {}u) {{", 2 * tune.bk);
+                let body = src.split(&head).nth(1).unwrap();
+                let lp = body.split("\n  }\n").next().unwrap();
                 assert_eq!(lp.matches("workgroupBarrier()").count(), 2, "{}", tune.name());
                 assert_eq!(lp.matches("coopMultiplyAdd").count(), 2 * 16, "{}", tune.name());
                 assert!(src.contains("qa0l") && src.contains("qb0h"), "two register sets");
+                assert!(!src.contains("workgroupUniformLoad"), "{}", tune.name());
+                assert_eq!(tune.aligned_k(), 2 * u32::from(tune.bk));
             } else if tune.db && aligned {
                 // Prologue barrier + one per step (+ none in the direct f32 store of whole
                 // blocks with alpha 1, two per tile in the scratch fallback after it).

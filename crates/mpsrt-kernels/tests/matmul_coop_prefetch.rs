@@ -21,6 +21,44 @@ fn wgsl_to_spv(src: &str) -> Result<(), String> {
     }
 }
 
+/// The first `if` whose block (or `else` block) contains a matrix product, if any: a
+/// cooperative-matrix value updated in a branch and merged after it.
+pub fn product_in_branch(src: &str) -> Option<String> {
+    let mut from = 0;
+    while let Some(at) = src[from..].find("if (") {
+        let start = from + at;
+        from = start + 4;
+        // The block after the condition, braces matched; then an `else` block, if any.
+        let mut end = start;
+        loop {
+            let open = end + src[end..].find('{')?;
+            let mut depth = 0;
+            let mut close = open;
+            for (i, ch) in src[open..].char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            close = open + i;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            end = close + 1;
+            if !src[end..].trim_start().starts_with("else") {
+                break;
+            }
+        }
+        if src[start..end].contains("coopMultiplyAdd") {
+            return Some(src[start..end.min(start + 200)].to_string());
+        }
+    }
+    None
+}
+
 fn base() -> CoopMatmulSpec {
     let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
     plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap()
@@ -63,14 +101,22 @@ fn prefetch_candidates_validate_translate_and_fit() {
                     assert!(src.contains("if (nxt < K)"), "{}", tune.name());
                 }
                 if tune.un && aligned && vec_a && vec_b {
-                    // Two constant stages per iteration, one barrier each, then the odd tail.
-                    let body = src.split("for (; k0").nth(1).unwrap();
-                    let lp = body.split("Wfull = select").next().unwrap();
+                    // Two constant stages per iteration, one barrier each, and no odd tail
+                    // (aligned kernels of `un1` have an even number of steps).
+                    let head = format!("k0 = k0 + {}u) {{", 2 * tune.bk);
+                    let body = src.split(&head).nth(1).unwrap();
+                    let lp = body.split("\n  }\n").next().unwrap();
                     let mmas =
                         2 * u32::from(tune.bk / 16) * u32::from(tune.tm) * u32::from(tune.tn);
                     assert_eq!(lp.matches("workgroupBarrier()").count(), 2, "{}", tune.name());
                     assert_eq!(lp.matches("coopMultiplyAdd").count() as u32, mmas);
                     assert!(lp.contains("let nx = min(k0 + ") && !lp.contains("st * "));
+                    assert!(!src.contains("workgroupUniformLoad"), "{}", tune.name());
+                }
+                if aligned {
+                    // Every kernel that measured wrong on the H100 updated accumulators
+                    // inside an `if`; aligned kernels never do.
+                    assert_eq!(product_in_branch(&src), None, "{}", tune.name());
                 }
                 if tune.rp && vec_a && vec_b {
                     // Register prefetch: the operands `ph` keeps in registers are declared
@@ -164,5 +210,58 @@ fn direct_a_reads_the_buffer_on_whole_blocks_only() {
                 wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
             }
         }
+    }
+}
+
+/// `lpN`: the one-slab whole-block loop touches slab `k + N` (one half per 32-byte sector of
+/// A's and B's slab, spread over half the subgroups, alternating by step) and sums what it
+/// loaded two steps before into a sink stored on a path that never runs; kernels of edge
+/// blocks, other loops and tunes it does not apply to are unchanged, and so is the
+/// workgroup memory.
+#[test]
+fn l1_prefetch_touches_each_sector_on_whole_blocks_only() {
+    for (text, sectors) in [
+        ("fi1_cl1_vs4_uc1_ov1_lp2", 128 * 2 + 32 * 8),
+        ("fi1_cl1_vs4_uc1_ov1_lp1", 128 * 2 + 32 * 8),
+        ("w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_lp3", 256 * 2 + 32 * 8),
+        ("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_lp2", 64 * 4 + 64 * 4),
+    ] {
+        let t = CoopTune::parse(text).unwrap();
+        assert!(t.lp > 0 && t.name().contains(&format!("_lp{}", t.lp)), "{}", t.name());
+        let off = CoopTune { lp: 0, ..t };
+        for out_f16 in [true, false] {
+            let s =
+                CoopMatmulSpec { out_f16, ..base() }.with_variant(CoopVariant::Family(t), 49152);
+            assert_eq!(s.variant, 3, "{text}");
+            for (aligned, vec_a, vec_b) in
+                [(true, true, true), (false, true, true), (true, true, false)]
+            {
+                let spec = CoopMatmulSpec { aligned, vec_a, vec_b, ..s };
+                let src = spec.render().unwrap();
+                let on = aligned && vec_a && vec_b;
+                let half = spec.threads() / 2;
+                let loads = src.matches("].x; }").count() + src.matches("].x; } else if").count();
+                assert_eq!(loads as u32, if on { sectors / half } else { 0 }, "{text} {spec:?}");
+                assert_eq!(src.contains("lsum = lsum + lq0"), on, "{text}");
+                assert!(
+                    src.contains(&format!(
+                        "let kp = min(k0 + {}u, K - {}u);",
+                        u32::from(t.lp) * u32::from(t.bk),
+                        t.bk
+                    )) == on
+                );
+                assert!(src.contains("if (K == 0xffffffffu) { out[0] = "), "{text}");
+                let plain = CoopMatmulSpec { tune: off, ..spec };
+                assert_eq!(spec.shared_bytes(), plain.shared_bytes());
+                if aligned {
+                    assert_eq!(product_in_branch(&src), None, "{text}");
+                }
+                wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
+                wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
+            }
+        }
+    }
+    for bad in ["lp1_db1", "lp2_rp1", "lp5", "w1x1_lp1", "fi1_da1_lp1"] {
+        assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }

@@ -275,7 +275,7 @@ pub(crate) fn coop_spec_sliced(
         && (t.fi || t.dg)
         && m.is_multiple_of(spec.block_m() as usize)
         && n.is_multiple_of(spec.block_n() as usize)
-        && k.is_multiple_of(usize::from(t.bk));
+        && k.is_multiple_of(t.aligned_k() as usize);
     if spec.variant == 3 && !spec.aligned {
         // The branched interior path measured wrong on the H100: shapes with edge blocks take
         // the checked loop everywhere.

@@ -1,0 +1,354 @@
+//! Generation 3's staging code (a child of `matmul_coop_family.rs`, so it sees the loop
+//! geometry): the global loads of a K slab — 8-wide vectors into registers or straight into
+//! the slab, scalar and word-typed paths, bounds checks as guards or clamped addresses — and
+//! the stores of register-held vectors into a slab stage. Split from the family renderer,
+//! which keeps the K loops' structure.
+
+use super::Loop;
+use std::fmt::Write as _;
+
+impl Loop {
+    /// Register names and type of the `t`-th vector a thread stages (8 halves: two
+    /// `vec4<f16>`, or one `vec4<u32>` when word-typed).
+    pub(super) fn regs(&self, reg: &str, t: u32) -> Vec<(String, &'static str)> {
+        if self.wl {
+            vec![(format!("{reg}{t}w"), "vec4<u32>")]
+        } else {
+            vec![(format!("{reg}{t}l"), "vec4<f16>"), (format!("{reg}{t}h"), "vec4<f16>")]
+        }
+    }
+
+    /// Global loads of slab `k0`: into registers `r*` on the vector paths (`to_regs`), or
+    /// (scalar paths, and vector paths when `!to_regs`) straight into stage `st`. `checked`:
+    /// bounds checks against M, N, K (edge workgroups).
+    pub(super) fn load(&self, k0: &str, st: &str, checked: bool, to_regs: bool) -> String {
+        self.load_sel(k0, st, checked, to_regs, (true, true))
+    }
+
+    /// [`load`](Self::load) of the operands `sel` picks (A, B).
+    pub(super) fn load_sel(
+        &self,
+        k0: &str,
+        st: &str,
+        checked: bool,
+        to_regs: bool,
+        sel: (bool, bool),
+    ) -> String {
+        let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, wl, .. } = *self;
+        let mut c = String::new();
+        let (q, qn) = (bk / 8, bn / 8);
+        // Bounds checks, skipped at run time in interior blocks with `pi` (`full` is uniform).
+        let guard = |cond: &str| {
+            if self.pi {
+                format!("(full || ({cond}))")
+            } else {
+                cond.to_string()
+            }
+        };
+        // Vector index of element `x` (halves): 4 per `vec4<f16>`, 8 per `vec4<u32>`.
+        let vsh = if wl || self.gl { 3 } else { 2 };
+        // One 16-byte element `w` (`H8`) into the two `vec4<f16>` registers, zero where
+        // `ok` (a checked load) is false.
+        let split = |regs: &[(String, &str)], decl: &str, ok: Option<&str>| {
+            let part = |p: &str| match ok {
+                Some(ok) => format!("select(vec4<f16>(), w.{p}, {ok})"),
+                None => format!("w.{p}"),
+            };
+            format!("{decl}{} = {}; {decl}{} = {};", regs[0].0, part("l"), regs[1].0, part("h"))
+        };
+        // Coordinates of a checked vector load, clamped into the operand with `cl` (K and
+        // N are multiples of 8 on the vector paths, and at least one 16-wide tile).
+        let clamp = |x: &str, xl: &str, y: &str, yl: &str| {
+            if checked && self.cl {
+                (format!("min({x}, {xl})"), format!("min({y}, {yl})"))
+            } else {
+                (x.to_string(), y.to_string())
+            }
+        };
+        let vec = |c: &mut String,
+                   tot: u32,
+                   reg: &str,
+                   arr: &str,
+                   idx: &str,
+                   cond: &str,
+                   dst: &str,
+                   at: &str| {
+            for t in 0..tot.div_ceil(nt) {
+                let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
+                let mut conds = Vec::new();
+                if !tot.is_multiple_of(nt) {
+                    conds.push(format!("e < {tot}u"));
+                }
+                if checked {
+                    conds.push(guard(cond));
+                }
+                let regs = self.regs(reg, t);
+                let decl = if to_regs { "" } else { "var " };
+                let _ = writeln!(c, "      {idx}");
+                if checked && self.cl {
+                    // Clamped address (always inside the operand), zero selected outside:
+                    // no branch, so the loads of a step issue together.
+                    let _ = writeln!(c, "      let ok = {};", conds.join(" && "));
+                    if self.gl {
+                        let _ = writeln!(
+                            c,
+                            "      let w = {arr}[{arr}_at];\n      {}",
+                            split(&regs, decl, Some("ok"))
+                        );
+                    }
+                    for (i, (r, ty)) in regs.iter().enumerate().filter(|_| !self.gl) {
+                        let _ = writeln!(
+                            c,
+                            "      {decl}{r} = select({ty}(), {arr}[{arr}_at + {i}u], ok);"
+                        );
+                    }
+                    if !to_regs {
+                        c.push_str(&self.put(&regs, dst, at, tot));
+                    }
+                    c.push_str("    }\n");
+                    continue;
+                }
+                let mut body = format!("let at = {arr}_at;");
+                for (i, (r, ty)) in regs.iter().enumerate() {
+                    let _ = write!(c, "      {decl}{r} = {ty}();");
+                    if !self.gl {
+                        let _ = write!(body, " {r} = {arr}[at + {i}u];");
+                    }
+                }
+                if self.gl {
+                    let _ = write!(body, " let w = {arr}[at]; {}", split(&regs, "", None));
+                }
+                c.push('\n');
+                if conds.is_empty() {
+                    let _ = writeln!(c, "      {{ {body} }}");
+                } else {
+                    let _ = writeln!(c, "      if ({}) {{ {body} }}", conds.join(" && "));
+                }
+                if !to_regs {
+                    c.push_str(&self.put(&regs, dst, at, tot));
+                }
+                c.push_str("    }\n");
+            }
+        };
+        if sel.0 {
+            if self.va {
+                let (mc, kc) = clamp("m", "Mr - 1u", "k", "K - 8u");
+                let idx = format!("let m = m0 + e / {q}u; let k = {k0} + (e % {q}u) * 8u; let a_at = u32(abase + i32({mc}) * sam + i32({kc})) >> {vsh}u;");
+                let at = format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u");
+                vec(&mut c, bm * q, "ra", "a", &idx, "m < Mr && k < K", "As", &at);
+            } else if wl {
+                // Pairs of halves along K, packed into one word of the slab.
+                let h = bk / 2;
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * h);
+                let _ = writeln!(c, "      let r = e / {h}u; let kk = (e % {h}u) * 2u; let m = m0 + r; let k = {k0} + kk;");
+                c.push_str("      let i0 = u32(abase + i32(m) * sam + i32(k) * sak); let i1 = u32(i32(i0) + sak);\n");
+                if checked {
+                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (m < Mr && k < K) { v0 = ha(i0); }\n      if (m < Mr && k + 1u < K) { v1 = ha(i1); }\n");
+                } else {
+                    c.push_str("      let v0 = ha(i0); let v1 = ha(i1);\n");
+                }
+                let _ = writeln!(c, "      As[({st} * {a_stage}u + r * {as_}u + kk) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
+            } else {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bm * bk);
+                let _ = writeln!(
+                    c,
+                    "      let r = e / {bk}u; let kk = e % {bk}u; let m = m0 + r; let k = {k0} + kk;"
+                );
+                let ld = "a[u32(abase + i32(m) * sam + i32(k) * sak)]";
+                if checked && self.cl {
+                    let _ = writeln!(c, "      let v = select(f16(0.0), a[u32(abase + i32(min(m, Mr - 1u)) * sam + i32(min(k, K - 1u)) * sak)], m < Mr && k < K);");
+                } else if checked {
+                    let _ = writeln!(
+                        c,
+                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
+                        guard("m < Mr && k < K")
+                    );
+                } else {
+                    let _ = writeln!(c, "      let v = {ld};");
+                }
+                let _ = writeln!(c, "      As[{st} * {a_stage}u + r * {as_}u + kk] = v;\n    }}");
+            }
+        }
+        if sel.1 {
+            if self.vb {
+                let (kc, nc) = clamp("k", "K - 1u", "n", "N - 8u");
+                let idx = format!("let n = n0 + (e % {qn}u) * 8u; let k = {k0} + e / {qn}u; let b_at = u32(bbase + i32({kc}) * sbk + i32({nc})) >> {vsh}u;");
+                let at = format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u");
+                vec(&mut c, bk * qn, "rb", "b", &idx, "n < N && k < K", "Bs", &at);
+            } else if wl {
+                // Pairs of halves along N.
+                let h = bn / 2;
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * h);
+                let _ = writeln!(c, "      let kk = e / {h}u; let cc = (e % {h}u) * 2u; let n = n0 + cc; let k = {k0} + kk;");
+                c.push_str("      let i0 = u32(bbase + i32(k) * sbk + i32(n) * sbn); let i1 = u32(i32(i0) + sbn);\n");
+                if checked {
+                    c.push_str("      var v0 = f16(0.0); var v1 = f16(0.0);\n      if (n < N && k < K) { v0 = hb(i0); }\n      if (n + 1u < N && k < K) { v1 = hb(i1); }\n");
+                } else {
+                    c.push_str("      let v0 = hb(i0); let v1 = hb(i1);\n");
+                }
+                let _ = writeln!(c, "      Bs[({st} * {b_stage}u + kk * {bs_}u + cc) >> 1u] = pack2x16float(vec2<f32>(f32(v0), f32(v1)));\n    }}");
+            } else {
+                let _ = writeln!(c, "    for (var e = tid; e < {}u; e = e + {nt}u) {{", bk * bn);
+                let _ = writeln!(
+                    c,
+                    "      let kk = e / {bn}u; let cc = e % {bn}u; let n = n0 + cc; let k = {k0} + kk;"
+                );
+                let ld = "b[u32(bbase + i32(k) * sbk + i32(n) * sbn)]";
+                if checked && self.cl {
+                    let _ = writeln!(c, "      let v = select(f16(0.0), b[u32(bbase + i32(min(k, K - 1u)) * sbk + i32(min(n, N - 1u)) * sbn)], n < N && k < K);");
+                } else if checked {
+                    let _ = writeln!(
+                        c,
+                        "      var v = f16(0.0);\n      if ({}) {{ v = {ld}; }}",
+                        guard("n < N && k < K")
+                    );
+                } else {
+                    let _ = writeln!(c, "      let v = {ld};");
+                }
+                let _ = writeln!(c, "      Bs[{st} * {b_stage}u + kk * {bs_}u + cc] = v;\n    }}");
+            }
+        }
+        c
+    }
+
+    /// Stores of the register-held vectors (vector paths) into stage `st`.
+    pub(super) fn store(&self, st: &str) -> String {
+        self.store_sel(st, (true, true))
+    }
+
+    /// [`store`](Self::store) of the operands `sel` picks (A, B).
+    pub(super) fn store_sel(&self, st: &str, sel: (bool, bool)) -> String {
+        let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, .. } = *self;
+        let (q, qn) = (bk / 8, bn / 8);
+        let mut c = String::new();
+        let mut one = |tot: u32, reg: &str, dst: &str, at: String| {
+            for t in 0..tot.div_ceil(nt) {
+                let _ = writeln!(c, "    {{ let e = tid + {}u;", t * nt);
+                c.push_str(&self.put(&self.regs(reg, t), dst, &at, tot));
+                c.push_str("    }\n");
+            }
+        };
+        if self.va && sel.0 {
+            one(
+                bm * q,
+                "ra",
+                "As",
+                format!("{st} * {a_stage}u + (e / {q}u) * {as_}u + (e % {q}u) * 8u"),
+            );
+        }
+        if self.vb && sel.1 {
+            one(
+                bk * qn,
+                "rb",
+                "Bs",
+                format!("{st} * {b_stage}u + (e / {qn}u) * {bs_}u + (e % {qn}u) * 8u"),
+            );
+        }
+        c
+    }
+
+    /// Eight halves held in `regs` into `dst` at element `at` (an expression of `e`; four
+    /// words at `at / 2` when word-typed), guarded by `e < tot` when the threads do not divide
+    /// the slab evenly.
+    pub(super) fn put(&self, regs: &[(String, &str)], dst: &str, at: &str, tot: u32) -> String {
+        let mut c = String::new();
+        let open = if !tot.is_multiple_of(self.nt) {
+            format!("      if (e < {tot}u) {{\n")
+        } else {
+            "      {\n".into()
+        };
+        c.push_str(&open);
+        let v = if dst == "As" { self.vsa } else { self.vsb };
+        if self.wl {
+            let _ = writeln!(c, "      let at = ({at}) >> 1u;");
+            for (i, part) in ["x", "y", "z", "w"].iter().enumerate() {
+                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[0].0);
+            }
+        } else if v == 4 {
+            let _ = writeln!(c, "      let at = ({at}) >> 2u;");
+            let _ = writeln!(
+                c,
+                "      {dst}[at] = {};\n      {dst}[at + 1u] = {};",
+                regs[0].0, regs[1].0
+            );
+        } else if v == 2 {
+            let _ = writeln!(c, "      let at = ({at}) >> 1u;");
+            for (i, (r, part)) in [(0, "xy"), (0, "zw"), (1, "xy"), (1, "zw")].iter().enumerate() {
+                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[*r].0);
+            }
+        } else {
+            let _ = writeln!(c, "      let at = {at};");
+            for (i, part) in ["x", "y", "z", "w"].iter().enumerate() {
+                let _ = writeln!(c, "      {dst}[at + {i}u] = {}.{part};", regs[0].0);
+                let _ = writeln!(c, "      {dst}[at + {}u] = {}.{part};", i + 4, regs[1].0);
+            }
+        }
+        c.push_str("      }\n");
+        c
+    }
+
+    /// The next slab's start `nxt` (a `let`) and the opening of the block that prefetches it:
+    /// `if (nxt < K) {`, or with `nb` a plain block — checked loads are bounded by K anyway,
+    /// and unchecked loops (whole blocks, K a multiple of the step) reload their last slab
+    /// (`nxt` clamped to `K - bk`) into registers or a stage nothing reads afterwards — so no
+    /// branch on the loop counter stands between the products and the next slab's loads.
+    pub(super) fn next(&self, checked: bool) -> (String, String) {
+        let bk = self.bk;
+        match (self.nb, checked) {
+            (false, _) => (format!("let nxt = k0 + {bk}u;"), "    if (nxt < K) {\n".into()),
+            (true, true) => (format!("let nxt = k0 + {bk}u;"), "    {\n".into()),
+            (true, false) => (format!("let nxt = min(k0 + {bk}u, K - {bk}u);"), "    {\n".into()),
+        }
+    }
+
+    /// The `lp` L1 prefetch of the one-slab whole-block loop: (declarations before the loop,
+    /// code at the top of each step). Each step half of the subgroups — even ones on even
+    /// steps, odd ones on odd steps — first add the halves they loaded two steps earlier into
+    /// `lsum` (by then long arrived: no stall), then load one half of every 32-byte sector of
+    /// slab `k0 + lp·bk` (clamped to the last slab), so the SM's L1 holds that slab when its
+    /// 16-byte loads run `lp` steps later. Only where both operands are 8 wide and every
+    /// block is whole (`!checked`); empty otherwise.
+    pub(super) fn l1_prefetch(&self, checked: bool) -> (String, String) {
+        let Loop { bm, bn, bk, nt, lp, sgs, .. } = *self;
+        let vec = self.va && self.vb && !self.gl && !self.wl;
+        if lp == 0 || checked || !self.aligned || !vec || bk % 16 != 0 {
+            return (String::new(), String::new());
+        }
+        // Sectors (16 halves) per slab row, the slab's A and total sectors, prefetching threads.
+        let (qa, qb) = (bk / 16, bn / 16);
+        let (a_sec, tot, half) = (bm * qa, bm * qa + bk * qb, nt / 2);
+        let n = tot.div_ceil(half);
+        let mut decl = String::new();
+        for t in 0..n {
+            let _ = writeln!(decl, "    var lq{t} = f16(0.0);");
+        }
+        let mut c = String::new();
+        let _ = writeln!(c, "    if ((((k0 / {bk}u) ^ sg) & 1u) == 0u) {{");
+        let sum: Vec<String> = (0..n).map(|t| format!("lq{t}")).collect();
+        let _ = writeln!(c, "      lsum = lsum + {};", sum.join(" + "));
+        let _ = writeln!(c, "      let kp = min(k0 + {}u, K - {bk}u);", lp * bk);
+        let _ = writeln!(c, "      let h = (sg >> 1u) * {sgs}u + lane;");
+        let a_ld = format!(
+            "a[u32(abase + i32(m0 + s / {qa}u) * sam + i32(kp + (s % {qa}u) * 16u)) >> 2u].x"
+        );
+        let b_ld = format!(
+            "b[u32(bbase + i32(kp + s2 / {qb}u) * sbk + i32(n0 + (s2 % {qb}u) * 16u)) >> 2u].x"
+        );
+        for t in 0..n {
+            let (lo, hi) = (t * half, (t + 1) * half);
+            let _ = write!(c, "      {{ let s = h + {lo}u; let s2 = s - min(s, {a_sec}u);");
+            if hi <= a_sec {
+                let _ = writeln!(c, " lq{t} = {a_ld}; }}");
+            } else if lo >= a_sec && hi <= tot {
+                let _ = writeln!(c, " lq{t} = {b_ld}; }}");
+            } else {
+                let _ = writeln!(
+                    c,
+                    " if (s < {a_sec}u) {{ lq{t} = {a_ld}; }} else if (s < {tot}u) {{ lq{t} = {b_ld}; }} }}"
+                );
+            }
+        }
+        c.push_str("    }\n");
+        (decl, c)
+    }
+}
