@@ -268,10 +268,11 @@ impl Session {
             ReplayState::Ready(r) => {
                 let rec = r.recording();
                 format!(
-                    "ready: {} dispatches, {} commands, {} bytes of intermediates",
+                    "ready: {} dispatches, {} commands, {} bytes of intermediates, path {}",
                     rec.dispatches(),
                     rec.commands(),
-                    rec.owned_bytes()
+                    rec.owned_bytes(),
+                    rec.replay_path()
                 )
             }
             ReplayState::Off(why) => format!("off: {why}"),

@@ -229,6 +229,7 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     // tests, which then also replay split (they check bit-identity too).
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _wgpu = WgpuPath::new(&dev);
     dev.set_replay_split(3, 2);
     let (s, fresh) = sessions(bert_like());
     let parts0 = dev.submit_timing().replay_parts;
@@ -240,6 +241,24 @@ fn a_replay_recorded_on_several_threads_is_bit_identical() {
     assert!(st.starts_with("ready"), "{st}");
     assert_eq!(dev.replay_split(), (3, 2));
     assert!(dev.submit_timing().replay_parts > parts0, "no replay was recorded in parts");
+}
+
+/// The wgpu replay path (native Vulkan replay off) while alive: the tests of how wgpu replays
+/// are split and submitted early assert on those paths' counters.
+struct WgpuPath(std::sync::Arc<mpsrt_runtime::GpuDevice>, bool);
+
+impl WgpuPath {
+    fn new(dev: &std::sync::Arc<mpsrt_runtime::GpuDevice>) -> Self {
+        let on = dev.replay_native();
+        dev.set_replay_native(false);
+        WgpuPath(dev.clone(), on)
+    }
+}
+
+impl Drop for WgpuPath {
+    fn drop(&mut self) {
+        self.0.set_replay_native(self.1);
+    }
 }
 
 /// Held by the tests that change how this device splits replays, which assert on it (the
@@ -255,6 +274,7 @@ fn a_replay_submitted_early_in_parts_is_bit_identical() {
     // early submits do not apply to a replay recorded on several threads).
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _wgpu = WgpuPath::new(&dev);
     let (threads, chunk) = dev.replay_split();
     dev.set_replay_split(1, chunk);
     dev.set_replay_early(2);
@@ -340,6 +360,7 @@ fn adaptive_early_submits_learn_the_gpu_time_and_stay_bit_identical() {
     // replay doubles): whatever the parts, the outputs equal a fresh plan's.
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _wgpu = WgpuPath::new(&dev);
     let (threads, chunk) = dev.replay_split();
     let (early, adapt) = (dev.replay_early(), dev.replay_early_adapt());
     dev.set_replay_split(1, chunk);
@@ -373,6 +394,7 @@ fn a_replay_with_a_threaded_tail_is_bit_identical() {
     // order, so the outputs equal a fresh plan's on every run.
     let dev = mpsrt_runtime::gpu_device(0).unwrap();
     let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let _wgpu = WgpuPath::new(&dev);
     let (threads, chunk) = dev.replay_split();
     let (early, tail, adapt) = (dev.replay_early(), dev.replay_tail(), dev.replay_early_adapt());
     dev.set_replay_split(1, 8);

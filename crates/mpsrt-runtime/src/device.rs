@@ -119,6 +119,8 @@ pub struct GpuDevice {
     pub(crate) replay_tail_min: AtomicUsize,
     /// The last completed batch serials and when their callbacks ran (`replay/early.rs` clock).
     pub(crate) completed_at: Arc<Mutex<crate::replay::Completions>>,
+    /// Native Vulkan replay: its switch and device side (`replay/native.rs`).
+    pub(crate) native: crate::replay::NativeSlot,
     this: Weak<GpuDevice>,
 }
 
@@ -320,6 +322,7 @@ impl GpuDevice {
             replay_tail_pct: AtomicUsize::new(tail.1),
             replay_tail_min: AtomicUsize::new(tail.2),
             completed_at: Arc::default(),
+            native: crate::replay::NativeSlot::new(),
             this: this.clone(),
         }))
     }

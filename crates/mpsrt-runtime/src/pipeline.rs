@@ -37,6 +37,11 @@ pub struct Pipeline {
     pub(crate) dynamic_meta: bool,
     /// Unique per compiled pipeline: the pass skips `set_pipeline` when it is already set.
     pub(crate) id: u64,
+    /// The WGSL, entry point and whether wgpu's runtime checks are on: a native replay
+    /// (`replay/native.rs`) compiles the same kernel again for its own Vulkan pipeline.
+    pub(crate) source: Arc<str>,
+    pub(crate) entry: Arc<str>,
+    pub(crate) checked: bool,
 }
 
 impl Pipeline {
@@ -245,8 +250,17 @@ impl GpuDevice {
                 format!("kernel '{}' failed to compile: {e}", kernel.entry),
             ));
         }
-        let p =
-            Arc::new(Pipeline { pipeline, layout, key, layout_id, dynamic_meta, id: next_id() });
+        let p = Arc::new(Pipeline {
+            pipeline,
+            layout,
+            key,
+            layout_id,
+            dynamic_meta,
+            id: next_id(),
+            source: kernel.source.into(),
+            entry: kernel.entry.into(),
+            checked,
+        });
         self.pipelines.lock().insert(key, p.clone());
         Ok(p)
     }

@@ -24,6 +24,16 @@
 
 mod early;
 mod hugepages;
+#[cfg(native_vk)]
+mod native;
+#[cfg(native_vk)]
+mod native_rec;
+#[cfg(native_vk)]
+pub(crate) use native::NativeSlot;
+mod native_desc;
+#[cfg(not(native_vk))]
+pub(crate) use native_desc::NativeSlot;
+pub(crate) use native_desc::{GroupDesc, LayoutKind, Meta};
 
 use crate::device::{Binding, GpuBuffer, GpuDevice};
 use crate::pipeline::Pipeline;
@@ -42,11 +52,7 @@ const OP: &str = "replay";
 const META_ALIGN: u64 = 256;
 
 struct CapturedDispatch {
-    pipeline: wgpu::ComputePipeline,
-    pipeline_id: u64,
-    layout: wgpu::BindGroupLayout,
-    layout_id: u64,
-    dynamic_meta: bool,
+    pipeline: Pipeline,
     bindings: Vec<(wgpu::Buffer, u64, u64)>,
     meta: Vec<u8>,
     workgroups: [u32; 3],
@@ -134,11 +140,7 @@ pub(crate) fn on_dispatch(
 ) {
     with_active(device, |a| {
         a.ops.push(Captured::Dispatch(CapturedDispatch {
-            pipeline: pipeline.pipeline.clone(),
-            pipeline_id: pipeline.id,
-            layout: pipeline.layout.clone(),
-            layout_id: pipeline.layout_id,
-            dynamic_meta: pipeline.dynamic_meta,
+            pipeline: pipeline.clone(),
             bindings: bindings
                 .iter()
                 .map(|b| {
@@ -248,8 +250,13 @@ pub struct Recording {
     pub(crate) cmds: Vec<Cmd>,
     pub(crate) pipelines: Vec<(wgpu::ComputePipeline, u64)>,
     pub(crate) groups: Vec<wgpu::BindGroup>,
+    /// Per pipeline and per group: what a native replay (`replay/native*.rs`) rebuilds them from.
+    pub(crate) natives: Vec<Pipeline>,
+    pub(crate) group_desc: Vec<GroupDesc>,
+    #[cfg(native_vk)]
+    native: parking_lot::Mutex<native_rec::NativeState>,
     /// Metadata blocks and write payloads: referenced by the bind groups and copies.
-    _meta: Option<wgpu::Buffer>,
+    pub(crate) meta: Option<wgpu::Buffer>,
     _staging: Option<wgpu::Buffer>,
     pool: Vec<(wgpu::Buffer, u64)>,
     keep: Vec<Arc<GpuBuffer>>,
@@ -290,6 +297,9 @@ impl Recording {
 impl Drop for Recording {
     fn drop(&mut self) {
         let serial = self.last_serial.load(Ordering::Acquire);
+        #[cfg(native_vk)]
+        self.native_wait(serial);
+
         for (buffer, class) in self.pool.drain(..) {
             self.device.release(buffer, class, serial);
         }
@@ -450,6 +460,7 @@ impl GpuDevice {
             b
         });
         let mut pipelines: Vec<(wgpu::ComputePipeline, u64)> = Vec::new();
+        let (mut natives, mut group_desc) = (Vec::new(), Vec::new());
         let mut pipeline_at: FxHashMap<u64, usize> = FxHashMap::default();
         let mut groups: Vec<wgpu::BindGroup> = Vec::new();
         // (layout, storage ranges, fixed meta offset or dynamic) → group index.
@@ -462,14 +473,16 @@ impl GpuDevice {
         for op in ops {
             match op {
                 Captured::Dispatch(d) => {
-                    let p = *pipeline_at.entry(d.pipeline_id).or_insert_with(|| {
-                        pipelines.push((d.pipeline.clone(), d.pipeline_id));
+                    let dp = &d.pipeline;
+                    let p = *pipeline_at.entry(dp.id).or_insert_with(|| {
+                        pipelines.push((dp.pipeline.clone(), dp.id));
+                        natives.push(dp.clone());
                         pipelines.len() - 1
                     });
                     let meta_off = (!d.meta.is_empty()).then(|| meta_at[d.meta.as_slice()]);
                     let meta_size = (d.meta.len() as u64).next_multiple_of(16);
-                    let fixed = meta_off.filter(|_| !d.dynamic_meta);
-                    let key: GroupKey = (d.layout_id, d.bindings.clone(), meta_size, fixed);
+                    let fixed = meta_off.filter(|_| !dp.dynamic_meta);
+                    let key: GroupKey = (dp.layout_id, d.bindings.clone(), meta_size, fixed);
                     let g = match group_at.get(&key) {
                         Some(&g) => g,
                         None => {
@@ -491,7 +504,7 @@ impl GpuDevice {
                                     binding: d.bindings.len() as u32,
                                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                                         buffer,
-                                        offset: if d.dynamic_meta { 0 } else { off },
+                                        offset: if dp.dynamic_meta { 0 } else { off },
                                         size: NonZeroU64::new(meta_size),
                                     }),
                                 });
@@ -499,15 +512,25 @@ impl GpuDevice {
                             groups.push(self.device.create_bind_group(
                                 &wgpu::BindGroupDescriptor {
                                     label: Some("mpsrt replay"),
-                                    layout: &d.layout,
+                                    layout: &dp.layout,
                                     entries: &entries,
                                 },
                             ));
+                            let meta = match meta_off {
+                                None => Meta::None,
+                                Some(_) if dp.dynamic_meta => Meta::Dynamic,
+                                Some(_) => Meta::Fixed,
+                            };
+                            group_desc.push(GroupDesc {
+                                storage: d.bindings.clone(),
+                                meta: meta_off.map(|o| (fixed.map_or(0, |_| o), meta_size)),
+                                kind: LayoutKind { storage: d.bindings.len() as u32, meta },
+                            });
                             group_at.insert(key, groups.len() - 1);
                             groups.len() - 1
                         }
                     };
-                    let dynamic = meta_off.filter(|_| d.dynamic_meta).map(|o| o as u32);
+                    let dynamic = meta_off.filter(|_| dp.dynamic_meta).map(|o| o as u32);
                     cmds.push(Cmd::Dispatch {
                         pipeline: p,
                         group: g,
@@ -542,7 +565,11 @@ impl GpuDevice {
             cmds,
             pipelines,
             groups,
-            _meta: meta,
+            natives,
+            group_desc,
+            #[cfg(native_vk)]
+            native: parking_lot::Mutex::new(native_rec::NativeState::Untried),
+            meta,
             _staging: staging,
             pool,
             keep,
@@ -611,13 +638,22 @@ impl GpuDevice {
             return Err(Error::invalid(OP, "the recording belongs to another device"));
         }
         let t0 = std::time::Instant::now();
+        // Native Vulkan command buffer of this range (built outside the device lock).
+        #[cfg(native_vk)]
+        let native = rec.native_segment(range.clone());
+        #[cfg(not(native_vk))]
+        let native: Option<std::convert::Infallible> = None;
         let mut guard = self.state.lock();
         let st = &mut *guard;
         let (threads, chunk) = self.replay_split();
         let parts = crate::replay_par::split(cmds.len(), threads, chunk);
         // Dispatches submitted early (serial replays only; see below).
         let mut early = 0;
-        let dispatches = if parts.len() > 1 {
+        let dispatches = if let Some(cb) = native {
+            // One pre-recorded command buffer for the whole range: no per-command host work.
+            self.execute_native(&mut st.batch, cb)?;
+            cmds.iter().filter(|c| matches!(c, Cmd::Dispatch { .. })).count()
+        } else if parts.len() > 1 {
             // Long replays: each part recorded (and encoded by wgpu-core) on its own thread
             // into its own command buffer, submitted in order after what the batch has so far.
             let batch = &mut st.batch;
