@@ -209,6 +209,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         lp: u32::from(t.lp),
         sgs: sg,
         aligned: spec.aligned,
+        su: t.su,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -299,6 +300,8 @@ struct Loop {
     /// Whole blocks only, and with `un`/`rq` an even number of K steps (the launcher's
     /// `aligned`): the unrolled loops run, outside any branch.
     aligned: bool,
+    /// 8-byte-unit staging ([`Loop::load_units`]).
+    su: bool,
 }
 
 impl Loop {
@@ -492,7 +495,10 @@ impl Loop {
             c.push_str(&lp.0);
             let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
             c.push_str(&lp.1);
-            c.push_str(&self.load("k0", "0u", checked, false));
+            match self.load_units("k0", checked) {
+                Some(units) => c.push_str(&units),
+                None => c.push_str(&self.load("k0", "0u", checked, false)),
+            }
             c.push_str("    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());
             c.push_str("    workgroupBarrier();\n    }\n");

@@ -351,4 +351,40 @@ impl Loop {
         c.push_str("    }\n");
         (decl, c)
     }
+
+    /// The `su` staging of slab `k0` into the one slab (whole blocks, both operands 8 wide in
+    /// `vs4` slabs): unit `u` (4 halves, one `vec4<f16>`) of a slab row-major in units goes to
+    /// lane `u % nt`, so the lanes of a warp read and write consecutive units. Every load is
+    /// issued before the first store. `None` where it does not apply.
+    pub(super) fn load_units(&self, k0: &str, checked: bool) -> Option<String> {
+        let Loop { bm, bn, nt, bk, as_, bs_, .. } = *self;
+        let on = self.su && self.aligned && self.va && self.vb && self.vsa == 4 && self.vsb == 4;
+        let (ua, ub) = (bm * bk / 4, bk * bn / 4);
+        if !on || checked || self.gl || self.wl || ua % nt != 0 || ub % nt != 0 {
+            return None;
+        }
+        let (qa, qb) = (bk / 4, bn / 4);
+        let mut c = String::new();
+        for j in 0..ua / nt {
+            let _ = writeln!(c, "    let ua{j} = a[u32(abase + i32(m0 + (tid + {0}u) / {qa}u) * sam + i32({k0} + ((tid + {0}u) % {qa}u) * 4u)) >> 2u];", j * nt);
+        }
+        for j in 0..ub / nt {
+            let _ = writeln!(c, "    let ub{j} = b[u32(bbase + i32({k0} + (tid + {0}u) / {qb}u) * sbk + i32(n0 + ((tid + {0}u) % {qb}u) * 4u)) >> 2u];", j * nt);
+        }
+        for j in 0..ua / nt {
+            let _ = writeln!(
+                c,
+                "    As[(((tid + {0}u) / {qa}u) * {as_}u + ((tid + {0}u) % {qa}u) * 4u) >> 2u] = ua{j};",
+                j * nt
+            );
+        }
+        for j in 0..ub / nt {
+            let _ = writeln!(
+                c,
+                "    Bs[(((tid + {0}u) / {qb}u) * {bs_}u + ((tid + {0}u) % {qb}u) * 4u) >> 2u] = ub{j};",
+                j * nt
+            );
+        }
+        Some(c)
+    }
 }

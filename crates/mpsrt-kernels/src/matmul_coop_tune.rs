@@ -116,6 +116,12 @@ pub struct CoopTune {
     /// staging registers per slab that register prefetch costs: the 4×4 tiles' 218 registers
     /// and the ~48 KiB of workgroup memory per SM leave no room for a deeper register pipeline.
     pub lp: u8,
+    /// Staging in 8-byte units (one-slab whole-block loop, both operands 8 wide in `vs4`
+    /// slabs): lane `i` of a warp loads and stores unit `i` of a run of 32 consecutive
+    /// `vec4<f16>`, so each load instruction reads 256 contiguous bytes and each store writes
+    /// them without bank conflicts (a lane per 16 bytes, two 8-byte instructions, leaves every
+    /// other 8 bytes of each instruction's span unused and two lanes per bank in B's rows).
+    pub su: bool,
 }
 
 impl Default for CoopTune {
@@ -149,6 +155,7 @@ impl Default for CoopTune {
             ov: false,
             da: false,
             lp: 0,
+            su: false,
         }
     }
 }
@@ -200,6 +207,7 @@ impl CoopTune {
             (self.un, "_un1"),
             (self.ov, "_ov1"),
             (self.da, "_da1"),
+            (self.su, "_su1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -212,7 +220,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps)")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -224,7 +232,9 @@ impl CoopTune {
             _ => Err(bad(tok)),
         };
         for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(v) = tok.strip_prefix("lp") {
+            if let Some(v) = tok.strip_prefix("su") {
+                t.su = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("lp") {
                 t.lp = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("db") {
                 t.db = flag(v, tok)?;
@@ -526,6 +536,12 @@ impl CoopTune {
         {
             return Err(format!(
                 "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not db1, rp1 or da1) of at least two subgroups",
+                self.name()
+            ));
+        }
+        if self.su && (self.db || self.rp || self.da || self.vs != 4 || self.gl) {
+            return Err(format!(
+                "{}: 8-byte-unit staging (su) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
                 self.name()
             ));
         }

@@ -265,3 +265,44 @@ fn l1_prefetch_touches_each_sector_on_whole_blocks_only() {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
+
+/// `su1`: whole blocks stage both slabs in 8-byte units, lane `i` of a warp on unit `i`, all
+/// loads before the first store, the last unit at the slab's end; other kernels stage as before.
+#[test]
+fn unit_staging_covers_each_slab_once() {
+    for text in [
+        "fi1_cl1_vs4_uc1_ov1_su1",
+        "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_su1_lp2",
+        "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1",
+    ] {
+        let t = CoopTune::parse(text).unwrap();
+        assert!(t.su && t.name().contains("_su1"), "{}", t.name());
+        let s =
+            CoopMatmulSpec { out_f16: true, ..base() }.with_variant(CoopVariant::Family(t), 49152);
+        let (bm, bn, bk, nt) = (s.block_m(), s.block_n(), u32::from(t.bk), s.threads());
+        for (aligned, vec_a, vec_b) in
+            [(true, true, true), (false, true, true), (true, false, true)]
+        {
+            let spec = CoopMatmulSpec { aligned, vec_a, vec_b, ..s };
+            let src = spec.render().unwrap();
+            let on = aligned && vec_a && vec_b;
+            let (na, nb) =
+                (src.matches("let ua").count() as u32, src.matches("let ub").count() as u32);
+            assert_eq!((na, nb), if on { (bm * bk / 4 / nt, bk * bn / 4 / nt) } else { (0, 0) });
+            if on {
+                let body = src.split("for (var k0").nth(1).unwrap();
+                let last_load = body.rfind("let ub").unwrap();
+                assert!(body.find("As[(((tid").unwrap() > last_load, "{text}: loads first");
+                // Unit `tid + j·nt` of A at slab row `u / (bk / 4)`: the last unit ends the slab.
+                let last = format!("(tid + {}u) / {}u) * {}u", (na - 1) * nt, bk / 4, bk + 8);
+                assert!(body.contains(&last), "{text}: {last}");
+                assert_eq!(product_in_branch(&src), None, "{text}");
+            }
+            wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
+            wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+    for bad in ["su1_db1", "su1_rp1", "su1_vs2", "su1"] {
+        assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
+    }
+}
