@@ -39,6 +39,8 @@
 use crate::matmul::MatmulAct;
 use std::fmt::Write as _;
 
+#[path = "conv_coop_direct.rs"]
+mod direct;
 #[path = "conv_coop_epi.rs"]
 mod epi;
 #[path = "conv_coop_plan.rs"]
@@ -47,6 +49,7 @@ mod plan;
 mod splitk;
 #[path = "conv_coop_tune.rs"]
 mod tune;
+pub use direct::CoopDirectSpec;
 pub use plan::{plan_coop_conv, CoopConvDevice, CoopConvRoute};
 pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 pub use tune::{auto_splitk, tuned_structure, ConvClass, ConvStructure};
@@ -164,6 +167,10 @@ pub struct CoopConvSpec {
     /// the image (windows of at most 32 taps, not pointwise), so a K row's check is
     /// `(mask >> (k % KHW)) & 1` instead of two range compares per column.
     pub mask: bool,
+    /// Register sets of global loads in flight (one slab stage only): 1 — the next step's
+    /// loads are issued before this step's products; 2 — two steps ahead (16 more registers
+    /// per thread, twice the bytes in flight while the slab memory stays the same).
+    pub depth: u32,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -266,6 +273,10 @@ impl CoopConvSpec {
         let bk = self.bk;
         if !matches!(bk, 16 | 32 | 64) || bk < s {
             return Err(format!("conv_coop: K step must be 16, 32 or 64 (and >= S), got {bk}"));
+        }
+        if !matches!(self.depth, 1 | 2) || (self.depth == 2 && (self.slabs != 1 || self.splitk > 1))
+        {
+            return Err(format!("conv_coop: depth 2 needs one slab stage, no split K: {self:?}"));
         }
         if !matches!(self.slabs, 1 | 2) {
             return Err(format!("conv_coop: 1 or 2 slab stages, got {}", self.slabs));
@@ -426,24 +437,27 @@ impl CoopConvSpec {
                 }
             }
         }
-        // Register-held next slab.
+        // Register-held next slab (and, with `depth` 2, the one after it: a second set `x`).
         let na = if self.w_vec { bm * (bk / 8) } else { bm * (bk / 4) }.div_ceil(nt);
         let nbv = bk * qb / nt;
-        for t in 0..na {
-            if self.raw_w() {
-                let _ = writeln!(w, "  var ra{t} = vec4<u32>();");
-            } else if self.w_vec {
-                let _ = writeln!(w, "  var ra{t}l = vec4<f16>(); var ra{t}h = vec4<f16>();");
-            } else {
-                let _ = writeln!(w, "  var ra{t} = vec4<f16>();");
+        let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
+        for r in ["", "x"].into_iter().take(self.depth as usize) {
+            for t in 0..na {
+                if self.raw_w() {
+                    let _ = writeln!(w, "  var ra{r}{t} = vec4<u32>();");
+                } else if self.w_vec {
+                    let _ =
+                        writeln!(w, "  var ra{r}{t}l = vec4<f16>(); var ra{r}{t}h = vec4<f16>();");
+                } else {
+                    let _ = writeln!(w, "  var ra{r}{t} = vec4<f16>();");
+                }
+            }
+            for t in 0..nbv {
+                let _ = writeln!(w, "  var rb{r}{t} = {bty}();");
             }
         }
-        let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
-        for t in 0..nbv {
-            let _ = writeln!(w, "  var rb{t} = {bty}();");
-        }
-        let load = |k0: &str| self.load(k0, na, nbv);
-        let store = |st: &str| self.store(st, na, nbv);
+        let load = |k0: &str| self.load(k0, na, nbv, "");
+        let store = |st: &str| self.store(st, na, nbv, "");
         // This workgroup's K rows: all, or its slice.
         let (kb, ke) = if self.splitk > 1 {
             let ks = sh.k().div_ceil(self.splitk).div_ceil(bk) * bk;
@@ -463,6 +477,44 @@ impl CoopConvSpec {
             w.push_str(&load("nxt"));
             w.push_str("    }\n");
             let _ = writeln!(w, "    let ab = st * {a_stage}u; let bb = st * {b_stage}u;");
+            self.products(&mut w);
+            let _ = writeln!(w, "    if (nxt < {ke}) {{");
+            w.push_str(&store("ot"));
+            w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
+        } else if self.depth == 2 {
+            // One stage, two register sets: each step's global loads are issued two steps
+            // ahead, so a load has two steps of products to arrive in (twice the bytes in
+            // flight per workgroup for 16 registers per thread, no workgroup memory). No
+            // split K: the step count is a constant, so the loop runs whole pairs of steps and
+            // an odd last step follows it unconditionally (naga's uniformity analysis refuses
+            // matrix loads under a branch on the loop variable).
+            let steps = sh.k().div_ceil(bk);
+            w.push_str(&format!("  {{\n{}  }}\n", load("0u")));
+            w.push_str(&format!("  {{\n{}  }}\n", self.load(&format!("{bk}u"), na, nbv, "x")));
+            let _ = writeln!(
+                w,
+                "  for (var k0 = 0u; k0 < {}u; k0 = k0 + {}u) {{",
+                steps / 2 * 2 * bk,
+                2 * bk
+            );
+            for (r, ahead) in [("", 2), ("x", 3)] {
+                w.push_str("    {\n");
+                w.push_str(&self.store("0u", na, nbv, r));
+                let _ =
+                    writeln!(w, "    workgroupBarrier();\n    if (k0 + {}u < K) {{", ahead * bk);
+                w.push_str(&self.load(&format!("(k0 + {}u)", ahead * bk), na, nbv, r));
+                w.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+                self.products(&mut w);
+                w.push_str("    workgroupBarrier();\n    }\n");
+            }
+            w.push_str("  }\n");
+            if steps % 2 == 1 {
+                w.push_str("  {\n");
+                w.push_str(&store("0u"));
+                w.push_str("    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
+                self.products(&mut w);
+                w.push_str("    workgroupBarrier();\n  }\n");
+            }
         } else {
             // One stage: this step's registers go in at the top, the next step's global loads
             // are issued before the products.
@@ -475,11 +527,24 @@ impl CoopConvSpec {
             let _ = writeln!(w, "    workgroupBarrier();\n    if (nxt < {ke}) {{");
             w.push_str(&load("nxt"));
             w.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+            self.products(&mut w);
+            // Also what makes the slab memory free for an aliased scratch after the loop.
+            w.push_str("    workgroupBarrier();\n  }\n");
         }
+        self.epilogue(&mut w);
+        w.push_str("}\n");
+        Ok(w)
+    }
+
+    /// One slab's products: per K step of `S`, each subgroup's A and B fragments from the
+    /// slab stage at `ab` / `bb`, then its `tm × tn` multiply-adds (or `emulate`'s f32 sums).
+    fn products(&self, w: &mut String) {
         if self.emulate {
-            self.emulated_products(&mut w);
+            return self.emulated_products(w);
         }
-        for kk in (0..bk).step_by(s as usize).filter(|_| !self.emulate) {
+        let (s, tm, tn) = (self.size, self.tm, self.tn);
+        let (as_, bs_) = (self.bk + PAD, self.block_n() + PAD);
+        for kk in (0..self.bk).step_by(s as usize) {
             for i in 0..tm {
                 let at = self.sa(&format!("(ab + (sm + {}u) * {as_}u + {kk}u) >> 2u", i * s));
                 let _ = writeln!(
@@ -505,17 +570,6 @@ impl CoopConvSpec {
                 }
             }
         }
-        if ns == 2 {
-            let _ = writeln!(w, "    if (nxt < {ke}) {{");
-            w.push_str(&store("ot"));
-            w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
-        } else {
-            // Also what makes the slab memory free for an aliased scratch after the loop.
-            w.push_str("    workgroupBarrier();\n  }\n");
-        }
-        self.epilogue(&mut w);
-        w.push_str("}\n");
-        Ok(w)
     }
 
     /// `dst = src[idx]` where `ok`, else zero (`dst` preset to zero): a branch around the
@@ -532,7 +586,7 @@ impl CoopConvSpec {
     }
 
     /// Global loads of the slab starting at K row `k0` into the registers.
-    fn load(&self, k0: &str, na: u32, nbv: u32) -> String {
+    fn load(&self, k0: &str, na: u32, nbv: u32, r: &str) -> String {
         let (bk, nt) = (self.bk, self.threads());
         let (q8, q4) = (bk / 8, bk / 4);
         let bm = self.block_m();
@@ -547,9 +601,9 @@ impl CoopConvSpec {
                 // 8 halves in one 16-byte load (offset and K multiples of 8).
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{t} = vec4<u32>();\n      {} }}",
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{r}{t} = vec4<u32>();\n      {} }}",
                     self.guarded(
-                        &format!("ra{t}"),
+                        &format!("ra{r}{t}"),
                         "wt",
                         "(woff + m * K + k) >> 3u",
                         &format!("{inb}m < OC && k < K"),
@@ -560,12 +614,12 @@ impl CoopConvSpec {
                 // The clamped index is 0 outside: the weights hold at least 8 halves (K % 8 == 0).
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u;\n      let ok = {inb}m < OC && k < K; let at = select(0u, (woff + m * K + k) >> 2u, ok); ra{t}l = select(vec4<f16>(), wt[at], ok); ra{t}h = select(vec4<f16>(), wt[at + 1u], ok); }}"
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u;\n      let ok = {inb}m < OC && k < K; let at = select(0u, (woff + m * K + k) >> 2u, ok); ra{r}{t}l = select(vec4<f16>(), wt[at], ok); ra{r}{t}h = select(vec4<f16>(), wt[at + 1u], ok); }}"
                 );
             } else if self.w_vec {
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{t}l = vec4<f16>(); ra{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{t}l = wt[at]; ra{t}h = wt[at + 1u]; }} }}"
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{r}{t}l = vec4<f16>(); ra{r}{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{r}{t}l = wt[at]; ra{r}{t}h = wt[at + 1u]; }} }}"
                 );
             } else if self.clamp {
                 let _ = writeln!(
@@ -582,7 +636,7 @@ impl CoopConvSpec {
                     );
                     let _ = writeln!(c, "      {g}");
                 }
-                let _ = writeln!(c, "      ra{t} = v; }}");
+                let _ = writeln!(c, "      ra{r}{t} = v; }}");
             } else {
                 let _ = writeln!(
                     c,
@@ -591,7 +645,7 @@ impl CoopConvSpec {
                 for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
                     let _ = writeln!(c, "        if (k + {i}u < K) {{ v.{comp} = wt[b + {i}u]; }}");
                 }
-                let _ = writeln!(c, "      }}\n      ra{t} = v; }}");
+                let _ = writeln!(c, "      }}\n      ra{r}{t} = v; }}");
             }
         }
         let sh = &self.shape;
@@ -647,13 +701,13 @@ impl CoopConvSpec {
                 }
                 c.push_str("      }\n");
             }
-            let _ = writeln!(c, "      rb{t} = v; }}");
+            let _ = writeln!(c, "      rb{r}{t} = v; }}");
         }
         c
     }
 
     /// Stores of the registers into slab stage `st`.
-    fn store(&self, st: &str, na: u32, nbv: u32) -> String {
+    fn store(&self, st: &str, na: u32, nbv: u32, r: &str) -> String {
         let nt = self.threads();
         let (bm, bn) = (self.block_m(), self.block_n());
         let bk = self.bk;
@@ -670,7 +724,7 @@ impl CoopConvSpec {
             if self.raw_w() {
                 let _ = writeln!(
                     c,
-                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} = bitcast<vec2<f32>>(ra{t}.xy); {} = bitcast<vec2<f32>>(ra{t}.zw); }} }}",
+                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} = bitcast<vec2<f32>>(ra{r}{t}.xy); {} = bitcast<vec2<f32>>(ra{r}{t}.zw); }} }}",
                     self.sa("at"),
                     self.sa("at + 1u")
                 );
@@ -678,8 +732,8 @@ impl CoopConvSpec {
                 let _ = writeln!(
                     c,
                     " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} {} }} }}",
-                    self.put(self.sa("at"), &format!("ra{t}l")),
-                    self.put(self.sa("at + 1u"), &format!("ra{t}h"))
+                    self.put(self.sa("at"), &format!("ra{r}{t}l")),
+                    self.put(self.sa("at + 1u"), &format!("ra{r}{t}h"))
                 );
             } else {
                 let _ = writeln!(
@@ -689,7 +743,7 @@ impl CoopConvSpec {
                         self.sa(&format!(
                             "({st} * {a_stage}u + (e / {q4}u) * {as_}u + (e % {q4}u) * 4u) >> 2u"
                         )),
-                        &format!("ra{t}")
+                        &format!("ra{r}{t}")
                     )
                 );
             }
@@ -698,9 +752,9 @@ impl CoopConvSpec {
             let idx =
                 format!("({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u", t * (nt / qb));
             if self.raw_x() {
-                let _ = writeln!(c, "    {} = bitcast<vec2<f32>>(rb{t});", self.sb(&idx));
+                let _ = writeln!(c, "    {} = bitcast<vec2<f32>>(rb{r}{t});", self.sb(&idx));
             } else {
-                let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{t}")));
+                let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{r}{t}")));
             }
         }
         c

@@ -116,6 +116,7 @@ pub fn plan_coop_conv(
         pairs: false,
         splitk: 1,
         mask: false,
+        depth: 1,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

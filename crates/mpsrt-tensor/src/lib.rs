@@ -36,7 +36,7 @@ pub use cpu::on_cpu_workers;
 pub use create::{arange, empty, full, manual_seed, ones, rand, randn, zeros};
 pub use elementwise::{fused_elementwise, with_destination};
 pub use gpu::attention::coop_plan as sdpa_coop_plan;
-pub use gpu::conv_coop::{conv_coop_launches, plan_f16_conv};
+pub use gpu::conv_coop::{conv_coop_direct_launches, conv_coop_launches, plan_f16_conv};
 pub use gpu::conv_gemm::{
     input_scale_pending, with_conv_destination, with_conv_input_affine_relu, with_conv_input_scale,
 };

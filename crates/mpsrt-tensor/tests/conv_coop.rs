@@ -10,7 +10,8 @@
 mod common;
 use common::*;
 use mpsrt_kernels::{ConvShape, CoopConvRoute, CoopDecline};
-use mpsrt_tensor::{conv2d_fused, conv_coop_launches, plan_f16_conv, Activation};
+use mpsrt_tensor::Activation;
+use mpsrt_tensor::{conv2d_fused, conv_coop_direct_launches, conv_coop_launches, plan_f16_conv};
 use mpsrt_tensor::{Conv2dOptions, ConvPadding, DType};
 
 /// `(n, c, h, w, oc, k, stride, pad [t, l, b, r], dilation, bias, residual, act)`.
@@ -48,16 +49,30 @@ const CASES: &[Case] = &[
     (1, 32, 13, 17, 33, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
     // K = 576 in 3 split-K slices: f32 partials, then the sum with bias, residual and Relu.
     (2, 64, 6, 6, 48, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
+    // The direct pointwise kernel (P, C, OC multiples of 16): a partial channel block (48 of
+    // 64) and residual + Relu; column tiles past N·P (48 columns, 128-column blocks) with a
+    // residual; four K steps per load batch, f16 bias and Clip, one 64-row block over 32.
+    (2, 32, 4, 8, 48, 1, 1, [0, 0, 0, 0], 1, true, true, Some(Activation::Relu)),
+    (3, 16, 4, 4, 16, 1, 1, [0, 0, 0, 0], 1, false, true, None),
+    (1, 64, 8, 8, 32, 1, 1, [0, 0, 0, 0], 1, true, false, Some(Activation::Clip(-1.0, 6.0))),
 ];
+
+/// The direct kernel's tiles, subgroups and K unroll for cases 9-11.
+const DIRECT: [(&str, &str, &str); 3] = [("2x2", "1", "2"), ("1x4", "2", "4"), ("4x1", "4", "4")];
 
 #[test]
 fn emulated_kernel_matches_the_cpu_conv_and_routes() {
     let Some(&gpu) = gpus().first() else { return };
     std::env::set_var("MPSRT_COOP_CONV_EMULATE", "1");
     std::env::set_var("MPSRT_COOP_CONV", "1");
+    std::env::set_var("MPSRT_COOP_CONV_DIRECT", "1");
     let half = |shape: &[usize], seed| rnd(shape, seed, DType::F16);
     for (i, &(n, c, h, w, oc, k, s, pad, d, bias, res, act)) in CASES.iter().enumerate() {
         let seed = 10 * i as u64;
+        let direct = DIRECT.get(i.wrapping_sub(9)).copied().unwrap_or(("", "", ""));
+        std::env::set_var("MPSRT_COOP_DIRECT_TILE", direct.0);
+        std::env::set_var("MPSRT_COOP_DIRECT_SGS", direct.1);
+        std::env::set_var("MPSRT_COOP_DIRECT_KU", direct.2);
         // Both load forms: branches and clamped selects.
         std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
         // Both epilogues: residual and bias loaded up front (default), and per element.
@@ -66,6 +81,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         // keeps single stores for the odd maps of 0, 3 and 7).
         std::env::set_var("MPSRT_COOP_CONV_PAIRS", if i == 4 { "0" } else { "1" });
         std::env::set_var("MPSRT_COOP_CONV_SPLITK", if i == 8 { "3" } else { "0" });
+        // The strided 1×1 (case 4) on a subsampled copy of its input, at stride 1.
+        std::env::set_var("MPSRT_COOP_CONV_SUBSAMPLE", if i == 4 { "1" } else { "0" });
         // Tap masks for the padded windows (cases 0, 1, 5, 6, 7, 8; 2–4 are pointwise).
         std::env::set_var("MPSRT_COOP_CONV_MASK", if i % 3 == 1 { "0" } else { "1" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
@@ -76,6 +93,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
             _ => ("32", ""),
         };
         std::env::set_var("MPSRT_COOP_CONV_SLABS", if i % 3 == 0 || i == 4 { "1" } else { "2" });
+        // Loads two K steps ahead (one stage): 2 steps (case 0), 1 step (3), 3 steps (6).
+        std::env::set_var("MPSRT_COOP_CONV_DEPTH", if i % 3 == 0 { "2" } else { "1" });
         // The epilogue's scratch inside the slab memory (packed-word slabs) for half the cases.
         std::env::set_var("MPSRT_COOP_CONV_ALIAS", if i % 2 == 0 { "1" } else { "0" });
         std::env::set_var("MPSRT_COOP_CONV_BK", bk);
@@ -119,10 +138,12 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         )
         .unwrap();
         let g = |t: &mpsrt_tensor::Tensor| t.to(gpu).unwrap();
-        let before = conv_coop_launches();
+        let (before, direct0) = (conv_coop_launches(), conv_coop_direct_launches());
         let got = conv2d_fused(&g(&x), &g(&wt), bias.map(g).as_ref(), &o, res.map(g).as_ref(), act)
             .unwrap();
         assert_eq!(conv_coop_launches(), before + 1, "case {i}: the cooperative route ran");
+        let direct_ran = conv_coop_direct_launches() == direct0 + 1;
+        assert_eq!(direct_ran, i >= 9, "case {i}: the direct pointwise kernel ran");
         assert_eq!(got.dtype(), DType::F16, "case {i}");
         // f32 accumulation, one f16 rounding of the result (and of the residual's sum).
         let (gv, wv) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
@@ -158,6 +179,12 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_PAIRS",
         "MPSRT_COOP_CONV_SPLITK",
         "MPSRT_COOP_CONV_MASK",
+        "MPSRT_COOP_CONV_DIRECT",
+        "MPSRT_COOP_CONV_DEPTH",
+        "MPSRT_COOP_CONV_SUBSAMPLE",
+        "MPSRT_COOP_DIRECT_TILE",
+        "MPSRT_COOP_DIRECT_SGS",
+        "MPSRT_COOP_DIRECT_KU",
     ] {
         std::env::remove_var(v);
     }

@@ -31,7 +31,7 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::conv_coop::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 use mpsrt_kernels::{
-    conv_coop::{auto_splitk, tuned_structure, ConvStructure},
+    conv_coop::{auto_splitk, tuned_structure, ConvStructure, CoopDirectSpec},
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
 };
@@ -86,9 +86,16 @@ fn pair_knob(name: &str) -> Option<(u32, u32)> {
 
 static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
 
+static DIRECT_LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+
 /// Convs run on the cooperative kernel so far in this process (tests check the route taken).
 pub fn conv_coop_launches() -> usize {
     LAUNCHES.load(Ordering::Relaxed)
+}
+
+/// Of those, the convs run on the direct pointwise kernel (`conv_coop_direct.rs`).
+pub fn conv_coop_direct_launches() -> usize {
+    DIRECT_LAUNCHES.load(Ordering::Relaxed)
 }
 
 fn log(g: &ConvGeom, what: &str) {
@@ -219,6 +226,25 @@ pub(crate) fn try_conv(
     if total == 0 || super::conv_gemm::input_scale_pending() {
         return Ok(None);
     }
+    // A strided 1×1 conv reads every `sh`-th row and `sw`-th column: copy those pixels to a
+    // contiguous map first (`MPSRT_COOP_CONV_SUBSAMPLE=1`) and run the conv at stride 1, where
+    // the gather reads whole vectors (or the direct kernel takes it) instead of scattered
+    // halves.
+    if g.kh == 1
+        && g.kw == 1
+        && g.pt == 0
+        && g.pl == 0
+        && (g.sh > 1 || g.sw > 1)
+        && env_knob("MPSRT_COOP_CONV_SUBSAMPLE", 0) != 0
+    {
+        let end = |o: usize, s: usize| Some(((o - 1) * s + 1) as isize);
+        let xs = x
+            .slice(2, Some(0), end(g.oh, g.sh), g.sh as isize)?
+            .slice(3, Some(0), end(g.ow, g.sw), g.sw as isize)?
+            .contiguous()?;
+        let g1 = ConvGeom { h: g.oh, w: g.ow, sh: 1, sw: 1, ..*g };
+        return try_conv(op, dev, &xs, w, b, &g1, transposed, epi);
+    }
     let u = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
     let shape = ConvShape {
         c: u(g.c),
@@ -297,6 +323,9 @@ pub(crate) fn try_conv(
     let (kind, p0, p1) = epi.1.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     spec.act = kind;
     spec.emulate = emulate;
+    if let Some(out) = try_direct(op, dev, &spec, &x, &w, b.as_ref(), res.as_ref(), g, (p0, p1))? {
+        return Ok(Some(out));
+    }
     spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
     // Only where a residual is read: with bias alone the up-front loads cost the long-K 3×3
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
@@ -354,10 +383,12 @@ pub(crate) fn try_conv(
         tuned.is_none() && spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
     let wm_default = if narrow { 2 } else { spec.wm };
     let (wm, wn) = pair_knob("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
-    if (tm, tn, bk, wm, wn, slabs, alias)
-        != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias)
+    // Global loads two K steps ahead in a second register set (one slab stage only).
+    let depth = if slabs == 1 && env_knob("MPSRT_COOP_CONV_DEPTH", 1) == 2 { 2 } else { 1 };
+    if (tm, tn, bk, wm, wn, slabs, alias, depth)
+        != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias, spec.depth)
     {
-        let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, ..spec };
+        let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, depth, ..spec };
         if dev_ok(&t) {
             spec = t;
         }
@@ -369,6 +400,7 @@ pub(crate) fn try_conv(
     if slices > 1 {
         spec = CoopConvSpec {
             splitk: slices,
+            depth: 1,
             has_bias: false,
             has_res: false,
             pairs: false,
@@ -380,10 +412,10 @@ pub(crate) fn try_conv(
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
     let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
     let (sl, al, sb) = (spec.slabs, u8::from(spec.alias), spec.shared_bytes());
-    let pr = u8::from(spec.pairs);
+    let (pr, dp) = (u8::from(spec.pairs), spec.depth);
     log(
         g,
-        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} pairs {pr} split {slices} shared {sb} B clamp {cl}"),
+        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} depth {dp} alias {al} pairs {pr} split {slices} shared {sb} B clamp {cl}"),
     );
     dump(&spec);
     let pipeline = pipeline(dev, op, spec)?;
@@ -451,6 +483,111 @@ pub(crate) fn try_conv(
     bindings.push(Binding::from(&out));
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), spec.grid(u(g.n)))?;
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    let shape = [g.n, g.oc, g.oh, g.ow];
+    Ok(Some(Tensor::from_parts(
+        Storage::Gpu(Arc::new(out)),
+        Layout::contiguous(&shape),
+        DType::F16,
+    )))
+}
+
+/// The direct pointwise kernel (`conv_coop_direct.rs`: fragments loaded straight from global
+/// memory, no slabs) for a 1×1 stride-1 conv whose map, channels and output channels are
+/// multiples of 16, with 16-byte aligned operands; `None` where it does not apply or
+/// `MPSRT_COOP_CONV_DIRECT=0`. `MPSRT_COOP_DIRECT_TILE=TMxTN` (tiles per subgroup),
+/// `MPSRT_COOP_DIRECT_SGS` (subgroups per workgroup), `MPSRT_COOP_DIRECT_KU` (K steps loaded
+/// before their products) are timing knobs, read per call.
+#[allow(clippy::too_many_arguments)]
+fn try_direct(
+    op: &str,
+    dev: &Arc<GpuDevice>,
+    spec: &CoopConvSpec,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+    res: Option<&Tensor>,
+    g: &ConvGeom,
+    (p0, p1): (f32, f32),
+) -> Result<Option<Tensor>> {
+    let shape = spec.shape;
+    if env_knob("MPSRT_COOP_CONV_DIRECT", 0) == 0
+        || spec.size != 16
+        || !CoopDirectSpec::fits(&shape)
+        || !x.layout().offset.is_multiple_of(8)
+        || !w.layout().offset.is_multiple_of(8)
+        || res.is_some_and(|r| !r.layout().offset.is_multiple_of(2))
+    {
+        return Ok(None);
+    }
+    let (tm, tn) = pair_knob("MPSRT_COOP_DIRECT_TILE").unwrap_or((2, 2));
+    let d = CoopDirectSpec {
+        shape,
+        subgroup: spec.subgroup,
+        sgs: env_knob("MPSRT_COOP_DIRECT_SGS", 1) as u32,
+        tm,
+        tn,
+        ku: CoopDirectSpec::k_unroll(&shape, env_knob("MPSRT_COOP_DIRECT_KU", 2) as u32),
+        has_bias: b.is_some(),
+        bias_f16: b.is_some_and(|b| b.dtype() == DType::F16),
+        has_res: res.is_some(),
+        act: spec.act,
+        emulate: spec.emulate,
+    };
+    let props = dev.properties();
+    let n = g.n as u32;
+    let [gx, gy, _] = d.grid(n);
+    if !d.is_valid()
+        || d.shared_bytes() > props.max_compute_workgroup_storage_size
+        || d.threads() > props.max_compute_invocations_per_workgroup
+        || gx.max(gy) > props.max_compute_workgroups_per_dimension
+    {
+        return Ok(None);
+    }
+    log(g, &format!("coop direct tile {}x{} sgs {} ku {}", d.block_m(), d.block_n(), d.sgs, d.ku));
+    static DIRECT: SpecCache<CoopDirectSpec> = OnceLock::new();
+    let cache = DIRECT.get_or_init(Default::default);
+    let key = (dev.index(), d);
+    let cached_p = cache.lock().get(&key).cloned();
+    let pipeline = match cached_p {
+        Some(p) => p,
+        None => {
+            let src = d.render().map_err(|e| Error::dtype(op, e))?;
+            // SAFETY: in bounds by construction (`conv_coop_direct.rs`): fragment loads read
+            // rows < OC of the `[OC, C]` weights and, for column tiles < N·P (others read
+            // tile 0), 16 columns of one image (P % 16 == 0) over C rows; epilogue accesses
+            // only for channels < OC and columns < N·P; the scratch index stays inside the
+            // subgroup's 256 floats (fixed subgroup size). Operands are contiguous and of
+            // exactly the conv's shapes.
+            let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
+            cache.lock().insert(key, p.clone());
+            p
+        }
+    };
+    let total = g.n * g.oc * g.oh * g.ow;
+    let out = alloc_out(dev, op, total, 2)?;
+    let u = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let meta = conv_gemm_meta(
+        u(g.n * g.oh * g.ow),
+        [
+            u(x.layout().offset),
+            u(w.layout().offset),
+            b.map_or(0, |b| u(b.layout().offset)),
+            res.map_or(0, |r| u(r.layout().offset)),
+        ],
+        p0,
+        p1,
+    );
+    let mut bindings = vec![Binding::from(&**buffer(op, x)?), Binding::from(&**buffer(op, w)?)];
+    if let Some(b) = b {
+        bindings.push(Binding::from(&**buffer(op, b)?));
+    }
+    if let Some(r) = res {
+        bindings.push(Binding::from(&**buffer(op, r)?));
+    }
+    bindings.push(Binding::from(&out));
+    dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&meta), [gx, gy, 1])?;
+    LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    DIRECT_LAUNCHES.fetch_add(1, Ordering::Relaxed);
     let shape = [g.n, g.oc, g.oh, g.ow];
     Ok(Some(Tensor::from_parts(
         Storage::Gpu(Arc::new(out)),
