@@ -491,7 +491,7 @@ impl Loop {
             return c;
         }
         if !self.db {
-            let lp = self.l1_prefetch(checked);
+            let lp = self.l1_prefetch(checked, "k0");
             c.push_str(&lp.0);
             let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
             c.push_str(&lp.1);

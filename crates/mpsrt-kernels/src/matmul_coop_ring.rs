@@ -51,9 +51,13 @@ impl Loop {
             c.push_str(&set(1, self.load(&format!("{bk}u"), "1u", false, true)));
         }
         c.push_str("    }\n    workgroupBarrier();\n");
+        // With `lp`: the L1 prefetch at the top of each half-step (its parity is `h`).
+        let (lp_decl, _) = self.l1_prefetch(false, "k0");
+        c.push_str(&lp_decl);
         let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
         for h in 0..2u32 {
             let _ = writeln!(c, "    {{\n    let nx = min(k0 + {}u, K - {bk}u);", (h + sets) * bk);
+            c.push_str(&self.l1_prefetch(false, &format!("k0 + {}u", h * bk)).1);
             c.push_str(&set(h % sets, self.load("nx", "0u", false, true)));
             let _ = writeln!(c, "    let ab = {}u; let bb = {}u;", h * a_stage, h * b_stage);
             c.push_str(&self.products());

@@ -301,14 +301,14 @@ impl Loop {
         }
     }
 
-    /// The `lp` L1 prefetch of the one-slab whole-block loop: (declarations before the loop,
-    /// code at the top of each step). Each step half of the subgroups — even ones on even
+    /// The `lp` L1 prefetch of the whole-block loops (one slab, or two unrolled): (declarations
+    /// before the loop, code at the top of the step that starts at `k0`). Each step half of the subgroups — even ones on even
     /// steps, odd ones on odd steps — first add the halves they loaded two steps earlier into
     /// `lsum` (by then long arrived: no stall), then load one half of every 32-byte sector of
     /// slab `k0 + lp·bk` (clamped to the last slab), so the SM's L1 holds that slab when its
     /// 16-byte loads run `lp` steps later. Only where both operands are 8 wide and every
     /// block is whole (`!checked`); empty otherwise.
-    pub(super) fn l1_prefetch(&self, checked: bool) -> (String, String) {
+    pub(super) fn l1_prefetch(&self, checked: bool, k0: &str) -> (String, String) {
         let Loop { bm, bn, bk, nt, lp, sgs, .. } = *self;
         let vec = self.va && self.vb && !self.gl && !self.wl;
         if lp == 0 || checked || !self.aligned || !vec || bk % 16 != 0 {
@@ -323,10 +323,10 @@ impl Loop {
             let _ = writeln!(decl, "    var lq{t} = f16(0.0);");
         }
         let mut c = String::new();
-        let _ = writeln!(c, "    if ((((k0 / {bk}u) ^ sg) & 1u) == 0u) {{");
+        let _ = writeln!(c, "    if ((((({k0}) / {bk}u) ^ sg) & 1u) == 0u) {{");
         let sum: Vec<String> = (0..n).map(|t| format!("lq{t}")).collect();
         let _ = writeln!(c, "      lsum = lsum + {};", sum.join(" + "));
-        let _ = writeln!(c, "      let kp = min(k0 + {}u, K - {bk}u);", lp * bk);
+        let _ = writeln!(c, "      let kp = min({k0} + {}u, K - {bk}u);", lp * bk);
         let _ = writeln!(c, "      let h = (sg >> 1u) * {sgs}u + lane;");
         let a_ld = format!(
             "a[u32(abase + i32(m0 + s / {qa}u) * sam + i32(kp + (s % {qa}u) * 16u)) >> 2u].x"

@@ -108,9 +108,10 @@ pub struct CoopTune {
     /// the storage buffer at the top of the step (in flight with B's staging); only B goes
     /// through workgroup memory (the 4×4 default then needs 12.7 KB instead of 23).
     pub da: bool,
-    /// L1 prefetch distance in K steps (0: none; one-slab whole-block loop, both operands 8
-    /// wide): each step, half of the subgroups (alternating) touch one half per 32-byte sector
-    /// of slab `k + lp` (clamped to the last), so it is in the SM's L1 by the time its real
+    /// L1 prefetch distance in K steps (0: none; the one-slab whole-block loop or the unrolled
+    /// two-slab one, both operands 8 wide): each step, half of the subgroups (alternating)
+    /// touch one half per 32-byte sector of slab `k + lp` (clamped to the last), so it is in
+    /// the SM's L1 by the time its real
     /// loads run, and add the values they loaded two steps earlier into a sum stored on a path
     /// that never runs (a load the compiler cannot drop). Bytes in flight without the 32
     /// staging registers per slab that register prefetch costs: the 4×4 tiles' 218 registers
@@ -532,10 +533,10 @@ impl CoopTune {
         if self.xs > 40 {
             return Err(format!("{}: extra workgroup memory (xs) is at most 40 KiB", self.name()));
         }
-        if self.lp > 4 || (self.lp != 0 && (self.db || self.rp || self.da || self.wm * self.wn < 2))
-        {
+        let lp_loop = (!self.db || self.un || self.rq) && !self.rp && !self.da;
+        if self.lp > 4 || (self.lp != 0 && (!lp_loop || self.wm * self.wn < 2)) {
             return Err(format!(
-                "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not db1, rp1 or da1) of at least two subgroups",
+                "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not rp1 or da1) or the unrolled two-slab one (db1 with un1 or rq1), of at least two subgroups",
                 self.name()
             ));
         }

@@ -225,13 +225,18 @@ fn l1_prefetch_touches_each_sector_on_whole_blocks_only() {
         ("fi1_cl1_vs4_uc1_ov1_lp1", 128 * 2 + 32 * 8),
         ("w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_lp3", 256 * 2 + 32 * 8),
         ("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_lp2", 64 * 4 + 64 * 4),
+        // The unrolled two-slab loop: one prefetch per half-step.
+        ("w4x2_t4x4_k16_db1_fi1_cl1_vs4_uc1_un1_ov1_lp2", 256 + 16 * 8),
     ] {
         let t = CoopTune::parse(text).unwrap();
         assert!(t.lp > 0 && t.name().contains(&format!("_lp{}", t.lp)), "{}", t.name());
         let off = CoopTune { lp: 0, ..t };
         for out_f16 in [true, false] {
-            let s =
-                CoopMatmulSpec { out_f16, ..base() }.with_variant(CoopVariant::Family(t), 49152);
+            let s = CoopMatmulSpec { out_f16, ..base() }.with_variant_opts(
+                CoopVariant::Family(t),
+                49152,
+                t.un,
+            );
             assert_eq!(s.variant, 3, "{text}");
             for (aligned, vec_a, vec_b) in
                 [(true, true, true), (false, true, true), (true, true, false)]
@@ -241,15 +246,18 @@ fn l1_prefetch_touches_each_sector_on_whole_blocks_only() {
                 let on = aligned && vec_a && vec_b;
                 let half = spec.threads() / 2;
                 let loads = src.matches("].x; }").count() + src.matches("].x; } else if").count();
-                assert_eq!(loads as u32, if on { sectors / half } else { 0 }, "{text} {spec:?}");
-                assert_eq!(src.contains("lsum = lsum + lq0"), on, "{text}");
-                assert!(
-                    src.contains(&format!(
-                        "let kp = min(k0 + {}u, K - {}u);",
-                        u32::from(t.lp) * u32::from(t.bk),
-                        t.bk
-                    )) == on
+                let copies = if t.un { 2 } else { 1 };
+                assert_eq!(
+                    loads as u32,
+                    if on { copies * sectors / half } else { 0 },
+                    "{text} {spec:?}"
                 );
+                assert_eq!(src.contains("lsum = lsum + lq0"), on, "{text}");
+                // Slab `k + lp` (the unrolled loop's first half-step starts at `k0 + 0`).
+                let at = if t.un { "k0 + 0u" } else { "k0" };
+                let (ahead, bk) = (u32::from(t.lp) * u32::from(t.bk), t.bk);
+                let kp = format!("let kp = min({at} + {ahead}u, K - {bk}u);");
+                assert_eq!(src.contains(&kp), on, "{text}: {kp}");
                 assert!(src.contains("if (K == 0xffffffffu) { out[0] = "), "{text}");
                 let plain = CoopMatmulSpec { tune: off, ..spec };
                 assert_eq!(spec.shared_bytes(), plain.shared_bytes());
