@@ -164,8 +164,9 @@ pub struct CoopConvSpec {
     pub splitk: u32,
     /// Padding checks of the im2col gather as one bit test: each of a thread's 4 columns gets,
     /// before the K loop, a mask of the kernel offsets `r < KH·KW` whose input pixel is inside
-    /// the image (windows of at most 32 taps, not pointwise), so a K row's check is
-    /// `(mask >> (k % KHW)) & 1` instead of two range compares per column.
+    /// the image (not pointwise; one word for windows of at most 32 taps, two — `vec2<u32>` —
+    /// for 33-64), so a K row's check is `(mask >> (k % KHW)) & 1` instead of two range
+    /// compares per column.
     pub mask: bool,
     /// Register sets of global loads in flight (one slab stage only): 1 — the next step's
     /// loads are issued before this step's products; 2 — two steps ahead (16 more registers
@@ -290,8 +291,8 @@ impl CoopConvSpec {
         if self.splitk == 0 || (self.splitk > 1 && (self.has_bias || self.has_res || self.pairs)) {
             return Err(format!("conv_coop: split-K partials take no epilogue, got {self:?}"));
         }
-        if self.mask && (sh.pointwise() || sh.kh * sh.kw > 32 || self.x_vec) {
-            return Err("conv_coop: tap masks need a non-pointwise window of <= 32 taps".into());
+        if self.mask && (sh.pointwise() || sh.kh * sh.kw > 64 || self.x_vec) {
+            return Err("conv_coop: tap masks need a non-pointwise window of <= 64 taps".into());
         }
         if self.pairs && !sh.p().is_multiple_of(2) {
             return Err("conv_coop: paired stores need an even output map".into());
@@ -414,7 +415,13 @@ impl CoopConvSpec {
                     w,
                     "  var ih{j} = -1048576; var iw{j} = 0; var xb{j} = 0;\n  {{ let col = cb + {j}u; if (col < NCOLS) {{ let img = col / P; let p = col % P; ih{j} = i32((p / OW) * SH) - PH; iw{j} = i32((p % OW) * SW) - PW; xb{j} = xoff + i32(img * CIN * HW) + ih{j} * i32(W) + iw{j}; }} }}"
                 );
-                if self.mask {
+                if self.mask && sh.kh * sh.kw > 32 {
+                    // Two words for windows of 33-64 taps (the 7×7 stem).
+                    let _ = writeln!(
+                        w,
+                        "  var mk{j} = vec2<u32>();\n  for (var r = 0u; r < KHW; r = r + 1u) {{ if (u32(ih{j} + i32((r / KW) * DH)) < H && u32(iw{j} + i32((r % KW) * DW)) < W) {{ mk{j}[r >> 5u] = mk{j}[r >> 5u] | (1u << (r & 31u)); }} }}"
+                    );
+                } else if self.mask {
                     let _ = writeln!(
                         w,
                         "  var mk{j} = 0u;\n  for (var r = 0u; r < KHW; r = r + 1u) {{ if (u32(ih{j} + i32((r / KW) * DH)) < H && u32(iw{j} + i32((r % KW) * DW)) < W) {{ mk{j} = mk{j} | (1u << r); }} }}"
@@ -681,7 +688,13 @@ impl CoopConvSpec {
                         &format!("v.{comp}"),
                         "x",
                         &format!("u32(xb{j} + ko)"),
-                        &format!("((mk{j} >> r) & 1u) != 0u"),
+                        &if sh.kh * sh.kw > 32 {
+                            format!(
+                                "((select(mk{j}.x, mk{j}.y, r >= 32u) >> (r & 31u)) & 1u) != 0u"
+                            )
+                        } else {
+                            format!("((mk{j} >> r) & 1u) != 0u")
+                        },
                         "f16(0.0)",
                     );
                     let _ = writeln!(c, "        {g}");

@@ -105,7 +105,7 @@ fn every_shape_class_validates_and_translates() {
                     prefetch: n % 2 == 0,
                     pairs: n % 5 == 1 && shape.p().is_multiple_of(2),
                     splitk: 1,
-                    mask: n % 2 == 1 && !shape.pointwise() && shape.kh * shape.kw <= 32,
+                    mask: n % 2 == 1 && !shape.pointwise() && shape.kh * shape.kw <= 64,
                     depth: if n % 3 == 0 && n % 2 == 1 { 2 } else { 1 },
                     emulate: false,
                 };

@@ -85,6 +85,8 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         std::env::set_var("MPSRT_COOP_CONV_SUBSAMPLE", if i == 4 { "1" } else { "0" });
         // Tap masks for the padded windows (cases 0, 1, 5, 6, 7, 8; 2–4 are pointwise).
         std::env::set_var("MPSRT_COOP_CONV_MASK", if i % 3 == 1 { "0" } else { "1" });
+        // Two mask words for the 7×7 window (case 5).
+        std::env::set_var("MPSRT_COOP_CONV_MASK64", if i == 5 { "1" } else { "0" });
         // K steps of 64 (with 32×32 blocks: lavapipe's 32 KiB of workgroup memory).
         // K steps of 16 with one slab stage (cases 0, 3 and 6 also one stage at K 32).
         let (bk, tile) = match i % 3 {
@@ -182,6 +184,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_DIRECT",
         "MPSRT_COOP_CONV_DEPTH",
         "MPSRT_COOP_CONV_SUBSAMPLE",
+        "MPSRT_COOP_CONV_MASK64",
         "MPSRT_COOP_DIRECT_TILE",
         "MPSRT_COOP_DIRECT_SGS",
         "MPSRT_COOP_DIRECT_KU",

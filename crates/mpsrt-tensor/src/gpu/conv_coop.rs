@@ -357,9 +357,11 @@ pub(crate) fn try_conv(
     // Tap masks where the window allows; paired column stores where the output map is even
     // (no pair straddles two images) and the residual offset too (`vec2<f16>` reads).
     let (mask0, pairs0) = tuned.map_or((0, 0), |t| (usize::from(t.mask), usize::from(t.pairs)));
+    // Windows of 33-64 taps (the 7×7 stem) take two mask words: `MPSRT_COOP_CONV_MASK64=1`.
+    let taps = if env_knob("MPSRT_COOP_CONV_MASK64", 0) != 0 { 64 } else { 32 };
     spec.mask = env_knob("MPSRT_COOP_CONV_MASK", mask0) != 0
         && !shape.pointwise()
-        && g.kh * g.kw <= 32
+        && g.kh * g.kw <= taps
         && !spec.x_vec;
     spec.pairs = env_knob("MPSRT_COOP_CONV_PAIRS", pairs0) != 0
         && (g.oh * g.ow).is_multiple_of(2)
