@@ -20,6 +20,7 @@
 //! `emulate` (testing, CI on lavapipe): the same addressing with the fragments' products
 //! summed per element in f32 registers from the same global addresses.
 
+use super::epi::PairStores;
 use super::ConvShape;
 use crate::matmul::MatmulAct;
 use std::fmt::Write as _;
@@ -239,51 +240,37 @@ impl CoopDirectSpec {
         Ok(w)
     }
 
-    /// Every tile through the subgroup's scratch: bias, residual (its pairs loaded before the
-    /// tile is stored), activation, `vec2<f16>` stores of adjacent columns.
+    /// Every tile through the subgroup's scratch: the staged kernel's paired stores
+    /// (`conv_coop_epi.rs`, [`PairStores`]) with this kernel's per-tile image and pixel.
     fn epilogue(&self, w: &mut String) {
-        let (tm, tn, sg) = (self.tm, self.tn, self.subgroup);
-        let h = S / 2;
-        let qn = (S * h).div_ceil(sg);
-        let partial = !(S * h).is_multiple_of(sg);
+        let (tn, sg) = (self.tn, self.subgroup);
         let _ = writeln!(w, "  let cs = sg * {}u;", S * S);
-        // Pair q of this lane in tile (i, j): its scratch index, channel and output pair.
-        let at = |i: u32, j: u32, q: u32| {
-            let e = format!("(lane + {}u)", q * sg);
-            let ok = if partial { format!("{e} < {}u && ", S * h) } else { String::new() };
+        let h = S / 2;
+        let at = |i: u32, j: u32, e: &str, ok: &str| {
             format!(
                 "let ci = ({e} / {h}u) * 16u + ({e} % {h}u) * 2u; let m = mr{i} + {e} / {h}u; let ok = {ok}m < OC && nc{j} < NCOLS; let o = (img{j} * OC * P + m * P + pp{j} + ({e} % {h}u) * 2u) >> 1u;"
             )
         };
-        for i in 0..tm {
-            for j in 0..tn {
-                w.push_str("  {\n");
-                for q in (0..qn).filter(|_| self.has_res) {
-                    let _ = writeln!(w, "  var r{q} = vec2<f16>(); {{ {} if (ok) {{ r{q} = res[(mw(6u) >> 1u) + o]; }} }}", at(i, j, q));
-                }
-                if self.emulate {
-                    let qe = S * S / sg;
-                    let _ = writeln!(w, "  for (var q = 0u; q < {qe}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}", (i * tn + j) * qe);
-                } else {
-                    let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], 16u);");
-                }
-                w.push_str("  workgroupBarrier();\n");
-                for q in 0..qn {
-                    let _ = write!(
-                        w,
-                        "  {{ {} if (ok) {{ var v = vec2<f32>(Cs[cs + ci], Cs[cs + ci + 1u]);",
-                        at(i, j, q)
-                    );
-                    if self.has_bias {
-                        w.push_str(" v = v + f32(bias[mw(4u) + m]);");
-                    }
-                    if self.has_res {
-                        let _ = write!(w, " v = v + vec2<f32>(r{q});");
-                    }
-                    w.push_str(" out[(mw(5u) >> 1u) + o] = vec2<f16>(act(vec4<f32>(v, 0.0, 0.0)).xy); } }\n");
-                }
-                w.push_str("  workgroupBarrier();\n  }\n");
+        let to_scratch = |w: &mut String, i: u32, j: u32| {
+            if self.emulate {
+                let qe = S * S / sg;
+                let _ = writeln!(w, "  for (var q = 0u; q < {qe}u; q = q + 1u) {{ Cs[cs + lane + q * {sg}u] = acc[{}u + q]; }}", (i * tn + j) * qe);
+            } else {
+                let _ = writeln!(w, "  coopStoreT(c{i}_{j}, &Cs[cs], 16u);");
             }
+            w.push_str("  workgroupBarrier();\n");
+        };
+        PairStores {
+            size: S,
+            subgroup: sg,
+            tm: self.tm,
+            tn,
+            has_bias: self.has_bias,
+            has_res: self.has_res,
+            at: &at,
+            pair: &|idx: &str| format!("vec2<f32>(Cs[{idx}], Cs[{idx} + 1u])"),
+            to_scratch: &to_scratch,
         }
+        .render(w);
     }
 }

@@ -125,15 +125,9 @@ impl CoopConvSpec {
     /// `l + q·subgroup` of each S×S tile (row-major, S/2 pairs a row); the residual pairs of a
     /// tile row are loaded before its first tile is stored.
     fn epilogue_pairs(&self, w: &mut String) {
-        let (s, sg, tm, tn) = (self.size, self.subgroup, self.tm, self.tn);
-        let h = s / 2;
-        let qn = (s * h).div_ceil(sg);
-        let partial = !(s * h).is_multiple_of(sg);
-        let barrier = "workgroupBarrier();";
-        // Pair (i, j, q): its scratch index, channel, first column and output pair index.
-        let at = |i: u32, j: u32, q: u32| {
-            let e = format!("(lane + {}u)", q * sg);
-            let ok = if partial { format!("{e} < {}u && ", s * h) } else { String::new() };
+        let (s, h) = (self.size, self.size / 2);
+        // Pair `e` of tile (i, j): its scratch index, channel, first column and output pair.
+        let at = |i: u32, j: u32, e: &str, ok: &str| {
             format!(
                 "let ci = ({e} / {h}u) * {s}u + ({e} % {h}u) * 2u; let m = m0 + sm + {}u + {e} / {h}u; let col = n0 + sn + {}u + ({e} % {h}u) * 2u; let ok = {ok}m < OC && col < NCOLS; let o = ((col / P) * (OC * P) + m * P + col % P) >> 1u;",
                 i * s,
@@ -147,30 +141,20 @@ impl CoopConvSpec {
                 format!("vec2<f32>(Cs[{idx}], Cs[{idx} + 1u])")
             }
         };
-        for i in 0..tm {
-            w.push_str("  {\n");
-            for j in (0..tn).filter(|_| self.has_res) {
-                for q in 0..qn {
-                    let _ = writeln!(w, "  var r{j}_{q} = vec2<f16>(); {{ {} if (ok) {{ r{j}_{q} = res[(mw(6u) >> 1u) + o]; }} }}", at(i, j, q));
-                }
-            }
-            for j in 0..tn {
-                self.tile_to_scratch(w, i, j, barrier);
-                for q in 0..qn {
-                    let _ =
-                        write!(w, "  {{ {} if (ok) {{ var v = {};", at(i, j, q), pair("cs + ci"));
-                    if self.has_bias {
-                        w.push_str(" v = v + f32(bias[mw(4u) + m]);");
-                    }
-                    if self.has_res {
-                        let _ = write!(w, " v = v + vec2<f32>(r{j}_{q});");
-                    }
-                    w.push_str(" out[(mw(5u) >> 1u) + o] = vec2<f16>(act(vec4<f32>(v, 0.0, 0.0)).xy); } }\n");
-                }
-                let _ = writeln!(w, "  {barrier}");
-            }
-            w.push_str("  }\n");
-        }
+        let epi = PairStores {
+            size: s,
+            subgroup: self.subgroup,
+            tm: self.tm,
+            tn: self.tn,
+            has_bias: self.has_bias,
+            has_res: self.has_res,
+            at: &at,
+            pair: &pair,
+            to_scratch: &|w: &mut String, i: u32, j: u32| {
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();")
+            },
+        };
+        epi.render(w);
     }
 
     /// A K slice's raw sums (`splitk > 1`) to slice `wid.z` of the `[S, N, OC, P]` f32 partials.
@@ -194,6 +178,70 @@ impl CoopConvSpec {
                 );
                 w.push_str("  }\n  workgroupBarrier();\n");
             }
+        }
+    }
+}
+
+/// The paired-column store epilogue, shared by the staged kernel (`pairs`) and the direct
+/// pointwise kernel (`conv_coop_direct.rs`): per tile row, each lane's residual pairs of the
+/// row's tiles are loaded first; then per tile, the accumulator goes through the subgroup's
+/// f32 scratch and lane `l` stores pairs `l + q·subgroup` of it (row-major, S/2 pairs a row)
+/// with bias, residual and activation as `vec2<f16>`. The kernel supplies its addressing.
+pub(crate) struct PairStores<'a> {
+    pub size: u32,
+    pub subgroup: u32,
+    pub tm: u32,
+    pub tn: u32,
+    pub has_bias: bool,
+    pub has_res: bool,
+    /// `(i, j, e, ok)` → declarations of `ci` (scratch index), `m` (channel), `ok` (stored:
+    /// `ok` prefixed to the kernel's bounds) and `o` (output pair index) for pair `e` of tile
+    /// `(i, j)`.
+    pub at: &'a dyn Fn(u32, u32, &str, &str) -> String,
+    /// The f32 pair at scratch index `idx`.
+    pub pair: &'a dyn Fn(&str) -> String,
+    /// Accumulator tile `(i, j)` into the subgroup's scratch, then a barrier.
+    pub to_scratch: &'a dyn Fn(&mut String, u32, u32),
+}
+
+impl PairStores<'_> {
+    pub(crate) fn render(&self, w: &mut String) {
+        let (s, sg) = (self.size, self.subgroup);
+        let h = s / 2;
+        let qn = (s * h).div_ceil(sg);
+        let partial = !(s * h).is_multiple_of(sg);
+        let at = |i: u32, j: u32, q: u32| {
+            let e = format!("(lane + {}u)", q * sg);
+            let ok = if partial { format!("{e} < {}u && ", s * h) } else { String::new() };
+            (self.at)(i, j, &e, &ok)
+        };
+        for i in 0..self.tm {
+            w.push_str("  {\n");
+            for j in (0..self.tn).filter(|_| self.has_res) {
+                for q in 0..qn {
+                    let _ = writeln!(w, "  var r{j}_{q} = vec2<f16>(); {{ {} if (ok) {{ r{j}_{q} = res[(mw(6u) >> 1u) + o]; }} }}", at(i, j, q));
+                }
+            }
+            for j in 0..self.tn {
+                (self.to_scratch)(w, i, j);
+                for q in 0..qn {
+                    let _ = write!(
+                        w,
+                        "  {{ {} if (ok) {{ var v = {};",
+                        at(i, j, q),
+                        (self.pair)("cs + ci")
+                    );
+                    if self.has_bias {
+                        w.push_str(" v = v + f32(bias[mw(4u) + m]);");
+                    }
+                    if self.has_res {
+                        let _ = write!(w, " v = v + vec2<f32>(r{j}_{q});");
+                    }
+                    w.push_str(" out[(mw(5u) >> 1u) + o] = vec2<f16>(act(vec4<f32>(v, 0.0, 0.0)).xy); } }\n");
+                }
+                w.push_str("  workgroupBarrier();\n");
+            }
+            w.push_str("  }\n");
         }
     }
 }
