@@ -427,6 +427,10 @@ pub fn bench(model: PathBuf, a: ModelBenchArgs) -> Result<()> {
         if !parts.is_empty() {
             v["host_parts_us_p50"] = HostParts::p50_json(&parts);
         }
+        // Which replay path ran (`native (N barriers)`, `wgpu`, or why it is off).
+        if let Ok(st) = session.replay_status(&shapes) {
+            v["replay"] = st.into();
+        }
         if let Some(d) = &detail {
             v["host_detail"] = d.json();
             if let Some(dev) = &dev {
