@@ -172,6 +172,9 @@ pub struct CoopConvSpec {
     /// loads are issued before this step's products; 2 — two steps ahead (16 more registers
     /// per thread, twice the bytes in flight while the slab memory stays the same).
     pub depth: u32,
+    /// The epilogue's barriers (each tile through the subgroup's own scratch) are subgroup
+    /// barriers instead of workgroup ones (ignored when emulated: logical subgroups).
+    pub sgbar: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the

@@ -270,6 +270,7 @@ impl CoopDirectSpec {
             at: &at,
             pair: &|idx: &str| format!("vec2<f32>(Cs[{idx}], Cs[{idx} + 1u])"),
             to_scratch: &to_scratch,
+            barrier: "workgroupBarrier();",
         }
         .render(w);
     }

@@ -22,6 +22,13 @@
 //! timing, read per call; ignored where the device's workgroup memory is too small);
 //! `MPSRT_COOP_CONV_EMULATE=1` (testing) runs the kernel with its matrix products in f32
 //! registers on any f16-capable device, so lavapipe checks its gather and epilogue.
+//! `MPSRT_COOP_CONV_DIRECT` routes 1×1 stride-1 convs whose map, channels and output channels
+//! are multiples of 16 to the direct kernel (`conv_coop_direct.rs`: fragments straight from
+//! global memory; `MPSRT_COOP_DIRECT_TILE`, `_SGS`, `_KU` time its shape);
+//! `MPSRT_COOP_CONV_DEPTH=2` issues the staged kernel's global loads two K steps ahead;
+//! `MPSRT_COOP_CONV_SUBSAMPLE` runs strided 1×1 convs on a subsampled copy of the input at
+//! stride 1; `MPSRT_COOP_CONV_MASK64` gives windows of 33–64 taps two mask words;
+//! `MPSRT_COOP_CONV_SGBAR=1` puts subgroup barriers in the epilogue instead of workgroup ones.
 
 use super::conv::{buffer, Epi};
 use super::matmul::{cached, SpecCache};
@@ -331,6 +338,8 @@ pub(crate) fn try_conv(
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
     // reads hit the cache anyway.
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
+    // Subgroup barriers around the epilogue's per-subgroup scratch.
+    spec.sgbar = env_knob("MPSRT_COOP_CONV_SGBAR", 0) != 0;
     // The structure measured fastest for this kind of conv (`conv_coop_tune.rs`), where the
     // device allows it; `MPSRT_COOP_CONV_TUNED=0`: the planner's block (64 × 64 for ≤ 64
     // channels, below), two slabs of K 32, as before.
