@@ -18,6 +18,7 @@ pub mod matmul_coop;
 pub mod matmul_coop_family;
 mod matmul_coop_store;
 pub mod matmul_coop_tune;
+pub mod matmul_tune;
 pub mod pool_f16;
 pub mod reduce;
 pub mod softmax;
@@ -39,6 +40,7 @@ pub use matmul::{
     gemm_splitk_reduce_kernel, matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec,
     OperandLoad, MATMUL_META_HEAD,
 };
+pub use matmul_tune::GemmTune;
 pub use matmul_coop::{
     coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
     CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant, COOP_LARGE_BLOCKS,

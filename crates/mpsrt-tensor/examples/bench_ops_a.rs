@@ -14,6 +14,9 @@
 use mpsrt_tensor::{self as mt, DType, Place, Result, Tensor};
 use std::time::Instant;
 
+#[path = "support/gemm_ab.rs"]
+mod gemm_ab;
+
 fn time(
     iters: usize,
     dev: &mpsrt_runtime::GpuDevice,
@@ -64,6 +67,10 @@ fn main() -> Result<()> {
     // `MPSRT_GEMM_SPLITK=0` and without: the knob is read once per process).
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "bert") {
         return bert(&dev);
+    }
+    // `BENCH_ONLY=gemm32`: the f32 tiled GEMM's planners/tunes A/B in one process (`GEMM_AB`).
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "gemm32") {
+        return gemm_ab::run(&dev);
     }
     // `BENCH_ONLY=bert16`: BERT-base's f16 products at batch 8 (the kernel each one takes).
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "bert16") {

@@ -60,6 +60,8 @@ pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
 
 pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>>>;
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
+/// The same kernels compiled without wgpu's bounds checks (generation 2's default).
+static GEMM_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
 /// (`MPSRT_GEMM_TILE128_MIN`, default 264 = 2 × an H100/H200's 132 SMs); fewer, and 64×64
@@ -95,10 +97,7 @@ fn splitk_f16() -> bool {
     *T.get_or_init(|| super::env_knob("MPSRT_GEMM_SPLITK_F16", 1) != 0)
 }
 
-/// K per slice at least this long: shorter slices spend their time in the prologue/epilogue.
-const SPLITK_MIN_SLICE: usize = 256;
-/// At most this many slices (partials `[S, M, N]` are written and read back once each).
-const SPLITK_MAX_SLICES: usize = 16;
+use super::matmul_plan::{splitk_slices, tiled_choice};
 
 /// A tiled GEMM launch: the output tile edge and how many K slices (1: no split-K).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,29 +112,17 @@ pub struct GemmPlan {
 /// at least `tile128_min` of them, else 64×64; then, when the 64×64 grid has fewer than
 /// `target` workgroups (0: never split) — BERT's `[128, 3072]·[3072, 768]` has 24 for an
 /// H100's 132 SMs — K is cut into `S` slices run as an extra batch dim so the grid reaches
-/// about `target`, with `S` dividing K into slices of ≥ [`SPLITK_MIN_SLICE`] (a multiple of 8,
-/// the K step: slices share no edge), at most [`SPLITK_MAX_SLICES`], and the partials' extra
+/// about `target`, with `S` dividing K into slices of ≥ 256 (`matmul_plan::SPLITK_MIN_SLICE`) (a multiple of 8,
+/// the K step: slices share no edge), at most 16, and the partials' extra
 /// traffic (`2·S·M·N` floats) no more than the operands' (`M·K + K·N` per matrix). Pure: shape
 /// in, choice out, tested without a GPU.
 pub fn plan_gemm(mnk: [usize; 3], batch: usize, tile128_min: usize, target: usize) -> GemmPlan {
-    let [m, n, k] = mnk;
+    let [m, n, _] = mnk;
     let tiles = |t: usize| m.div_ceil(t) * n.div_ceil(t) * batch;
     let tile = if tiles(128) >= tile128_min { 128 } else { 64 };
-    let wgs = tiles(tile as usize);
-    let none = GemmPlan { tile, slices: 1 };
     // 128-wide tiles mean the grid is already large: splitting only adds partial traffic.
-    if tile != 64 || wgs == 0 || wgs >= target || m * n == 0 {
-        return none;
-    }
-    let traffic = (m * k + k * n) / (m * n);
-    let mut s = target.div_ceil(wgs).min(k / SPLITK_MIN_SLICE).min(traffic).min(SPLITK_MAX_SLICES);
-    while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(8)) {
-        s -= 1;
-    }
-    if s < 2 {
-        return none;
-    }
-    GemmPlan { tile, slices: s }
+    let slices = if tile == 64 { splitk_slices(mnk, tiles(64), target) } else { 1 };
+    GemmPlan { tile, slices }
 }
 
 fn aligned(vals: &[isize]) -> bool {
@@ -504,7 +491,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         }
     }
     let f32x = dtype == DType::F32;
-    let plan = plan_gemm([mm, nn, k], z, tile128_min(), splitk_target());
+    let plan = tiled_choice([mm, nn, k], z, tile128_min(), splitk_target());
     let limit = window::limits(&dev).0;
     // Split-K (f32, and f16 unless `MPSRT_GEMM_SPLITK_F16=0`: the partials are f32 either
     // way): the slices are an extra, outermost batch dim (A and B advance by a slice of K), so
@@ -543,11 +530,11 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     } else {
         OperandLoad::Scalar
     };
-    let tile = plan.tile;
+    let tune = plan.tune;
     let split = slices > 1;
     let spec = MatmulSpec {
         dtype,
-        tile,
+        tune,
         a,
         b,
         has_c: p.c.is_some() && !split,
@@ -556,10 +543,14 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         act: if split { MatmulAct::None } else { act },
         has_res: p.res.is_some() && !split,
     };
-    let pl = cached(&GEMM, &dev, op, spec, MatmulSpec::render)?;
+    let pl = if plan.checked {
+        cached(&GEMM, &dev, op, spec, MatmulSpec::render)?
+    } else {
+        cached_unchecked(&dev, op, spec)?
+    };
     let result = alloc_out(DType::F32)?;
     let outb = gpu_buffer(op, &result)?;
-    let (gx, gy) = (nn.div_ceil(tile as usize), mm.div_ceil(tile as usize));
+    let (gx, gy) = (nn.div_ceil(tune.bn as usize), mm.div_ceil(tune.bm as usize));
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
     }
@@ -590,6 +581,22 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let sum = Slices { part: &part, slices, m: mm, n: nn, total };
     splitk_reduce(&dev, op, p, w, &sum, (act, p0, p1), &result)?;
     Ok(result)
+}
+
+/// The tiled GEMM's pipeline without wgpu's bounds checks: every access of the rendered kernel
+/// is in bounds for the launches `solve` makes (global loads guarded by the row and K bounds of
+/// views the launcher validated, stores by M and N, workgroup-memory indices by the block).
+fn cached_unchecked(dev: &GpuDevice, op: &str, spec: MatmulSpec) -> Result<Arc<Pipeline>> {
+    let cache = GEMM_UNCHECKED.get_or_init(Mutex::default);
+    let key = (dev.index(), spec);
+    if let Some(p) = cache.lock().get(&key) {
+        return Ok(p.clone());
+    }
+    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+    // SAFETY: see above; the kernel is the checked one's source, compiled without the checks.
+    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
+    cache.lock().insert(key, p.clone());
+    Ok(p)
 }
 
 /// Split-K partials `[slices, total]` (f32) of an `[m, n]` product (`total = batch·m·n`).

@@ -12,6 +12,7 @@ pub(crate) mod elementwise;
 pub(crate) mod layernorm;
 pub(crate) mod matmul;
 pub(crate) mod matmul_coop;
+pub(crate) mod matmul_plan;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;

@@ -1,0 +1,215 @@
+//! In-process A/B of the f32 tiled GEMM's planners and tunes (issue 23, `BENCH_ONLY=gemm32` in
+//! `bench_ops_a`): every variant runs in one process on a GPU kept busy, so variants compare
+//! at the same clock.
+//!
+//! `GEMM_AB` lists the variants, `;`-separated: `gen1` (the legacy planner, checked modules),
+//! `gen2` (the tuned planner), or a tune's text (`128x64_db1_wl1`) forced on every shape;
+//! suffixes `@s<N>` (N K slices), `@ck` / `@uc` (bounds checks kept / dropped). `GEMM_AB_SHAPES`
+//! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
+//! bias, bias + GELU, bias + residual), `b1` (the same at batch 1), `sq` (4096³, no epilogue).
+//! Each (variant, shape) is first checked against the legacy kernel's output on the same
+//! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
+//! warm-up, then `GEMM_AB_ROUNDS` (5) rounds of ~`GEMM_AB_MS` (20) ms per (shape, variant) in
+//! an order rotated per round. One JSON line per (shape, variant): median / min / max ms and
+//! TFLOP/s over the rounds.
+
+use mpsrt_tensor::{self as mt, Activation, DType, GemmOverride, GemmTune, Place, Result, Tensor};
+use std::time::Instant;
+
+fn env(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// A variant label → its override.
+fn parse(label: &str) -> std::result::Result<GemmOverride, String> {
+    let mut parts = label.split('@');
+    let head = parts.next().unwrap_or_default();
+    let mut o = match head {
+        "gen1" => GemmOverride { generation: Some(1), ..Default::default() },
+        "gen2" => GemmOverride { generation: Some(2), ..Default::default() },
+        t => GemmOverride {
+            generation: Some(2),
+            tune: Some(GemmTune::parse(t)?),
+            ..Default::default()
+        },
+    };
+    for p in parts {
+        match p {
+            "ck" => o.checked = Some(true),
+            "uc" => o.checked = Some(false),
+            s if s.starts_with('s') => {
+                o.slices = Some(s[1..].parse().map_err(|_| format!("{label}: bad slices"))?)
+            }
+            _ => return Err(format!("{label}: unknown suffix @{p}")),
+        }
+    }
+    Ok(o)
+}
+
+/// One benchmark product: `x [m, k] · w [k, n]` (+ bias, + epilogue).
+struct Shape {
+    name: String,
+    m: usize,
+    n: usize,
+    k: usize,
+    x: Tensor,
+    w: Tensor,
+    bias: Option<Tensor>,
+    res: Option<Tensor>,
+    act: Option<Activation>,
+}
+
+impl Shape {
+    fn new(name: &str, [m, n, k]: [usize; 3], bias: bool, res: bool, gelu: bool) -> Result<Self> {
+        let g = Place::Gpu(0);
+        let r = |s: &[usize]| mt::randn(s, DType::F32, g);
+        Ok(Shape {
+            name: name.into(),
+            m,
+            n,
+            k,
+            x: r(&[m, k])?,
+            w: r(&[k, n])?,
+            bias: if bias { Some(r(&[n])?) } else { None },
+            res: if res { Some(r(&[m, n])?) } else { None },
+            act: gelu.then_some(Activation::Gelu),
+        })
+    }
+
+    fn run(&self) -> Result<Tensor> {
+        if self.bias.is_none() && self.res.is_none() && self.act.is_none() {
+            return mt::matmul(&self.x, &self.w);
+        }
+        mt::matmul_fused(&self.x, &self.w, self.bias.as_ref(), self.res.as_ref(), self.act)
+    }
+
+    fn cpu(&self) -> Result<Tensor> {
+        let c = |t: &Tensor| t.to(Place::Cpu);
+        let (b, r) =
+            (self.bias.as_ref().map(c).transpose()?, self.res.as_ref().map(c).transpose()?);
+        mt::matmul_fused(&c(&self.x)?, &c(&self.w)?, b.as_ref(), r.as_ref(), self.act)
+    }
+}
+
+/// max |a − b| / max |b|.
+fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
+    let (a, b) = (a.to_f64_vec()?, b.to_f64_vec()?);
+    let scale = b.iter().fold(0.0f64, |s, v| s.max(v.abs())).max(1e-30);
+    let e = a.iter().zip(&b).fold(0.0f64, |e, (x, y)| e.max((x - y).abs())) / scale;
+    Ok(if e.is_finite() { e } else { f64::INFINITY })
+}
+
+fn shapes(sets: &str) -> Result<Vec<Shape>> {
+    let mut v = Vec::new();
+    for set in sets.split(',') {
+        let m = match set {
+            "b8" => 1024,
+            "b1" => 128,
+            "sq" => {
+                v.push(Shape::new("4096^3", [4096, 4096, 4096], false, false, false)?);
+                continue;
+            }
+            _ => continue,
+        };
+        v.push(Shape::new(&format!("qkv {m}x2304x768"), [m, 2304, 768], true, false, false)?);
+        v.push(Shape::new(&format!("out {m}x768x768"), [m, 768, 768], true, true, false)?);
+        v.push(Shape::new(&format!("ffn_up {m}x3072x768"), [m, 3072, 768], true, false, true)?);
+        v.push(Shape::new(&format!("ffn_down {m}x768x3072"), [m, 768, 3072], true, true, false)?);
+    }
+    Ok(v)
+}
+
+/// Runs the A/B (see the module docs).
+pub fn run(dev: &mpsrt_runtime::GpuDevice) -> Result<()> {
+    let labels: Vec<String> = env("GEMM_AB", "gen1;gen2")
+        .split(';')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let mut variants = Vec::new();
+    for l in &labels {
+        match parse(l) {
+            Ok(o) => variants.push((l.clone(), o)),
+            Err(e) => println!("{{\"gemm_ab_skip\": \"{l}\", \"reason\": \"{e}\"}}"),
+        }
+    }
+    let rounds: usize = env("GEMM_AB_ROUNDS", "5").parse().unwrap_or(5);
+    let target_ms: f64 = env("GEMM_AB_MS", "20").parse().unwrap_or(20.0);
+    let shapes = shapes(&env("GEMM_AB_SHAPES", "b8,b1,sq"))?;
+    // Checks (and every pipeline compiled before timing).
+    let legacy = GemmOverride { generation: Some(1), ..Default::default() };
+    let mut ok = vec![vec![true; variants.len()]; shapes.len()];
+    for (si, s) in shapes.iter().enumerate() {
+        mt::set_gemm_override(legacy);
+        let want = s.run()?;
+        let cpu_err = if s.m * s.n * s.k <= 1 << 33 { rel_err(&want, &s.cpu()?)? } else { -1.0 };
+        println!("{{\"gemm_ab_check\": \"{}\", \"variant\": \"gen1\", \"vs\": \"cpu\", \"rel_err\": {cpu_err:.3e}}}", s.name);
+        for (vi, (l, o)) in variants.iter().enumerate() {
+            mt::set_gemm_override(*o);
+            let e = rel_err(&s.run()?, &want)?;
+            ok[si][vi] = e < 1e-4;
+            println!("{{\"gemm_ab_check\": \"{}\", \"variant\": \"{l}\", \"vs\": \"gen1\", \"rel_err\": {e:.3e}, \"ok\": {}}}", s.name, ok[si][vi]);
+        }
+    }
+    // Warm-up: back-to-back calls of the first shape.
+    let t0 = Instant::now();
+    mt::set_gemm_override(legacy);
+    while t0.elapsed().as_secs_f64() < 0.5 {
+        for _ in 0..8 {
+            shapes[0].run()?;
+        }
+        dev.synchronize()?;
+    }
+    // Calls per measurement: about target_ms at the legacy kernel's speed.
+    let mut iters = Vec::new();
+    for s in &shapes {
+        s.run()?;
+        dev.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..3 {
+            s.run()?;
+        }
+        dev.synchronize()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3 / 3.0;
+        iters.push(((target_ms / ms.max(1e-3)) as usize).clamp(3, 2000));
+    }
+    let mut times = vec![vec![Vec::new(); variants.len()]; shapes.len()];
+    let pairs: Vec<(usize, usize)> =
+        (0..shapes.len()).flat_map(|s| (0..variants.len()).map(move |v| (s, v))).collect();
+    for r in 0..rounds {
+        for j in 0..pairs.len() {
+            let (si, vi) = pairs[(j + r * variants.len().max(1) + r) % pairs.len()];
+            mt::set_gemm_override(variants[vi].1);
+            let s = &shapes[si];
+            s.run()?;
+            dev.synchronize()?;
+            let t = Instant::now();
+            for _ in 0..iters[si] {
+                s.run()?;
+            }
+            dev.synchronize()?;
+            times[si][vi].push(t.elapsed().as_secs_f64() * 1e3 / iters[si] as f64);
+        }
+    }
+    mt::set_gemm_override(GemmOverride::default());
+    for (si, s) in shapes.iter().enumerate() {
+        let flop = 2.0 * (s.m * s.n * s.k) as f64;
+        for (vi, (l, _)) in variants.iter().enumerate() {
+            let mut t = times[si][vi].clone();
+            t.sort_by(|a, b| a.total_cmp(b));
+            let med = t[t.len() / 2];
+            let tf = |ms: f64| flop / (ms * 1e-3) / 1e12;
+            println!(
+                "{{\"gemm_ab\": \"{}\", \"variant\": \"{l}\", \"ms_med\": {med:.4}, \"ms_min\": {:.4}, \"ms_max\": {:.4}, \"tflops_med\": {:.2}, \"tflops_best\": {:.2}, \"iters\": {}, \"ok\": {}}}",
+                s.name,
+                t[0],
+                t[t.len() - 1],
+                tf(med),
+                tf(t[0]),
+                iters[si],
+                ok[si][vi]
+            );
+        }
+    }
+    Ok(())
+}

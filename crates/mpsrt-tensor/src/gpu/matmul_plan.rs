@@ -1,0 +1,161 @@
+//! Which tiled GEMM kernel a product runs: the output block and structure ([`GemmTune`]), the
+//! K slices, and whether wgpu's bounds checks stay in the shader.
+//!
+//! Two planners. Generation 1 (`MPSRT_GEMM_GEN=1`) is [`plan_gemm`]: square 128×128 or 64×64
+//! blocks, one workgroup-memory stage, checked shader modules. Generation 2
+//! ([`plan_gemm_tuned`]) also has 128×64 / 64×128 blocks — so a product whose 128×128 grid is
+//! under two waves of an H100 still gets 8×4 outputs per thread instead of 4×4 — with
+//! double-buffered slabs and the 8×4-threads-per-warp layout, split-K for any block, and
+//! unchecked shader modules (every access of the tiled kernel is in bounds by construction:
+//! loads are guarded by the row/K bounds, stores by M/N, workgroup indices by the block shape;
+//! `MPSRT_GEMM_CHECKED=1` keeps the checks). `MPSRT_GEMM_TUNE=<tune text>` forces one tune on
+//! every tiled GEMM of the process; [`set_gemm_override`] does the same per call site, so a
+//! benchmark compares kernels in one process (the GPU clock drifts between processes).
+
+use super::matmul::plan_gemm;
+use mpsrt_kernels::GemmTune;
+use std::sync::{Mutex, OnceLock};
+
+/// K per slice at least this long: shorter slices spend their time in the prologue/epilogue.
+pub(crate) const SPLITK_MIN_SLICE: usize = 256;
+/// At most this many slices (partials `[S, M, N]` are written and read back once each).
+pub(crate) const SPLITK_MAX_SLICES: usize = 16;
+
+/// K slices for a grid of `wgs` workgroups under `target` (1: none): enough to reach about
+/// `target`, dividing K into slices of ≥ [`SPLITK_MIN_SLICE`] that are a multiple of 8 (the K
+/// step), at most [`SPLITK_MAX_SLICES`], and the partials' extra traffic (`2·S·M·N` floats) no
+/// more than the operands' (`M·K + K·N` per matrix).
+pub(crate) fn splitk_slices([m, n, k]: [usize; 3], wgs: usize, target: usize) -> usize {
+    if wgs == 0 || wgs >= target || m * n == 0 {
+        return 1;
+    }
+    let traffic = (m * k + k * n) / (m * n);
+    let mut s = target.div_ceil(wgs).min(k / SPLITK_MIN_SLICE).min(traffic).min(SPLITK_MAX_SLICES);
+    while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(8)) {
+        s -= 1;
+    }
+    s.max(1)
+}
+
+/// Generation 2's launch for `[m, n, k]` over `batch` matrices: the largest block whose grid
+/// reaches `target` workgroups — 128×128, then 128×64 (or 64×128 when N > M), then 64×64 —
+/// double-buffered with the 8×4 warp layout, then K slices ([`splitk_slices`]) when even that
+/// grid is under `target` (`target` 0: no split). Pure: shape in, choice out.
+pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTune, usize) {
+    let [m, n, _] = mnk;
+    let tiles = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch;
+    let half = if n > m { (64, 128) } else { (128, 64) };
+    let (bm, bn) = [(128, 128), half, (64, 64)]
+        .into_iter()
+        .find(|&(bm, bn)| tiles(bm, bn) >= target)
+        .unwrap_or((64, 64));
+    let tune = GemmTune { bm: bm as u32, bn: bn as u32, db: true, wl: true };
+    (tune, splitk_slices(mnk, tiles(bm, bn), target))
+}
+
+/// A per-process replacement of the planner's choice for every tiled GEMM (benchmarks:
+/// [`set_gemm_override`]); `None` fields keep the planner's / the environment's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GemmOverride {
+    /// 1: [`plan_gemm`]; 2: [`plan_gemm_tuned`] (else `MPSRT_GEMM_GEN`).
+    pub generation: Option<u8>,
+    /// This tune for every product (the planner's slices unless `slices` is set).
+    pub tune: Option<GemmTune>,
+    /// This many K slices where they divide K (1: no split-K).
+    pub slices: Option<usize>,
+    /// Keep wgpu's bounds checks in the shader (else `MPSRT_GEMM_CHECKED`, or the generation's
+    /// default: checked for 1, unchecked for 2).
+    pub checked: Option<bool>,
+}
+
+static OVERRIDE: Mutex<GemmOverride> =
+    Mutex::new(GemmOverride { generation: None, tune: None, slices: None, checked: None });
+
+/// Set this process's [`GemmOverride`] (`GemmOverride::default()`: back to the planner).
+pub fn set_gemm_override(o: GemmOverride) {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner()) = o;
+}
+
+fn gemm_override() -> GemmOverride {
+    *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `MPSRT_GEMM_GEN` (default 1), `MPSRT_GEMM_TUNE` (a tune's text; invalid text is ignored
+/// with a warning) and `MPSRT_GEMM_CHECKED`, read once.
+fn env_choice() -> (u8, Option<GemmTune>, Option<bool>) {
+    static E: OnceLock<(u8, Option<GemmTune>, Option<bool>)> = OnceLock::new();
+    *E.get_or_init(|| {
+        let gen = if super::env_knob("MPSRT_GEMM_GEN", 1) == 2 { 2 } else { 1 };
+        let tune = std::env::var("MPSRT_GEMM_TUNE").ok().and_then(|t| {
+            GemmTune::parse(&t).map_err(|e| tracing::warn!("MPSRT_GEMM_TUNE ignored: {e}")).ok()
+        });
+        let checked = std::env::var("MPSRT_GEMM_CHECKED").ok().map(|v| v.trim() == "1");
+        (gen, tune, checked)
+    })
+}
+
+/// What one tiled GEMM launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TiledChoice {
+    pub tune: GemmTune,
+    /// K slices before the launcher's own limits (dispatch size, partials' binding size).
+    pub slices: usize,
+    pub checked: bool,
+}
+
+/// The tiled GEMM's choice for `[m, n, k]` over `batch` matrices: the override, else the
+/// environment, else the generation's planner (`tile128_min` / `target`: generation 1's
+/// thresholds, `target` also generation 2's).
+pub(crate) fn tiled_choice(
+    mnk: [usize; 3],
+    batch: usize,
+    tile128_min: usize,
+    target: usize,
+) -> TiledChoice {
+    let o = gemm_override();
+    let (env_gen, env_tune, env_checked) = env_choice();
+    let gen = o.generation.unwrap_or(env_gen);
+    let (mut tune, mut slices) = if gen == 2 {
+        plan_gemm_tuned(mnk, batch, target)
+    } else {
+        let p = plan_gemm(mnk, batch, tile128_min, target);
+        (GemmTune::legacy(p.tile), p.slices)
+    };
+    if let Some(t) = o.tune.or(env_tune) {
+        // A forced block keeps split-K for its own grid.
+        if (t.bm, t.bn) != (tune.bm, tune.bn) && target > 0 {
+            let [m, n, _] = mnk;
+            let wgs = m.div_ceil(t.bm as usize) * n.div_ceil(t.bn as usize) * batch;
+            slices = splitk_slices(mnk, wgs, target);
+        }
+        tune = t;
+    }
+    if let Some(s) = o.slices {
+        slices = if s >= 1 && mnk[2].is_multiple_of(s) { s } else { 1 };
+    }
+    let checked = o.checked.or(env_checked).unwrap_or(gen != 2);
+    TiledChoice { tune, slices, checked }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tuned_planner_on_bert_and_square_shapes() {
+        let t = |bm, bn| GemmTune { bm, bn, db: true, wl: true };
+        // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups: N > M takes
+        // 64×128 blocks (384 / 288 workgroups).
+        assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (t(64, 128), 1));
+        assert_eq!(plan_gemm_tuned([1024, 2304, 768], 1, 264), (t(64, 128), 1));
+        assert_eq!(plan_gemm_tuned([1024, 768, 768], 1, 264), (t(64, 64), 1));
+        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 264), (t(64, 64), 2));
+        assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (t(128, 128), 1));
+        // Small grids fall to 64×64; K = 64 is too short to split.
+        assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (t(64, 64), 1));
+        // Wide products take 64×128.
+        assert_eq!(plan_gemm_tuned([512, 8192, 256], 1, 264), (t(64, 128), 1));
+        // No split when the target is 0.
+        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 0).1, 1);
+    }
+}
