@@ -343,8 +343,15 @@ impl NativeDevice {
         unsafe { self.raw.destroy_shader_module(sm, None) };
         let raw =
             made.map_err(|(_, e)| format!("kernel '{entry}': vkCreateComputePipelines: {e}"))?[0];
+        let mut pipelines = self.pipelines.lock();
+        if let Some(other) = pipelines.get(&key) {
+            // Another thread compiled it meanwhile: keep theirs (it may be recorded already).
+            // SAFETY: ours was never recorded into a command buffer.
+            unsafe { self.raw.destroy_pipeline(raw, None) };
+            return Ok(other.clone());
+        }
         let n = Arc::new(NativePipeline { raw, layout, writes });
-        self.pipelines.lock().insert(key, n.clone());
+        pipelines.insert(key, n.clone());
         Ok(n)
     }
 }
