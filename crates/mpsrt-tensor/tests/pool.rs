@@ -103,6 +103,29 @@ fn f16_pool_matches_the_f32_cpu_reference() {
     }
 }
 
+/// The f16 max pool's vector form (`MPSRT_POOL_F16_VEC=1`: four outputs per thread from
+/// aligned `vec4<f16>` loads) against the f32 CPU pool, with NaN and infinities: ResNet's
+/// padded 3×3/2 window, and an unpadded dilated 2×3 one (rows multiples of 4).
+#[test]
+fn f16_vector_max_pool_matches_the_f32_cpu_reference() {
+    std::env::set_var("MPSRT_POOL_F16_VEC", "1");
+    let opts = [
+        Pool2dOptions { stride: Some([2, 2]), padding: [1, 1], ..Pool2dOptions::new(3, 3) },
+        Pool2dOptions { stride: Some([1, 1]), dilation: [1, 2], ..Pool2dOptions::new(2, 3) },
+    ];
+    for (i, (o, w)) in opts.iter().zip([32, 20]).enumerate() {
+        let x16 = tensor(&values(2 * 3 * 9 * w, 91 + i as u64, true), &[2, 3, 9, w], DType::F16);
+        let cmax = max_pool2d(&x16.astype(DType::F32).unwrap(), o).unwrap();
+        assert_eq!(cmax.shape()[3] % 4, 0, "case {i}: the vector form applies");
+        for p in gpus() {
+            let g = max_pool2d(&x16.to(p).unwrap(), o).unwrap();
+            let f = |t: &Tensor| t.to_f64_vec().unwrap();
+            assert_close(&format!("f16 vector max pool {i}"), &f(&g), &f(&cmax), 0.0, 0.0);
+        }
+    }
+    std::env::remove_var("MPSRT_POOL_F16_VEC");
+}
+
 #[test]
 fn adaptive_global_noncontiguous_and_3d() {
     let x = tensor(&values(2 * 5 * 7 * 9, 3, false), &[2, 9, 5, 7], DType::F32)

@@ -4,7 +4,8 @@
 //! rules are those of the f32 kernel and averages sum in f32); otherwise, and for indices,
 //! they are widened to f32 around the kernel (ResNet-50 b32's 3×3/2 max pool on the H200 took
 //! 0.23 ms with the casts; `MPSRT_POOL_F16=0` keeps that route, for A/B); f16 max pooling
-//! takes a kernel with its geometry baked in (`max_pool_f16_wgsl`, `MPSRT_POOL_F16_MAX=0`:
+//! takes a kernel with its geometry baked in (`max_pool_f16_wgsl`; `MPSRT_POOL_F16_VEC=1`: four
+//! outputs per thread from vector loads where rows are multiples of 4; `MPSRT_POOL_F16_MAX=0`:
 //! the generic one). Max pooling can also
 //! return the flat `h·W + w` index of each maximum (Paddle's `return_mask`), written after
 //! the values.
@@ -214,14 +215,21 @@ fn max_pool_f16(
         s: [u(g.s[0]), u(g.s[1])],
         p: [u(g.p[0]), u(g.p[1])],
         d: [u(g.d[0]), u(g.d[1])],
+        vec: false,
     };
+    // Four outputs per thread from aligned vector loads (`MPSRT_POOL_F16_VEC=1`).
+    let vec = super::env_knob("MPSRT_POOL_F16_VEC", 0) != 0
+        && spec.vec_ok()
+        && x.layout().offset.is_multiple_of(4);
+    let spec = MaxPoolF16 { vec, ..spec };
+    let threads = if vec { total / 4 } else { total };
     let pipeline = super::matmul::cached(&CACHE, dev, op, spec, |s| Ok(max_pool_f16_wgsl(s)))?;
     let out = alloc_out(dev, op, total, 2)?;
     let wg = grid(
-        (total as u64).div_ceil(u64::from(MAX_POOL_F16_WG)),
+        (threads as u64).div_ceil(u64::from(MAX_POOL_F16_WG)),
         dev.properties().max_compute_workgroups_per_dimension,
     );
-    let words = [u(total), u(x.layout().offset), wg[0] * MAX_POOL_F16_WG, 0];
+    let words = [u(threads), u(x.layout().offset), wg[0] * MAX_POOL_F16_WG, 0];
     let bindings = [Binding::from(xbuf), Binding::from(&out)];
     dev.dispatch(op, &pipeline, &bindings, bytemuck::cast_slice(&words), wg)?;
     let storage = Storage::Gpu(Arc::new(out));
