@@ -116,7 +116,7 @@ fn log(g: &ConvGeom, what: &str) {
 }
 
 /// `MPSRT_COOP_CONV_DUMP=<dir>`: each kernel's WGSL to `<dir>/<geometry and tile>.wgsl`, once
-/// per spec (for the NVIDIA compiler's statistics: `COOP_STATS=wgsl:<file>` in
+/// per spec (the direct kernel's as `direct_*.wgsl`) (for the NVIDIA compiler's statistics: `COOP_STATS=wgsl:<file>` in
 /// `bench_coop_sweep`).
 fn dump(spec: &CoopConvSpec) {
     static DONE: OnceLock<parking_lot::Mutex<std::collections::HashSet<CoopConvSpec>>> =
@@ -127,7 +127,7 @@ fn dump(spec: &CoopConvSpec) {
     }
     let (sh, e) = (&spec.shape, u8::from(spec.has_res));
     let name = format!(
-        "{dir}/c{}_h{}_oc{}_k{}s{}_b{}x{}_w{}_k{}_s{}_a{}_r{e}.wgsl",
+        "{dir}/c{}_h{}_oc{}_k{}s{}_b{}x{}_w{}_k{}_s{}_d{}_a{}_r{e}.wgsl",
         sh.c,
         sh.h,
         sh.oc,
@@ -138,6 +138,7 @@ fn dump(spec: &CoopConvSpec) {
         spec.threads() / spec.subgroup,
         spec.bk,
         spec.slabs,
+        spec.depth,
         u8::from(spec.alias)
     );
     if let Ok(src) = spec.render() {
@@ -563,6 +564,21 @@ fn try_direct(
         Some(p) => p,
         None => {
             let src = d.render().map_err(|e| Error::dtype(op, e))?;
+            if let Ok(dir) = std::env::var("MPSRT_COOP_CONV_DUMP") {
+                let sh = &d.shape;
+                let name = format!(
+                    "{dir}/direct_c{}_h{}_oc{}_b{}x{}_s{}_u{}_r{}.wgsl",
+                    sh.c,
+                    sh.h,
+                    sh.oc,
+                    d.block_m(),
+                    d.block_n(),
+                    d.sgs,
+                    d.ku,
+                    u8::from(d.has_res)
+                );
+                let _ = std::fs::write(name, &src);
+            }
             // SAFETY: in bounds by construction (`conv_coop_direct.rs`): fragment loads read
             // rows < OC of the `[OC, C]` weights and, for column tiles < N·P (others read
             // tile 0), 16 columns of one image (P % 16 == 0) over C rows; epilogue accesses
