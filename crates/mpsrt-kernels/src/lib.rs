@@ -40,11 +40,11 @@ pub use matmul::{
     gemm_splitk_reduce_kernel, matmul_meta, splitk_reduce_kernel, GemvSpec, MatmulAct, MatmulSpec,
     OperandLoad, MATMUL_META_HEAD,
 };
-pub use matmul_tune::GemmTune;
 pub use matmul_coop::{
     coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
     CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant, COOP_LARGE_BLOCKS,
 };
+pub use matmul_tune::GemmTune;
 pub use pool_f16::pool_f16_wgsl;
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
 pub use winograd::{

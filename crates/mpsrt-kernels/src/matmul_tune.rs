@@ -7,8 +7,10 @@
 //! ~23 KB that NVIDIA's Vulkan driver allows for two workgroups per SM), and how threads map
 //! onto the block (`wl`: each 32-thread warp covers 8 × 4 threads of the 16 × 16 grid instead
 //! of 16 × 2, so a warp's `vec4` reads of the B slab touch 8 distinct addresses — 128 bytes,
-//! one workgroup-memory wavefront — instead of 16). The legacy kernel is
-//! `GemmTune::legacy(64 | 128)`. Text form: `128x64_db1_wl1` (parsed by [`GemmTune::parse`]).
+//! one workgroup-memory wavefront — instead of 16), and the K step (`k16`: 16-deep slabs,
+//! half the barriers, twice the loads in flight; 2 × 16 × (BM + BN) floats double-buffered).
+//! The legacy kernel is `GemmTune::legacy(64 | 128)`. Text form: `128x64_db1_wl1[_k16]`
+//! (parsed by [`GemmTune::parse`]).
 
 use std::fmt::Write;
 
@@ -23,12 +25,28 @@ pub struct GemmTune {
     pub db: bool,
     /// 8 × 4 threads per warp (else 16 × 2).
     pub wl: bool,
+    /// K step 16 (else 8).
+    pub k16: bool,
 }
 
 impl GemmTune {
     /// The kernel before tunes: square `tile`, one stage, 16 × 2 threads per warp.
     pub const fn legacy(tile: u32) -> Self {
-        GemmTune { bm: tile, bn: tile, db: false, wl: false }
+        GemmTune { bm: tile, bn: tile, db: false, wl: false, k16: false }
+    }
+
+    /// K rows per slab: 8 or 16.
+    pub fn k_step(&self) -> u32 {
+        if self.k16 {
+            16
+        } else {
+            8
+        }
+    }
+
+    /// Workgroup memory of the A and B slabs in bytes.
+    pub fn shared_bytes(&self) -> u32 {
+        (self.bm + self.bn) * self.k_step() * 4 * if self.db { 2 } else { 1 }
     }
 
     /// Whether the renderer takes this tune.
@@ -41,15 +59,17 @@ impl GemmTune {
         Ok(())
     }
 
-    /// The text form, `BMxBN_dbD_wlW`.
+    /// The text form, `BMxBN_dbD_wlW` (`_k16` with 16-deep slabs).
     pub fn text(&self) -> String {
-        format!("{}x{}_db{}_wl{}", self.bm, self.bn, self.db as u8, self.wl as u8)
+        let k = if self.k16 { "_k16" } else { "" };
+        format!("{}x{}_db{}_wl{}{k}", self.bm, self.bn, self.db as u8, self.wl as u8)
     }
 
     /// Parses [`text`](Self::text) (knobs after the block may be omitted: off).
     pub fn parse(s: &str) -> Result<Self, String> {
-        let bad =
-            || format!("GEMM tune {s:?}: expected BMxBN[_db0|1][_wl0|1], e.g. 128x64_db1_wl1");
+        let bad = || {
+            format!("GEMM tune {s:?}: expected BMxBN[_db0|1][_wl0|1][_k8|16], e.g. 128x64_db1_wl1")
+        };
         let mut parts = s.trim().split('_');
         let (bm, bn) = parts.next().and_then(|b| b.split_once('x')).ok_or_else(bad)?;
         let mut t = GemmTune {
@@ -57,8 +77,20 @@ impl GemmTune {
             bn: bn.parse().map_err(|_| bad())?,
             db: false,
             wl: false,
+            k16: false,
         };
         for p in parts {
+            match p {
+                "k8" => {
+                    t.k16 = false;
+                    continue;
+                }
+                "k16" => {
+                    t.k16 = true;
+                    continue;
+                }
+                _ => {}
+            }
             let (k, v) = p.split_at(p.len().saturating_sub(1));
             let on = match v {
                 "0" => false,
@@ -86,20 +118,24 @@ impl GemmTune {
     }
 }
 
-/// The double-buffered form of `matmul::k_loop`: the same registers (`c{gi}_{i}_{h}`), slabs
-/// and fully unrolled products, but `As`/`Bs` hold two stages of `8·qa` / `8·qb` vec4s. The
-/// prologue fetches and stores slab 0; each step then fetches the next slab into registers,
-/// multiplies the current stage, stores the fetched slab into the other stage and meets one
-/// barrier (a thread reaching the next step's reads has passed it, so every store of that stage
-/// is visible; the stage being overwritten was last read before the previous barrier). `store`
-/// indexes with `so_a` / `so_b`, the stage's first vec4, declared here.
-pub(crate) fn k_loop_db(
+/// The K loop of the tuned kernels, `matmul::k_loop`'s registers (`c{gi}_{i}_{h}`) and fully
+/// unrolled products over `ks`-deep slabs (8 or 16). One stage: store, barrier, fetch the next
+/// slab into registers, multiply, barrier (the legacy structure). Two stages (`db`): `As`/`Bs`
+/// hold two slabs of `ks·qa` / `ks·qb` vec4s; the prologue fetches and stores slab 0, each step
+/// then fetches the next slab into registers, multiplies the current stage, stores the fetched
+/// slab into the other stage and meets one barrier (a thread reaching the next step's reads has
+/// passed it, so every store of that stage is visible; the stage being overwritten was last
+/// read before the previous barrier). With two stages `store` indexes with `so_a` / `so_b`,
+/// the stage's first vec4, declared here.
+pub(crate) fn k_loop_tuned(
     s: &mut String,
+    tune: GemmTune,
     (gm, gn): (usize, usize),
     (qa, qb): (u32, u32),
     load: &str,
     store: &str,
 ) {
+    let ks = tune.k_step();
     for gi in 0..gm {
         for i in 0..4 {
             for h in 0..gn {
@@ -108,13 +144,21 @@ pub(crate) fn k_loop_db(
         }
     }
     let _ = write!(s, "  {{ let k0n = 0u;\n{load}  }}\n");
-    let _ = write!(s, "  {{ let so_a = 0u; let so_b = 0u;\n{store}  }}\n");
-    s.push_str("  workgroupBarrier();\n");
-    s.push_str("  for (var k0 = 0u; k0 < K; k0 = k0 + 8u) {\n");
-    s.push_str("    let cur = (k0 >> 3u) & 1u; let more = k0 + 8u < K;\n");
-    let _ = writeln!(s, "    let ra = cur * {}u; let rb = cur * {}u;", 8 * qa, 8 * qb);
-    let _ = write!(s, "    if (more) {{ let k0n = k0 + 8u;\n{load}    }}\n");
-    for kk in 0..8u32 {
+    if tune.db {
+        let _ = write!(s, "  {{ let so_a = 0u; let so_b = 0u;\n{store}  }}\n");
+        s.push_str("  workgroupBarrier();\n");
+    }
+    let _ = writeln!(s, "  for (var k0 = 0u; k0 < K; k0 = k0 + {ks}u) {{");
+    let _ = writeln!(s, "    let more = k0 + {ks}u < K;");
+    if tune.db {
+        let _ = writeln!(s, "    let cur = (k0 / {ks}u) & 1u;");
+        let _ = writeln!(s, "    let ra = cur * {}u; let rb = cur * {}u;", ks * qa, ks * qb);
+    } else {
+        s.push_str(store);
+        s.push_str("    workgroupBarrier();\n    let ra = 0u; let rb = 0u;\n");
+    }
+    let _ = write!(s, "    if (more) {{ let k0n = k0 + {ks}u;\n{load}    }}\n");
+    for kk in 0..ks {
         for gi in 0..gm {
             let _ =
                 writeln!(s, "    let a{gi}_{kk} = As[ra + {}u + ty];", kk * qa + gi as u32 * 16);
@@ -133,12 +177,14 @@ pub(crate) fn k_loop_db(
             }
         }
     }
-    let _ = write!(
-        s,
-        "    if (more) {{ let so_a = (1u - cur) * {}u; let so_b = (1u - cur) * {}u;\n{store}    }}\n",
-        8 * qa,
-        8 * qb
-    );
+    if tune.db {
+        let _ = write!(
+            s,
+            "    if (more) {{ let so_a = (1u - cur) * {}u; let so_b = (1u - cur) * {}u;\n{store}    }}\n",
+            ks * qa,
+            ks * qb
+        );
+    }
     s.push_str("    workgroupBarrier();\n  }\n");
 }
 
@@ -152,17 +198,20 @@ mod tests {
             for bn in [64, 128] {
                 for db in [false, true] {
                     for wl in [false, true] {
-                        let t = GemmTune { bm, bn, db, wl };
-                        assert_eq!(GemmTune::parse(&t.text()), Ok(t));
+                        for k16 in [false, true] {
+                            let t = GemmTune { bm, bn, db, wl, k16 };
+                            assert_eq!(GemmTune::parse(&t.text()), Ok(t));
+                        }
                     }
                 }
             }
         }
-        assert_eq!(
-            GemmTune::parse("64x128"),
-            Ok(GemmTune { bm: 64, bn: 128, db: false, wl: false })
-        );
-        for bad in ["", "128", "96x64", "128x64_db2", "128x64_xx1", "128x64_db"] {
+        let t = GemmTune { bm: 64, bn: 128, db: false, wl: false, k16: false };
+        assert_eq!(GemmTune::parse("64x128"), Ok(t));
+        assert_eq!(GemmTune::parse("64x128_k16_db1"), Ok(GemmTune { k16: true, db: true, ..t }));
+        assert_eq!(GemmTune::legacy(128).shared_bytes(), 8192);
+        assert_eq!(GemmTune::parse("128x64_db1_k16").unwrap().shared_bytes(), 24576);
+        for bad in ["", "128", "96x64", "128x64_db2", "128x64_xx1", "128x64_db", "64x64_k32"] {
             assert!(GemmTune::parse(bad).is_err(), "{bad}");
         }
     }
@@ -175,8 +224,13 @@ mod tests {
         use mpsrt_core::DType;
         for bm in [64, 128] {
             for bn in [64, 128] {
-                for (db, wl) in [(true, true), (true, false), (false, true)] {
-                    let tune = GemmTune { bm, bn, db, wl };
+                for (db, wl, k16) in [
+                    (true, true, false),
+                    (true, false, true),
+                    (false, true, true),
+                    (false, true, false),
+                ] {
+                    let tune = GemmTune { bm, bn, db, wl, k16 };
                     for (dtype, a, b, has_c, has_res, act, vec_out) in [
                         (DType::F32, VecK, VecMN, true, true, MatmulAct::Gelu, true),
                         (DType::F32, VecMN, VecK, false, false, MatmulAct::None, true),

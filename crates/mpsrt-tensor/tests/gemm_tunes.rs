@@ -101,8 +101,9 @@ fn tuned_gemm_kernels_match_cpu_reference() {
             product(p, s, 1);
             product(p, s, 3);
         }),
-        ("64x128_db1_wl0", forced("64x128_db1_wl0"), &|p, s| {
+        ("64x128_db1_wl0_k16", forced("64x128_db1_wl0_k16"), &|p, s| {
             product(p, s, 2);
+            product(p, s, 0);
             gemm_c(p, s);
         }),
         ("64x64_db1_wl1", forced("64x64_db1_wl1"), &|p, s| {
@@ -110,9 +111,17 @@ fn tuned_gemm_kernels_match_cpu_reference() {
             half(p, s);
         }),
         ("128x64_db0_wl1", forced("128x64_db0_wl1"), &|p, s| product(p, s, 2)),
+        ("128x64_db0_wl1_k16", forced("128x64_db0_wl1_k16"), &|p, s| {
+            product(p, s, 3);
+            half(p, s);
+        }),
         (
             "128x128 split-K 2",
-            GemmOverride { tune: tune("128x128_db1_wl1"), slices: Some(2), ..Default::default() },
+            GemmOverride {
+                tune: tune("128x128_db1_wl1_k16"),
+                slices: Some(2),
+                ..Default::default()
+            },
             &|p, s| fused(p, s, 512),
         ),
         (

@@ -10,8 +10,8 @@
 //! Each (variant, shape) is first checked against the legacy kernel's output on the same
 //! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
 //! warm-up, then `GEMM_AB_ROUNDS` (5) rounds of ~`GEMM_AB_MS` (20) ms per (shape, variant) in
-//! an order rotated per round. One JSON line per (shape, variant): median / min / max ms and
-//! TFLOP/s over the rounds.
+//! an order rotated per round (`GEMM_AB_BUDGET_S`, 40: no new round past it). One JSON line per
+//! (shape, variant): median / min / max ms and TFLOP/s over the rounds.
 
 use mpsrt_tensor::{self as mt, Activation, DType, GemmOverride, GemmTune, Place, Result, Tensor};
 use std::time::Instant;
@@ -137,6 +137,7 @@ pub fn run(dev: &mpsrt_runtime::GpuDevice) -> Result<()> {
     let target_ms: f64 = env("GEMM_AB_MS", "20").parse().unwrap_or(20.0);
     let shapes = shapes(&env("GEMM_AB_SHAPES", "b8,b1,sq"))?;
     // Checks (and every pipeline compiled before timing).
+    let started = Instant::now();
     let legacy = GemmOverride { generation: Some(1), ..Default::default() };
     let mut ok = vec![vec![true; variants.len()]; shapes.len()];
     for (si, s) in shapes.iter().enumerate() {
@@ -176,7 +177,14 @@ pub fn run(dev: &mpsrt_runtime::GpuDevice) -> Result<()> {
     let mut times = vec![vec![Vec::new(); variants.len()]; shapes.len()];
     let pairs: Vec<(usize, usize)> =
         (0..shapes.len()).flat_map(|s| (0..variants.len()).map(move |v| (s, v))).collect();
+    // `GEMM_AB_BUDGET_S` (40) bounds the timed rounds (counted from the first check): a round
+    // that would start past it is skipped, so a long list still reports.
+    let budget: f64 = env("GEMM_AB_BUDGET_S", "40").parse().unwrap_or(40.0);
     for r in 0..rounds {
+        if r > 0 && started.elapsed().as_secs_f64() > budget {
+            println!("{{\"gemm_ab_budget\": {budget}, \"rounds_done\": {r}}}");
+            break;
+        }
         for j in 0..pairs.len() {
             let (si, vi) = pairs[(j + r * variants.len().max(1) + r) % pairs.len()];
             mt::set_gemm_override(variants[vi].1);
@@ -196,6 +204,9 @@ pub fn run(dev: &mpsrt_runtime::GpuDevice) -> Result<()> {
         let flop = 2.0 * (s.m * s.n * s.k) as f64;
         for (vi, (l, _)) in variants.iter().enumerate() {
             let mut t = times[si][vi].clone();
+            if t.is_empty() {
+                continue;
+            }
             t.sort_by(|a, b| a.total_cmp(b));
             let med = t[t.len() / 2];
             let tf = |ms: f64| flop / (ms * 1e-3) / 1e12;

@@ -49,7 +49,7 @@ pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTun
         .into_iter()
         .find(|&(bm, bn)| tiles(bm, bn) >= target)
         .unwrap_or((64, 64));
-    let tune = GemmTune { bm: bm as u32, bn: bn as u32, db: true, wl: true };
+    let tune = GemmTune { bm: bm as u32, bn: bn as u32, db: true, wl: true, k16: false };
     (tune, splitk_slices(mnk, tiles(bm, bn), target))
 }
 
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn tuned_planner_on_bert_and_square_shapes() {
-        let t = |bm, bn| GemmTune { bm, bn, db: true, wl: true };
+        let t = |bm, bn| GemmTune { bm, bn, db: true, wl: true, k16: false };
         // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups: N > M takes
         // 64×128 blocks (384 / 288 workgroups).
         assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (t(64, 128), 1));
