@@ -43,6 +43,8 @@ use std::fmt::Write as _;
 mod direct;
 #[path = "conv_coop_epi.rs"]
 mod epi;
+#[path = "conv_coop_im2col.rs"]
+mod im2col;
 #[path = "conv_coop_plan.rs"]
 mod plan;
 #[path = "conv_coop_splitk.rs"]
@@ -50,6 +52,7 @@ mod splitk;
 #[path = "conv_coop_tune.rs"]
 mod tune;
 pub use direct::CoopDirectSpec;
+pub use im2col::{coop_conv_im2col, IM2COL_WG};
 pub use plan::{plan_coop_conv, CoopConvDevice, CoopConvRoute};
 pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 pub use tune::{auto_splitk, tuned_structure, ConvClass, ConvStructure};

@@ -55,10 +55,23 @@ const CASES: &[Case] = &[
     (2, 32, 4, 8, 48, 1, 1, [0, 0, 0, 0], 1, true, true, Some(Activation::Relu)),
     (3, 16, 4, 4, 16, 1, 1, [0, 0, 0, 0], 1, false, true, None),
     (1, 64, 8, 8, 32, 1, 1, [0, 0, 0, 0], 1, true, false, Some(Activation::Clip(-1.0, 6.0))),
+    // The im2col matrix and the direct kernel's flat mode (K, OC, N·P multiples of 16, even
+    // P): 3×3 stride 1 with residual + Relu; 3×3 stride 2; a 1×1 whose 36-pixel map puts
+    // 16-column tiles across two images.
+    (2, 16, 8, 8, 32, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
+    (4, 16, 8, 8, 16, 3, 2, [1, 1, 1, 1], 1, true, false, None),
+    (4, 32, 6, 6, 48, 1, 1, [0, 0, 0, 0], 1, false, true, Some(Activation::Relu)),
 ];
 
-/// The direct kernel's tiles, subgroups and K unroll for cases 9-11.
-const DIRECT: [(&str, &str, &str); 3] = [("2x2", "1", "2"), ("1x4", "2", "4"), ("4x1", "4", "4")];
+/// The direct kernel's tiles, subgroups and K unroll for cases 9-14.
+const DIRECT: [(&str, &str, &str); 6] = [
+    ("2x2", "1", "2"),
+    ("1x4", "2", "4"),
+    ("4x1", "4", "4"),
+    ("2x2", "1", "4"),
+    ("1x2", "2", "2"),
+    ("2x4", "1", "1"),
+];
 
 #[test]
 fn emulated_kernel_matches_the_cpu_conv_and_routes() {
@@ -73,6 +86,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         std::env::set_var("MPSRT_COOP_DIRECT_TILE", direct.0);
         std::env::set_var("MPSRT_COOP_DIRECT_SGS", direct.1);
         std::env::set_var("MPSRT_COOP_DIRECT_KU", direct.2);
+        std::env::set_var("MPSRT_COOP_CONV_IM2COL", if i >= 12 { "1" } else { "0" });
         // Both load forms: branches and clamped selects.
         std::env::set_var("MPSRT_COOP_CONV_CLAMP", if i % 2 == 1 { "1" } else { "0" });
         // Both epilogues: residual and bias loaded up front (default), and per element.
@@ -183,6 +197,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_MASK",
         "MPSRT_COOP_CONV_DIRECT",
         "MPSRT_COOP_CONV_DEPTH",
+        "MPSRT_COOP_CONV_IM2COL",
         "MPSRT_COOP_CONV_SUBSAMPLE",
         "MPSRT_COOP_CONV_MASK64",
         "MPSRT_COOP_DIRECT_TILE",
