@@ -53,7 +53,7 @@ fn conv_net() -> Graph {
 
 fn input(n: usize, seed: u64) -> HashMap<String, Tensor> {
     let len = n * 3 * 12 * 12;
-    let v: Vec<f32> = (0..len).map(|i| ((i as f32 * 0.013 + seed as f32 * 0.7).sin())).collect();
+    let v: Vec<f32> = (0..len).map(|i| (i as f32 * 0.013 + seed as f32 * 0.7).sin()).collect();
     [("x".to_string(), Tensor::from_slice(&v, &[n, 3, 12, 12], GPU).unwrap())].into_iter().collect()
 }
 
@@ -152,4 +152,38 @@ fn dropping_a_session_while_its_native_replay_runs_is_safe() {
         assert_eq!(bytes(outs), bytes(&fresh.run(f).unwrap()));
     }
     dev.synchronize().unwrap();
+}
+
+#[test]
+fn two_threads_with_own_and_shared_sessions_stay_apart_on_the_native_path() {
+    if !gpu() {
+        return;
+    }
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let g = conv_net();
+    let fresh = session(&g, false);
+    let want: Vec<_> = (0..8u64).map(|k| bytes(&fresh.run(&input(1, 300 + k)).unwrap())).collect();
+    let shared = session(&g, true);
+    let own = [session(&g, true), session(&g, true)];
+    std::thread::scope(|sc| {
+        for (t, own) in own.iter().enumerate() {
+            let (want, shared) = (&want, &shared);
+            sc.spawn(move || {
+                for i in 0..4 {
+                    let k = 2 * i + t;
+                    let f = input(1, 300 + k as u64);
+                    assert_eq!(bytes(&own.run(&f).unwrap()), want[k], "own, thread {t}");
+                    assert_eq!(bytes(&shared.run(&f).unwrap()), want[k], "shared, thread {t}");
+                }
+            });
+        }
+    });
+    for s in own.iter().chain([&shared]) {
+        let st = s.replay_status(&[vec![1, 3, 12, 12]]).unwrap();
+        assert!(st.starts_with("ready"), "{st}");
+        if dev.replay_native() {
+            assert!(st.contains("path native"), "{st}");
+        }
+    }
 }
