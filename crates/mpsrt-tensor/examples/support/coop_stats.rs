@@ -38,7 +38,7 @@ fn spec_for(variant: &str) -> Result<CoopMatmulSpec, String> {
         && (t.fi || t.dg)
         && 4096 % s.block_m() == 0
         && 4096 % s.block_n() == 0
-        && 4096 % u32::from(t.bk) == 0;
+        && 4096 % t.aligned_k() == 0;
     if s.variant == 3 && !s.aligned {
         (s.tune.fi, s.tune.dg) = (false, false);
     }
