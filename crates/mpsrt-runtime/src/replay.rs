@@ -651,7 +651,7 @@ impl GpuDevice {
         let mut early = 0;
         let dispatches = if let Some(cb) = native {
             // One pre-recorded command buffer for the whole range: no per-command host work.
-            self.execute_native(&mut st.batch, cb)?;
+            self.execute_native(&mut st.batch, rec, range.clone(), cb)?;
             cmds.iter().filter(|c| matches!(c, Cmd::Dispatch { .. })).count()
         } else if parts.len() > 1 {
             // Long replays: each part recorded (and encoded by wgpu-core) on its own thread

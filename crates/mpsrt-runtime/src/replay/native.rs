@@ -29,13 +29,21 @@ use wgpu::naga::back::spv;
 /// Per-device switch and the lazily opened native side.
 pub(crate) struct NativeSlot {
     on: AtomicBool,
+    /// `MPSRT_REPLAY_NATIVE=2` (a diagnostic): record the native commands into each replay's
+    /// primary command buffer instead of executing the pre-recorded secondary.
+    direct: bool,
     dev: OnceLock<Option<Arc<NativeDevice>>>,
 }
 
 impl NativeSlot {
     pub(crate) fn new() -> Self {
-        let on = std::env::var("MPSRT_REPLAY_NATIVE").map_or(true, |v| v.trim() != "0");
-        NativeSlot { on: AtomicBool::new(on), dev: OnceLock::new() }
+        let v = std::env::var("MPSRT_REPLAY_NATIVE").unwrap_or_default();
+        let on = v.trim() != "0";
+        NativeSlot { on: AtomicBool::new(on), direct: v.trim() == "2", dev: OnceLock::new() }
+    }
+
+    pub(crate) fn direct(&self) -> bool {
+        self.direct
     }
 }
 

@@ -56,6 +56,8 @@ impl crate::device::GpuDevice {
     pub(crate) fn execute_native(
         &self,
         _batch: &mut crate::batch::Batch,
+        _rec: &super::Recording,
+        _range: std::ops::Range<usize>,
         cb: std::convert::Infallible,
     ) -> mpsrt_core::Result<()> {
         match cb {}

@@ -64,6 +64,7 @@ fn raw_buffer(b: &wgpu::Buffer) -> Result<vk::Buffer, String> {
 struct Hazards {
     reads: Vec<(vk::Buffer, u64, u64)>,
     writes: Vec<(vk::Buffer, u64, u64)>,
+    barriers: usize,
 }
 
 fn overlaps(a: &(vk::Buffer, u64, u64), b: &(vk::Buffer, u64, u64)) -> bool {
@@ -244,7 +245,7 @@ impl NativeRec {
         // it has ended.
         unsafe { raw.begin_command_buffer(cb, &begin) }
             .map_err(|e| format!("vkBeginCommandBuffer: {e}"))?;
-        let recorded = self.record(rec, cb, range.clone());
+        let recorded = self.record(rec, cb, range.clone()).map(|n| self.barriers += n);
         // SAFETY: `cb` is in the recording state (begun above).
         let ended = unsafe { raw.end_command_buffer(cb) };
         recorded?;
@@ -253,12 +254,14 @@ impl NativeRec {
         Ok(cb)
     }
 
+    /// Records `rec`'s commands `range` into `cb` (secondary or primary, in the recording
+    /// state) between the opening and closing barriers; returns the barriers it put between.
     fn record(
         &mut self,
         rec: &Recording,
         cb: vk::CommandBuffer,
         range: Range<usize>,
-    ) -> Result<(), String> {
+    ) -> Result<usize, String> {
         let dev = self.dev.clone();
         let raw = &dev.raw;
         let Some(cmds) = rec.cmds.get(range) else {
@@ -320,7 +323,7 @@ impl NativeRec {
             }
         }
         unsafe { barrier(raw, cb, (WORK, WORK_WRITE), ALL) };
-        Ok(())
+        Ok(hz.barriers)
     }
 
     /// A barrier before accesses `acc` if they conflict with those since the last one.
@@ -333,7 +336,7 @@ impl NativeRec {
         if hz.conflicts(acc) {
             // SAFETY: `cb` is being recorded by `record`.
             unsafe { barrier(&self.dev.raw, cb, (WORK, WORK_WRITE), (WORK, WORK_ACCESS)) };
-            self.barriers += 1;
+            hz.barriers += 1;
             hz.reads.clear();
             hz.writes.clear();
         }
@@ -359,6 +362,8 @@ impl crate::device::GpuDevice {
     pub(crate) fn execute_native(
         &self,
         batch: &mut crate::batch::Batch,
+        rec: &Recording,
+        range: Range<usize>,
         cb: vk::CommandBuffer,
     ) -> mpsrt_core::Result<()> {
         let err = |why: &str| mpsrt_core::Error::device("replay", why);
@@ -379,12 +384,22 @@ impl crate::device::GpuDevice {
             enc.as_hal_mut::<Vulkan, _, _>(|e| {
                 e.map(|e| {
                     let primary = e.raw_handle();
+                    if self.native.direct() {
+                        // Diagnostic (`MPSRT_REPLAY_NATIVE=2`): the same commands recorded
+                        // into the primary on every replay instead of executing `cb`.
+                        if let NativeState::Ready(n) = &mut *rec.native.lock() {
+                            return n.record(rec, primary, range).is_ok();
+                        }
+                    }
                     dev.raw.cmd_execute_commands(primary, &[cb]);
+                    true
                 })
             })
         };
-        if done.is_none() {
-            return Err(err("wgpu gave no Vulkan command encoder"));
+        match done {
+            None => return Err(err("wgpu gave no Vulkan command encoder")),
+            Some(false) => return Err(err("recording native commands failed")),
+            Some(true) => {}
         }
         batch.finished.push(enc.finish());
         Ok(())
