@@ -61,6 +61,8 @@ const CASES: &[Case] = &[
     (2, 16, 8, 8, 32, 3, 1, [1, 1, 1, 1], 1, true, true, Some(Activation::Relu)),
     (4, 16, 8, 8, 16, 3, 2, [1, 1, 1, 1], 1, true, false, None),
     (4, 32, 6, 6, 48, 1, 1, [0, 0, 0, 0], 1, false, true, Some(Activation::Relu)),
+    // A strided 1×1 whose subsampled map (4×4) takes vector loads: run on the copy.
+    (2, 16, 8, 8, 20, 1, 2, [0, 0, 0, 0], 1, true, true, None),
 ];
 
 /// The direct kernel's tiles, subgroups and K unroll for cases 9-14.
@@ -95,8 +97,9 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         // keeps single stores for the odd maps of 0, 3 and 7).
         std::env::set_var("MPSRT_COOP_CONV_PAIRS", if i == 4 { "0" } else { "1" });
         std::env::set_var("MPSRT_COOP_CONV_SPLITK", if i == 8 { "3" } else { "0" });
-        // The strided 1×1 (case 4) on a subsampled copy of its input, at stride 1.
-        std::env::set_var("MPSRT_COOP_CONV_SUBSAMPLE", if i == 4 { "1" } else { "0" });
+        // The strided 1×1 of case 15 on a subsampled copy of its input, at stride 1 (case 4's
+        // 5×5 output map would not take vector loads: the strided gather).
+        std::env::set_var("MPSRT_COOP_CONV_SUBSAMPLE", if i == 15 { "1" } else { "0" });
         // Tap masks for the padded windows (cases 0, 1, 5, 6, 7, 8; 2–4 are pointwise).
         std::env::set_var("MPSRT_COOP_CONV_MASK", if i % 3 == 1 { "0" } else { "1" });
         // Two mask words for the 7×7 window (case 5).
@@ -159,7 +162,7 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
             .unwrap();
         assert_eq!(conv_coop_launches(), before + 1, "case {i}: the cooperative route ran");
         let direct_ran = conv_coop_direct_launches() == direct0 + 1;
-        assert_eq!(direct_ran, i >= 9, "case {i}: the direct pointwise kernel ran");
+        assert_eq!(direct_ran, (9..15).contains(&i), "case {i}: the direct pointwise kernel ran");
         assert_eq!(got.dtype(), DType::F16, "case {i}");
         // f32 accumulation, one f16 rounding of the result (and of the residual's sum).
         let (gv, wv) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());

@@ -4,8 +4,8 @@
 //! rules are those of the f32 kernel and averages sum in f32); otherwise, and for indices,
 //! they are widened to f32 around the kernel (ResNet-50 b32's 3×3/2 max pool on the H200 took
 //! 0.23 ms with the casts; `MPSRT_POOL_F16=0` keeps that route, for A/B); f16 max pooling
-//! takes a kernel with its geometry baked in (`max_pool_f16_wgsl`; `MPSRT_POOL_F16_VEC=1`: four
-//! outputs per thread from vector loads where rows are multiples of 4; `MPSRT_POOL_F16_MAX=0`:
+//! takes a kernel with its geometry baked in (`max_pool_f16_wgsl`; four outputs per thread from
+//! vector loads where rows are multiples of 4, `MPSRT_POOL_F16_VEC=0`: one; `MPSRT_POOL_F16_MAX=0`:
 //! the generic one). Max pooling can also
 //! return the flat `h·W + w` index of each maximum (Paddle's `return_mask`), written after
 //! the values.
@@ -217,8 +217,9 @@ fn max_pool_f16(
         d: [u(g.d[0]), u(g.d[1])],
         vec: false,
     };
-    // Four outputs per thread from aligned vector loads (`MPSRT_POOL_F16_VEC=1`).
-    let vec = super::env_knob("MPSRT_POOL_F16_VEC", 0) != 0
+    // Four outputs per thread from aligned vector loads (`MPSRT_POOL_F16_VEC=0`: one; H100,
+    // this session's call 1: ResNet-50 b32's stem pool 0.046 -> 0.029 ms).
+    let vec = super::env_knob("MPSRT_POOL_F16_VEC", 1) != 0
         && spec.vec_ok()
         && x.layout().offset.is_multiple_of(4);
     let spec = MaxPoolF16 { vec, ..spec };
