@@ -300,8 +300,8 @@ struct Loop {
     /// Whole blocks only, and with `un`/`rq` an even number of K steps (the launcher's
     /// `aligned`): the unrolled loops run, outside any branch.
     aligned: bool,
-    /// 8-byte-unit staging ([`Loop::load_units`]).
-    su: bool,
+    /// 8-byte-unit staging ([`Loop::load_units`]): 0 off, 1, 2 (A in 8-row blocks).
+    su: u8,
 }
 
 impl Loop {

@@ -353,30 +353,47 @@ impl Loop {
     }
 
     /// The `su` staging of slab `k0` into the one slab (whole blocks, both operands 8 wide in
-    /// `vs4` slabs): unit `u` (4 halves, one `vec4<f16>`) of a slab row-major in units goes to
-    /// lane `u % nt`, so the lanes of a warp read and write consecutive units. Every load is
-    /// issued before the first store. `None` where it does not apply.
+    /// `vs4` slabs), in units of 4 halves (one `vec4<f16>`): B's unit `u` (row-major in units)
+    /// goes to lane `u % nt`, so a warp reads and writes 32 consecutive units; A's likewise
+    /// with `su1`, and with `su2` in blocks of 8 rows × 4 units — lane `l` of block `v / 32`
+    /// on row `(l % 16) / 2`, unit `(l / 16) · 2 + l % 2` — so each half-warp stores 16 bytes
+    /// to each of 8 rows (distinct banks for padded rows of 40 halves). Every load is issued
+    /// before the first store. `None` where it does not apply.
     pub(super) fn load_units(&self, k0: &str, checked: bool) -> Option<String> {
         let Loop { bm, bn, nt, bk, as_, bs_, .. } = *self;
-        let on = self.su && self.aligned && self.va && self.vb && self.vsa == 4 && self.vsb == 4;
+        let on = self.su != 0 && self.aligned && self.va && self.vb;
         let (ua, ub) = (bm * bk / 4, bk * bn / 4);
-        if !on || checked || self.gl || self.wl || ua % nt != 0 || ub % nt != 0 {
+        let (qa, qb) = (bk / 4, bn / 4);
+        let blocks = self.su == 2 && qa % 4 == 0 && bm % 8 == 0;
+        if !on || checked || self.gl || self.wl || self.vsa != 4 || self.vsb != 4 {
             return None;
         }
-        let (qa, qb) = (bk / 4, bn / 4);
+        if ua % nt != 0 || ub % nt != 0 {
+            return None;
+        }
+        // Row and unit-in-row of A's unit `v` (an expression).
+        let a_rc = |v: &str| -> (String, String) {
+            if blocks {
+                let q4 = qa / 4;
+                (
+                    format!("(({v}) / 32u / {q4}u) * 8u + (({v}) % 16u) / 2u"),
+                    format!("(({v}) / 32u % {q4}u) * 4u + ((({v}) % 32u) / 16u) * 2u + ({v}) % 2u"),
+                )
+            } else {
+                (format!("({v}) / {qa}u"), format!("({v}) % {qa}u"))
+            }
+        };
         let mut c = String::new();
         for j in 0..ua / nt {
-            let _ = writeln!(c, "    let ua{j} = a[u32(abase + i32(m0 + (tid + {0}u) / {qa}u) * sam + i32({k0} + ((tid + {0}u) % {qa}u) * 4u)) >> 2u];", j * nt);
+            let (r, u) = a_rc(&format!("tid + {}u", j * nt));
+            let _ = writeln!(c, "    let ra{j} = {r}; let ca{j} = {u};");
+            let _ = writeln!(c, "    let ua{j} = a[u32(abase + i32(m0 + ra{j}) * sam + i32({k0} + ca{j} * 4u)) >> 2u];");
         }
         for j in 0..ub / nt {
             let _ = writeln!(c, "    let ub{j} = b[u32(bbase + i32({k0} + (tid + {0}u) / {qb}u) * sbk + i32(n0 + ((tid + {0}u) % {qb}u) * 4u)) >> 2u];", j * nt);
         }
         for j in 0..ua / nt {
-            let _ = writeln!(
-                c,
-                "    As[(((tid + {0}u) / {qa}u) * {as_}u + ((tid + {0}u) % {qa}u) * 4u) >> 2u] = ua{j};",
-                j * nt
-            );
+            let _ = writeln!(c, "    As[(ra{j} * {as_}u + ca{j} * 4u) >> 2u] = ua{j};");
         }
         for j in 0..ub / nt {
             let _ = writeln!(

@@ -122,7 +122,10 @@ pub struct CoopTune {
     /// `vec4<f16>`, so each load instruction reads 256 contiguous bytes and each store writes
     /// them without bank conflicts (a lane per 16 bytes, two 8-byte instructions, leaves every
     /// other 8 bytes of each instruction's span unused and two lanes per bank in B's rows).
-    pub su: bool,
+    /// `su2`: A's units go to the lanes in blocks of 8 rows × 4 units (a half-warp on 8 rows
+    /// × 16 bytes), so A's stores are free of bank conflicts too where its rows are 64 bytes
+    /// (K 32: two 64-byte rows 80 bytes apart share banks); B as with `su1`.
+    pub su: u8,
 }
 
 impl Default for CoopTune {
@@ -156,7 +159,7 @@ impl Default for CoopTune {
             ov: false,
             da: false,
             lp: 0,
-            su: false,
+            su: 0,
         }
     }
 }
@@ -195,6 +198,9 @@ impl CoopTune {
         if self.lp != 0 {
             n.push_str(&format!("_lp{}", self.lp));
         }
+        if self.su != 0 {
+            n.push_str(&format!("_su{}", self.su));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -208,7 +214,6 @@ impl CoopTune {
             (self.un, "_un1"),
             (self.ov, "_ov1"),
             (self.da, "_da1"),
-            (self.su, "_su1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -221,7 +226,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -234,7 +239,7 @@ impl CoopTune {
         };
         for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
             if let Some(v) = tok.strip_prefix("su") {
-                t.su = flag(v, tok)?;
+                t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
                 t.lp = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("db") {
@@ -540,9 +545,11 @@ impl CoopTune {
                 self.name()
             ));
         }
-        if self.su && (self.db || self.rp || self.da || self.vs != 4 || self.gl) {
+        if self.su > 2
+            || (self.su != 0 && (self.db || self.rp || self.da || self.vs != 4 || self.gl))
+        {
             return Err(format!(
-                "{}: 8-byte-unit staging (su) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
+                "{}: 8-byte-unit staging (su1/su2) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
                 self.name()
             ));
         }

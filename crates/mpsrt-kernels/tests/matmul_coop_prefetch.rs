@@ -274,17 +274,32 @@ fn l1_prefetch_touches_each_sector_on_whole_blocks_only() {
     }
 }
 
-/// `su1`: whole blocks stage both slabs in 8-byte units, lane `i` of a warp on unit `i`, all
-/// loads before the first store, the last unit at the slab's end; other kernels stage as before.
+/// Evaluate a WGSL `u32` expression of `tid` at `tid = t` with naga's constant evaluator.
+fn eval_u32(expr: &str, t: u32) -> u32 {
+    let src = format!("const tid = {t}u;\nconst X: u32 = {expr};\n");
+    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let (_, c) = module.constants.iter().find(|(_, c)| c.name.as_deref() == Some("X")).unwrap();
+    match module.global_expressions[c.init] {
+        naga::Expression::Literal(naga::Literal::U32(v)) => v,
+        ref e => panic!("{expr}: not a u32 constant: {e:?}"),
+    }
+}
+
+/// `su1`/`su2`: whole blocks stage both slabs in 8-byte units, all loads before the first
+/// store, every unit of both slabs exactly once (the rendered index expressions evaluated for
+/// every lane), each half-warp's B units in one row and, with `su2` at K 32, A's on 8 rows;
+/// other kernels stage as before.
 #[test]
 fn unit_staging_covers_each_slab_once() {
     for text in [
         "fi1_cl1_vs4_uc1_ov1_su1",
-        "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_su1_lp2",
+        "fi1_cl1_vs4_uc1_ov1_su2",
+        "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_su2",
         "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1",
+        "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su2",
     ] {
         let t = CoopTune::parse(text).unwrap();
-        assert!(t.su && t.name().contains("_su1"), "{}", t.name());
+        assert!(t.su > 0 && t.name().contains(&format!("_su{}", t.su)), "{}", t.name());
         let s =
             CoopMatmulSpec { out_f16: true, ..base() }.with_variant(CoopVariant::Family(t), 49152);
         let (bm, bn, bk, nt) = (s.block_m(), s.block_n(), u32::from(t.bk), s.threads());
@@ -294,23 +309,53 @@ fn unit_staging_covers_each_slab_once() {
             let spec = CoopMatmulSpec { aligned, vec_a, vec_b, ..s };
             let src = spec.render().unwrap();
             let on = aligned && vec_a && vec_b;
-            let (na, nb) =
-                (src.matches("let ua").count() as u32, src.matches("let ub").count() as u32);
+            let na = src.matches("let ua").count() as u32;
+            let nb = src.matches("let ub").count() as u32;
             assert_eq!((na, nb), if on { (bm * bk / 4 / nt, bk * bn / 4 / nt) } else { (0, 0) });
-            if on {
-                let body = src.split("for (var k0").nth(1).unwrap();
-                let last_load = body.rfind("let ub").unwrap();
-                assert!(body.find("As[(((tid").unwrap() > last_load, "{text}: loads first");
-                // Unit `tid + j·nt` of A at slab row `u / (bk / 4)`: the last unit ends the slab.
-                let last = format!("(tid + {}u) / {}u) * {}u", (na - 1) * nt, bk / 4, bk + 8);
-                assert!(body.contains(&last), "{text}: {last}");
-                assert_eq!(product_in_branch(&src), None, "{text}");
+            if !on {
+                continue;
             }
+            let body = src.split("for (var k0").nth(1).unwrap();
+            assert!(body.find("As[(ra0").unwrap() > body.rfind("let ub").unwrap(), "{text}");
+            // A: row and unit of every lane's units, from the rendered expressions.
+            let mut seen = std::collections::BTreeSet::new();
+            for j in 0..na {
+                let line = body.lines().find(|l| l.contains(&format!("let ra{j} = "))).unwrap();
+                let r = line.split(&format!("let ra{j} = ")).nth(1).unwrap();
+                let (r, rest) = r.split_once(';').unwrap();
+                let c = rest.split(&format!("let ca{j} = ")).nth(1).unwrap();
+                let c = c.split_once(';').unwrap().0;
+                for tid in 0..nt {
+                    let (rr, cc) = (eval_u32(r, tid), eval_u32(c, tid));
+                    assert!(rr < bm && cc < bk / 4, "{text}: lane {tid} unit {j}: ({rr}, {cc})");
+                    assert!(seen.insert((rr, cc)), "{text}: A unit ({rr}, {cc}) twice");
+                    if t.su == 2 && bk == 32 && tid % 16 == 0 {
+                        // A half-warp: 8 rows, two units each.
+                        let rows: std::collections::BTreeSet<u32> =
+                            (tid..tid + 16).map(|l| eval_u32(r, l)).collect();
+                        assert_eq!(rows.len(), 8, "{text}");
+                    }
+                }
+            }
+            assert_eq!(seen.len() as u32, bm * bk / 4, "{text}");
+            // B: lane `u % nt` on unit `u`, row-major.
+            let qb = bn / 4;
+            let mut seen = std::collections::BTreeSet::new();
+            for j in 0..nb {
+                for tid in 0..nt {
+                    let u = tid + j * nt;
+                    let row = format!("Bs[(((tid + {}u) / {qb}u) * ", j * nt);
+                    assert!(body.contains(&row), "{text}: {row}");
+                    assert!(seen.insert((u / qb, u % qb)));
+                }
+            }
+            assert_eq!(seen.len() as u32, bk * bn / 4);
+            assert_eq!(product_in_branch(&src), None, "{text}");
             wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
             wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
         }
     }
-    for bad in ["su1_db1", "su1_rp1", "su1_vs2", "su1"] {
+    for bad in ["su1_db1", "su1_rp1", "su1_vs2", "su1", "su3_vs4"] {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
