@@ -120,6 +120,7 @@ pub struct GpuDevice {
     /// The last completed batch serials and when their callbacks ran (`replay/early.rs` clock).
     pub(crate) completed_at: Arc<Mutex<crate::replay::Completions>>,
     /// Native Vulkan replay: its switch and device side (`replay/native.rs`).
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) native: crate::replay::NativeSlot,
     this: Weak<GpuDevice>,
 }

@@ -39,8 +39,11 @@ pub struct Pipeline {
     pub(crate) id: u64,
     /// The WGSL, entry point and whether wgpu's runtime checks are on: a native replay
     /// (`replay/native.rs`) compiles the same kernel again for its own Vulkan pipeline.
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) source: Arc<str>,
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) entry: Arc<str>,
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) checked: bool,
 }
 

@@ -251,11 +251,14 @@ pub struct Recording {
     pub(crate) pipelines: Vec<(wgpu::ComputePipeline, u64)>,
     pub(crate) groups: Vec<wgpu::BindGroup>,
     /// Per pipeline and per group: what a native replay (`replay/native*.rs`) rebuilds them from.
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) natives: Vec<Pipeline>,
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) group_desc: Vec<GroupDesc>,
     #[cfg(native_vk)]
     native: parking_lot::Mutex<native_rec::NativeState>,
     /// Metadata blocks and write payloads: referenced by the bind groups and copies.
+    #[cfg_attr(not(native_vk), allow(dead_code))]
     pub(crate) meta: Option<wgpu::Buffer>,
     _staging: Option<wgpu::Buffer>,
     pool: Vec<(wgpu::Buffer, u64)>,

@@ -20,6 +20,7 @@ pub(crate) struct LayoutKind {
 }
 
 /// What a recording's bind group holds, kept for native replay's descriptor sets.
+#[cfg_attr(not(native_vk), allow(dead_code))]
 pub(crate) struct GroupDesc {
     /// (buffer, offset, size; 0 = to the end) of each storage binding.
     pub storage: Vec<(wgpu::Buffer, u64, u64)>,
