@@ -93,8 +93,7 @@ fn pair_knob(name: &str) -> Option<(u32, u32)> {
 
 /// Whether the timing knobs apply to a conv of `class` (`MPSRT_COOP_CONV_KNOB_CLASSES`, a
 /// list of `wide`, `spatial64`, `spatial`, `pointshort`, `pointlong`, `pointstrided` separated
-/// by `,` or `+`;
-/// unset: every class).
+/// by `,` or `+`; unset: every class).
 fn knobs_apply(class: ConvClass) -> bool {
     let Ok(list) = std::env::var("MPSRT_COOP_CONV_KNOB_CLASSES") else { return true };
     let name = format!("{class:?}").to_ascii_lowercase();
