@@ -1,12 +1,12 @@
 //! Which tiled GEMM kernel a product runs: the output block and structure ([`GemmTune`]), the
 //! K slices, and whether wgpu's bounds checks stay in the shader.
 //!
-//! Two planners. Generation 1 (`MPSRT_GEMM_GEN=1`) is [`plan_gemm`]: square 128×128 or 64×64
-//! blocks, one workgroup-memory stage, checked shader modules. Generation 2
-//! ([`plan_gemm_tuned`]) also has 128×64 / 64×128 blocks — so a product whose 128×128 grid is
-//! under two waves of an H100 still gets 8×4 outputs per thread instead of 4×4 — with
-//! double-buffered slabs and the 8×4-threads-per-warp layout, split-K for any block, and
-//! unchecked shader modules (every access of the tiled kernel is in bounds by construction:
+//! Two planners. Generation 1 (`MPSRT_GEMM_GEN=1`, the default before the tenth session) is
+//! [`plan_gemm`]: square 128×128 or 64×64 blocks, one workgroup-memory stage, checked shader
+//! modules. Generation 2 (default; [`plan_gemm_tuned`]) also has 128×64 blocks — so a product
+//! whose 128×128 grid is under two waves of an H100 still gets 8×4 outputs per thread instead
+//! of 4×4 — with the 8×4-threads-per-warp layout, split-K for any block, and unchecked shader
+//! modules (every access of the tiled kernel is in bounds by construction:
 //! loads are guarded by the row/K bounds, stores by M/N, workgroup indices by the block shape;
 //! `MPSRT_GEMM_CHECKED=1` keeps the checks). `MPSRT_GEMM_TUNE=<tune text>` forces one tune on
 //! every tiled GEMM of the process; [`set_gemm_override`] does the same per call site, so a
@@ -37,20 +37,48 @@ pub(crate) fn splitk_slices([m, n, k]: [usize; 3], wgs: usize, target: usize) ->
     s.max(1)
 }
 
-/// Generation 2's launch for `[m, n, k]` over `batch` matrices: the largest block whose grid
-/// reaches `target` workgroups — 128×128, then 128×64 (or 64×128 when N > M), then 64×64 —
-/// double-buffered with the 8×4 warp layout, then K slices ([`splitk_slices`]) when even that
-/// grid is under `target` (`target` 0: no split). Pure: shape in, choice out.
+/// Generation 2's K slices for a grid of `wgs` workgroups aiming at `goal`: as
+/// [`splitk_slices`] but with the partials' traffic bound at twice the operands' (rounded up):
+/// on the H100 BERT's `[1024, 768]·[768, 768]` ran 0.0576 ms in two slices against 0.0729
+/// unsplit although its partials (2·2·M·N floats) exceed its operands (M·K + K·N).
+fn tuned_slices([m, n, k]: [usize; 3], wgs: usize, goal: usize) -> usize {
+    if wgs == 0 || wgs >= goal || m * n == 0 {
+        return 1;
+    }
+    let traffic = (2 * (m * k + k * n)).div_ceil(m * n);
+    let mut s = goal.div_ceil(wgs).min(k / SPLITK_MIN_SLICE).min(traffic).min(SPLITK_MAX_SLICES);
+    while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(8)) {
+        s -= 1;
+    }
+    s.max(1)
+}
+
+/// Generation 2's launch for `[m, n, k]` over `batch` matrices (`target`: workgroups for two
+/// waves, 264 on an H100), from the in-process A/B of the first GPU call
+/// (H100, every tune checked against the legacy kernel and the CPU):
+/// - **128×128** (single stage, 8×4 warps: 4096³ 36.1 TFLOP/s against 34.4 for the legacy
+///   layout and 33.2 double-buffered, all unchecked; 28.2 checked) when its grid reaches
+///   `target`;
+/// - else **128×64** (double-buffered, 8×4 warps) when its grid reaches `target`, split
+///   toward ~3 workgroups per SM (`target · 16/11`, 384): BERT b8's FFN up `[1024, 3072, 768]`
+///   (384 blocks) 0.165 ms unsplit against 0.248 for the legacy planner, Q/K/V
+///   `[1024, 2304, 768]` (288) 0.151 ms in two slices against 0.160 unsplit and 0.196 legacy;
+/// - else **64×64** (double-buffered, 8×4 warps) split toward `target`: BERT b8's attention
+///   output and FFN down (192 blocks) in two slices, 0.0576 / 0.205 ms against 0.0934 /
+///   0.253 legacy.
+///
+/// Pure: shape in, choice out.
 pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTune, usize) {
     let [m, n, _] = mnk;
     let tiles = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch;
-    let half = if n > m { (64, 128) } else { (128, 64) };
-    let (bm, bn) = [(128, 128), half, (64, 64)]
-        .into_iter()
-        .find(|&(bm, bn)| tiles(bm, bn) >= target)
-        .unwrap_or((64, 64));
-    let tune = GemmTune { bm: bm as u32, bn: bn as u32, db: true, wl: true, k16: false };
-    (tune, splitk_slices(mnk, tiles(bm, bn), target))
+    let t = |bm, bn, db| GemmTune { bm, bn, db, wl: true, k16: false };
+    if tiles(128, 128) >= target.max(1) {
+        return (t(128, 128, false), 1);
+    }
+    if tiles(128, 64) >= target.max(1) {
+        return (t(128, 64, true), tuned_slices(mnk, tiles(128, 64), target * 16 / 11));
+    }
+    (t(64, 64, true), tuned_slices(mnk, tiles(64, 64), target))
 }
 
 /// A per-process replacement of the planner's choice for every tiled GEMM (benchmarks:
@@ -80,12 +108,12 @@ fn gemm_override() -> GemmOverride {
     *OVERRIDE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `MPSRT_GEMM_GEN` (default 1), `MPSRT_GEMM_TUNE` (a tune's text; invalid text is ignored
+/// `MPSRT_GEMM_GEN` (default 2; 1 restores the legacy planner), `MPSRT_GEMM_TUNE` (a tune's text; invalid text is ignored
 /// with a warning) and `MPSRT_GEMM_CHECKED`, read once.
 fn env_choice() -> (u8, Option<GemmTune>, Option<bool>) {
     static E: OnceLock<(u8, Option<GemmTune>, Option<bool>)> = OnceLock::new();
     *E.get_or_init(|| {
-        let gen = if super::env_knob("MPSRT_GEMM_GEN", 1) == 2 { 2 } else { 1 };
+        let gen = if super::env_knob("MPSRT_GEMM_GEN", 2) == 1 { 1 } else { 2 };
         let tune = std::env::var("MPSRT_GEMM_TUNE").ok().and_then(|t| {
             GemmTune::parse(&t).map_err(|e| tracing::warn!("MPSRT_GEMM_TUNE ignored: {e}")).ok()
         });
@@ -105,7 +133,7 @@ pub(crate) struct TiledChoice {
 
 /// The tiled GEMM's choice for `[m, n, k]` over `batch` matrices: the override, else the
 /// environment, else the generation's planner (`tile128_min` / `target`: generation 1's
-/// thresholds, `target` also generation 2's).
+/// thresholds; generation 2 plans with `target`, or `tile128_min` unsplit when `target` is 0).
 pub(crate) fn tiled_choice(
     mnk: [usize; 3],
     batch: usize,
@@ -116,7 +144,9 @@ pub(crate) fn tiled_choice(
     let (env_gen, env_tune, env_checked) = env_choice();
     let gen = o.generation.unwrap_or(env_gen);
     let (mut tune, mut slices) = if gen == 2 {
-        plan_gemm_tuned(mnk, batch, target)
+        // Split-K off (`target` 0): the same blocks, unsplit.
+        let (t, s) = plan_gemm_tuned(mnk, batch, if target == 0 { tile128_min } else { target });
+        (t, if target == 0 { 1 } else { s })
     } else {
         let p = plan_gemm(mnk, batch, tile128_min, target);
         (GemmTune::legacy(p.tile), p.slices)
@@ -143,19 +173,30 @@ mod tests {
 
     #[test]
     fn tuned_planner_on_bert_and_square_shapes() {
-        let t = |bm, bn| GemmTune { bm, bn, db: true, wl: true, k16: false };
-        // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups: N > M takes
-        // 64×128 blocks (384 / 288 workgroups).
-        assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (t(64, 128), 1));
-        assert_eq!(plan_gemm_tuned([1024, 2304, 768], 1, 264), (t(64, 128), 1));
-        assert_eq!(plan_gemm_tuned([1024, 768, 768], 1, 264), (t(64, 64), 1));
-        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 264), (t(64, 64), 2));
-        assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (t(128, 128), 1));
-        // Small grids fall to 64×64; K = 64 is too short to split.
-        assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (t(64, 64), 1));
-        // Wide products take 64×128.
-        assert_eq!(plan_gemm_tuned([512, 8192, 256], 1, 264), (t(64, 128), 1));
-        // No split when the target is 0.
-        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 0).1, 1);
+        let t = |bm, bn, db| GemmTune { bm, bn, db, wl: true, k16: false };
+        // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups.
+        assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (t(128, 64, true), 1));
+        assert_eq!(plan_gemm_tuned([1024, 2304, 768], 1, 264), (t(128, 64, true), 2));
+        assert_eq!(plan_gemm_tuned([1024, 768, 768], 1, 264), (t(64, 64, true), 2));
+        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 264), (t(64, 64, true), 2));
+        // As a batch of 8 sequences (B broadcast): the same grids.
+        assert_eq!(plan_gemm_tuned([128, 2304, 768], 8, 264), (t(128, 64, true), 2));
+        // Batch 1 (M = 128): 64×64 split as the legacy planner does.
+        assert_eq!(plan_gemm_tuned([128, 2304, 768], 1, 264), (t(64, 64, true), 3));
+        assert_eq!(plan_gemm_tuned([128, 768, 3072], 1, 264), (t(64, 64, true), 8));
+        assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (t(128, 128, false), 1));
+        // K = 64 is too short to split.
+        assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (t(64, 64, true), 1));
+        for m in [1, 7, 64, 128, 300, 1024] {
+            for n in [1, 33, 768, 3072] {
+                for k in [8, 256, 768, 1000, 3072, 65536] {
+                    let (_, s) = plan_gemm_tuned([m, n, k], 1, 264);
+                    assert!((1..=16).contains(&s), "{m} {n} {k}: {s}");
+                    if s > 1 {
+                        assert!(k.is_multiple_of(s) && (k / s) >= 256 && (k / s).is_multiple_of(8));
+                    }
+                }
+            }
+        }
     }
 }
