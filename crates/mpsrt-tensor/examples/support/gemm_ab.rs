@@ -6,7 +6,9 @@
 //! `gen2` (the tuned planner), or a tune's text (`128x64_db1_wl1`) forced on every shape;
 //! suffixes `@s<N>` (N K slices), `@ck` / `@uc` (bounds checks kept / dropped). `GEMM_AB_SHAPES`
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
-//! bias, bias + GELU, bias + residual), `b1` (the same at batch 1), `sq` (4096³, no epilogue).
+//! bias, bias + GELU, bias + residual, as one `[1024, K]` matrix), `b8z` (the same as the engine
+//! runs them: `[8, 128, K]` times a broadcast weight), `b1` (batch 1), `sq` (4096³, no
+//! epilogue).
 //! Each (variant, shape) is first checked against the legacy kernel's output on the same
 //! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
 //! warm-up, then `GEMM_AB_ROUNDS` (5) rounds of ~`GEMM_AB_MS` (20) ms per (shape, variant) in
@@ -60,18 +62,22 @@ struct Shape {
 }
 
 impl Shape {
-    fn new(name: &str, [m, n, k]: [usize; 3], bias: bool, res: bool, gelu: bool) -> Result<Self> {
+    /// `x` is `[z, m / z, k]` (the engine's batched form: B broadcast over `z` sequences) when
+    /// `z > 1`, else `[m, k]`.
+    fn new(name: &str, [m, n, k]: [usize; 3], z: usize, epi: (bool, bool, bool)) -> Result<Self> {
+        let (bias, res, gelu) = epi;
         let g = Place::Gpu(0);
         let r = |s: &[usize]| mt::randn(s, DType::F32, g);
+        let rows = |c: usize| if z > 1 { vec![z, m / z, c] } else { vec![m, c] };
         Ok(Shape {
             name: name.into(),
             m,
             n,
             k,
-            x: r(&[m, k])?,
+            x: r(&rows(k))?,
             w: r(&[k, n])?,
             bias: if bias { Some(r(&[n])?) } else { None },
-            res: if res { Some(r(&[m, n])?) } else { None },
+            res: if res { Some(r(&rows(n))?) } else { None },
             act: gelu.then_some(Activation::Gelu),
         })
     }
@@ -102,19 +108,26 @@ fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
 fn shapes(sets: &str) -> Result<Vec<Shape>> {
     let mut v = Vec::new();
     for set in sets.split(',') {
-        let m = match set {
-            "b8" => 1024,
-            "b1" => 128,
+        let (m, z) = match set {
+            "b8" => (1024, 1),
+            "b8z" => (1024, 8),
+            "b1" => (128, 1),
             "sq" => {
-                v.push(Shape::new("4096^3", [4096, 4096, 4096], false, false, false)?);
+                v.push(Shape::new("4096^3", [4096, 4096, 4096], 1, (false, false, false))?);
                 continue;
             }
             _ => continue,
         };
-        v.push(Shape::new(&format!("qkv {m}x2304x768"), [m, 2304, 768], true, false, false)?);
-        v.push(Shape::new(&format!("out {m}x768x768"), [m, 768, 768], true, true, false)?);
-        v.push(Shape::new(&format!("ffn_up {m}x3072x768"), [m, 3072, 768], true, false, true)?);
-        v.push(Shape::new(&format!("ffn_down {m}x768x3072"), [m, 768, 3072], true, true, false)?);
+        let zs = if z > 1 { format!("{z}x") } else { String::new() };
+        let mut add = |name: &str, n: usize, k: usize, epi| -> Result<()> {
+            let label = format!("{name} {zs}{}x{n}x{k}", m / z);
+            v.push(Shape::new(&label, [m, n, k], z, epi)?);
+            Ok(())
+        };
+        add("qkv", 2304, 768, (true, false, false))?;
+        add("out", 768, 768, (true, true, false))?;
+        add("ffn_up", 3072, 768, (true, false, true))?;
+        add("ffn_down", 768, 3072, (true, true, false))?;
     }
     Ok(v)
 }
