@@ -78,6 +78,16 @@ pub(crate) fn no_scratch(spec: &CoopMatmulSpec) -> bool {
 /// workgroup per SM.
 pub const COOP_SHARED_BUDGET: u32 = 23040;
 
+/// The workgroup-memory budget a tune's store scratch is sized for: [`COOP_SHARED_BUDGET`]
+/// (two workgroups per SM), or 15360 bytes with `oc3` (three).
+fn budget(spec: &CoopMatmulSpec) -> u32 {
+    if spec.tune.oc == 3 {
+        15360
+    } else {
+        COOP_SHARED_BUDGET
+    }
+}
+
 /// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
 /// rather than `coopStoreT` straight to an f32 output.
 pub(crate) fn rows_store(spec: &CoopMatmulSpec) -> bool {
@@ -104,7 +114,7 @@ pub(crate) fn row_tiles(spec: &CoopMatmulSpec) -> u32 {
     let slabs = slab_bytes(spec);
     [4, 2, 1]
         .into_iter()
-        .find(|&r| r <= tn && slabs + scratch_bytes(spec, r) <= COOP_SHARED_BUDGET)
+        .find(|&r| r <= tn && slabs + scratch_bytes(spec, r) <= budget(spec))
         .unwrap_or(1)
 }
 

@@ -126,6 +126,13 @@ pub struct CoopTune {
     /// × 16 bytes), so A's stores are free of bank conflicts too where its rows are 64 bytes
     /// (K 32: two 64-byte rows 80 bytes apart share banks); B as with `su1`.
     pub su: u8,
+    /// Workgroups per SM the f16 store's scratch is sized for (0: two, the
+    /// [`COOP_SHARED_BUDGET`]; 3: 15360 bytes, one tile per group): with K 16 a 128×128 tune
+    /// then needs 14.25 KiB, so three workgroups fit NVIDIA's ~48 KiB if the registers allow
+    /// (12 warps at ≤ 160 a lane; `COOP_STATS` reports the count).
+    ///
+    /// [`COOP_SHARED_BUDGET`]: crate::matmul_coop_store::COOP_SHARED_BUDGET
+    pub oc: u8,
 }
 
 impl Default for CoopTune {
@@ -160,6 +167,7 @@ impl Default for CoopTune {
             da: false,
             lp: 0,
             su: 0,
+            oc: 0,
         }
     }
 }
@@ -201,6 +209,9 @@ impl CoopTune {
         if self.su != 0 {
             n.push_str(&format!("_su{}", self.su));
         }
+        if self.oc != 0 {
+            n.push_str(&format!("_oc{}", self.oc));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -226,7 +237,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2, oc0/2/3")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -238,7 +249,9 @@ impl CoopTune {
             _ => Err(bad(tok)),
         };
         for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(v) = tok.strip_prefix("su") {
+            if let Some(v) = tok.strip_prefix("oc") {
+                t.oc = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("su") {
                 t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
                 t.lp = v.parse().map_err(|_| bad(tok))?;
@@ -552,6 +565,9 @@ impl CoopTune {
                 "{}: 8-byte-unit staging (su1/su2) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
                 self.name()
             ));
+        }
+        if !matches!(self.oc, 0 | 2 | 3) {
+            return Err(format!("{}: oc (workgroups per SM) is 2 or 3", self.name()));
         }
         if self.rp && self.db {
             return Err(format!(

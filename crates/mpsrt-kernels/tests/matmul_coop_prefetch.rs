@@ -359,3 +359,20 @@ fn unit_staging_covers_each_slab_once() {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }
+
+/// `oc3`: the f16 store's scratch sized for three workgroups per SM (15360 bytes): a K-16
+/// 128×128 tune keeps one tile per group and needs 14592 bytes of slabs and scratch; `oc` is 2 or 3.
+#[test]
+fn three_workgroup_budget_shrinks_the_scratch() {
+    let t = CoopTune::parse("k16_fi1_cl1_vs4_uc1_ov1_su1_oc3").unwrap();
+    assert_eq!((t.oc, t.name().contains("_oc3")), (3, true));
+    let f16 = CoopMatmulSpec { out_f16: true, ..base() };
+    let s = f16.with_variant(CoopVariant::Family(t), 49152);
+    assert_eq!(s.shared_bytes(), 14592);
+    let two = f16.with_variant(CoopVariant::Family(CoopTune { oc: 0, ..t }), 49152);
+    assert_eq!(two.shared_bytes(), 18688);
+    assert!(CoopTune::parse("oc4").unwrap().check(16).is_err());
+    let src = CoopMatmulSpec { aligned: true, vec_a: true, vec_b: true, ..s }.render().unwrap();
+    wgsl_to_msl(&src).unwrap();
+    wgsl_to_spv(&src).unwrap();
+}
