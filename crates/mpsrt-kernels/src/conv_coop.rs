@@ -43,8 +43,6 @@ use std::fmt::Write as _;
 mod direct;
 #[path = "conv_coop_epi.rs"]
 mod epi;
-#[path = "conv_coop_im2col.rs"]
-mod im2col;
 #[path = "conv_coop_plan.rs"]
 mod plan;
 #[path = "conv_coop_splitk.rs"]
@@ -52,7 +50,6 @@ mod splitk;
 #[path = "conv_coop_tune.rs"]
 mod tune;
 pub use direct::CoopDirectSpec;
-pub use im2col::{coop_conv_im2col, IM2COL_WG};
 pub use plan::{plan_coop_conv, CoopConvDevice, CoopConvRoute};
 pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 pub use tune::{auto_splitk, tuned_structure, ConvClass, ConvStructure};
@@ -175,9 +172,6 @@ pub struct CoopConvSpec {
     /// loads are issued before this step's products; 2 — two steps ahead (16 more registers
     /// per thread, twice the bytes in flight while the slab memory stays the same).
     pub depth: u32,
-    /// The epilogue's barriers (each tile through the subgroup's own scratch) are subgroup
-    /// barriers instead of workgroup ones (ignored when emulated: logical subgroups).
-    pub sgbar: bool,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the

@@ -46,10 +46,6 @@ pub struct CoopDirectSpec {
     pub bias_f16: bool,
     pub has_res: bool,
     pub act: MatmulAct,
-    /// B is the conv's im2col matrix (`conv_coop_im2col.rs`: row-major `[K, N·P]`, row stride
-    /// `N·P`) instead of the input itself: any window and stride, `K = C·KH·KW`; needs
-    /// [`CoopDirectSpec::fits_flat`].
-    pub flat: bool,
     /// Testing: products in f32 registers (no cooperative matrices or subgroup builtins).
     pub emulate: bool,
 }
@@ -66,26 +62,6 @@ impl CoopDirectSpec {
             && shape.oc.is_multiple_of(S)
             && shape.c > 0
             && shape.p() > 0
-    }
-    /// Whether a conv of `shape` over `n` images fits the flat mode: `K`, `OC` and `N·P`
-    /// multiples of 16 (whole fragments inside the matrix; `N·P` also the matrix's row stride)
-    /// and an even map (an output pair never straddles two images).
-    pub fn fits_flat(shape: &ConvShape, n: u32) -> bool {
-        let cols = u64::from(n) * u64::from(shape.p());
-        shape.k() > 0
-            && shape.k().is_multiple_of(S)
-            && shape.oc.is_multiple_of(S)
-            && shape.p().is_multiple_of(2)
-            && cols > 0
-            && cols.is_multiple_of(u64::from(S))
-    }
-    /// The product's inner dimension: `C` (pointwise) or `C·KH·KW` (flat).
-    pub fn k(&self) -> u32 {
-        if self.flat {
-            self.shape.k()
-        } else {
-            self.shape.c
-        }
     }
     /// Output channels per workgroup.
     pub fn block_m(&self) -> u32 {
@@ -108,11 +84,7 @@ impl CoopDirectSpec {
     }
 
     fn check(&self) -> Result<(), String> {
-        let flat_ok = self.flat
-            && self.shape.k().is_multiple_of(S)
-            && self.shape.oc.is_multiple_of(S)
-            && self.shape.p().is_multiple_of(2);
-        if !flat_ok && (self.flat || !Self::fits(&self.shape)) {
+        if !Self::fits(&self.shape) {
             return Err(format!(
                 "conv_coop_direct: needs a pointwise stride-1 conv with P, C, OC multiples of 16, got {:?}",
                 self.shape
@@ -124,7 +96,7 @@ impl CoopDirectSpec {
         if !matches!(self.tn, 1 | 2 | 4) || !matches!(self.ku, 1 | 2 | 4) {
             return Err(format!("conv_coop_direct: tn and ku must be 1, 2 or 4, got {self:?}"));
         }
-        if !(self.k() / S).is_multiple_of(self.ku) {
+        if !(self.shape.c / S).is_multiple_of(self.ku) {
             return Err(format!("conv_coop_direct: ku {} must divide K / 16", self.ku));
         }
         let sg = self.subgroup;
@@ -141,11 +113,10 @@ impl CoopDirectSpec {
     /// The `ku` steps of K starting at `k0` of the largest `ku` (4, 2, 1) dividing `K / 16`
     /// and at most `want`.
     pub fn k_unroll(shape: &ConvShape, want: u32) -> u32 {
-        Self::k_unroll_of(shape.c, want)
-    }
-    /// [`Self::k_unroll`] for an inner dimension `k`.
-    pub fn k_unroll_of(k: u32, want: u32) -> u32 {
-        [4, 2, 1].into_iter().find(|&u| u <= want.max(1) && (k / S).is_multiple_of(u)).unwrap_or(1)
+        [4, 2, 1]
+            .into_iter()
+            .find(|&u| u <= want.max(1) && (shape.c / S).is_multiple_of(u))
+            .unwrap_or(1)
     }
 
     /// Render the WGSL source.
@@ -163,7 +134,7 @@ impl CoopDirectSpec {
         let _ = writeln!(
             w,
             "const K: u32 = {}u; const P: u32 = {}u; const OC: u32 = {}u;",
-            self.k(),
+            sh.c,
             sh.p(),
             sh.oc
         );
@@ -209,19 +180,11 @@ impl CoopDirectSpec {
             );
         }
         for j in 0..tn {
-            if self.flat {
-                let _ = writeln!(
-                    w,
-                    "  let nc{j} = n0 + {}u; let bb{j} = xoff + select(0u, nc{j}, nc{j} < NCOLS);",
-                    j * S
-                );
-            } else {
-                let _ = writeln!(
-                    w,
-                    "  let nc{j} = n0 + {}u; let cc{j} = select(0u, nc{j}, nc{j} < NCOLS); let img{j} = cc{j} / P; let pp{j} = cc{j} % P; let bb{j} = xoff + img{j} * K * P + pp{j};",
-                    j * S
-                );
-            }
+            let _ = writeln!(
+                w,
+                "  let nc{j} = n0 + {}u; let cc{j} = select(0u, nc{j}, nc{j} < NCOLS); let img{j} = cc{j} / P; let pp{j} = cc{j} % P; let bb{j} = xoff + img{j} * K * P + pp{j};",
+                j * S
+            );
         }
         if self.emulate {
             let qn = S * S / sg;
@@ -234,8 +197,6 @@ impl CoopDirectSpec {
                 }
             }
         }
-        // B's row stride: the map (one image's `[C, P]` matrix) or the whole im2col row.
-        let bs = if self.flat { "NCOLS" } else { "P" };
         let _ = writeln!(w, "  for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", ku * S);
         if self.emulate {
             let qn = S * S / sg;
@@ -251,7 +212,7 @@ impl CoopDirectSpec {
                 pick("bb", "tj", tn)
             );
             let _ = writeln!(w, "      for (var q = 0u; q < {}u * rt; q = q + 1u) {{ let e = lane + q * {sg}u; let r = e / 16u; let c = e % 16u; var sum = acc[ij * {}u + q];", qn, qn);
-            let _ = writeln!(w, "        for (var t = 0u; t < {}u * rt; t = t + 1u) {{ let k = k0 + t; sum = sum + f32(wt[ab + r * K + k]) * f32(x[bb + k * {bs} + c]); }}", ku * S);
+            let _ = writeln!(w, "        for (var t = 0u; t < {}u * rt; t = t + 1u) {{ let k = k0 + t; sum = sum + f32(wt[ab + r * K + k]) * f32(x[bb + k * P + c]); }}", ku * S);
             let _ = writeln!(w, "        acc[ij * {qn}u + q] = sum; }} }}");
         } else {
             for u in 0..ku {
@@ -259,7 +220,7 @@ impl CoopDirectSpec {
                     let _ = writeln!(w, "    let a{i}_{u} = coopLoadT<coop_mat16x16<f16, A>>(&wt[ab{i} + k0 + {}u], K);", u * S);
                 }
                 for j in 0..tn {
-                    let _ = writeln!(w, "    let b{j}_{u} = coopLoadT<coop_mat16x16<f16, B>>(&x[bb{j} + (k0 + {}u) * {bs}], {bs});", u * S);
+                    let _ = writeln!(w, "    let b{j}_{u} = coopLoadT<coop_mat16x16<f16, B>>(&x[bb{j} + (k0 + {}u) * P], P);", u * S);
                 }
             }
             for u in 0..ku {
@@ -285,17 +246,10 @@ impl CoopDirectSpec {
         let (tn, sg) = (self.tn, self.subgroup);
         let _ = writeln!(w, "  let cs = sg * {}u;", S * S);
         let h = S / 2;
-        let flat = self.flat;
         let at = |i: u32, j: u32, e: &str, ok: &str| {
-            let head = format!("let ci = ({e} / {h}u) * 16u + ({e} % {h}u) * 2u; let m = mr{i} + {e} / {h}u; let ok = {ok}m < OC && nc{j} < NCOLS;");
-            if flat {
-                // A tile may straddle two images: each pair finds its own (P is even).
-                format!("{head} let col = nc{j} + ({e} % {h}u) * 2u; let o = ((col / P) * (OC * P) + m * P + col % P) >> 1u;")
-            } else {
-                format!(
-                    "{head} let o = (img{j} * OC * P + m * P + pp{j} + ({e} % {h}u) * 2u) >> 1u;"
-                )
-            }
+            format!(
+                "let ci = ({e} / {h}u) * 16u + ({e} % {h}u) * 2u; let m = mr{i} + {e} / {h}u; let ok = {ok}m < OC && nc{j} < NCOLS; let o = (img{j} * OC * P + m * P + pp{j} + ({e} % {h}u) * 2u) >> 1u;"
+            )
         };
         let to_scratch = |w: &mut String, i: u32, j: u32| {
             if self.emulate {
@@ -316,7 +270,6 @@ impl CoopDirectSpec {
             at: &at,
             pair: &|idx: &str| format!("vec2<f32>(Cs[{idx}], Cs[{idx} + 1u])"),
             to_scratch: &to_scratch,
-            barrier: "workgroupBarrier();",
         }
         .render(w);
     }

@@ -22,7 +22,7 @@ impl CoopConvSpec {
         }
         for i in 0..self.tm {
             for j in 0..self.tn {
-                self.tile_to_scratch(w, i, j, self.epi_barrier());
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
                 let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
                 let _ = writeln!(
                     w,
@@ -43,18 +43,8 @@ impl CoopConvSpec {
                     w.push_str("      v = v + f32(res[mw(6u) + o]);\n");
                 }
                 w.push_str("      out[mw(5u) + o] = f16(act(vec4<f32>(v)).x);\n    }\n");
-                let _ = writeln!(w, "  }}\n  {}", self.epi_barrier());
+                let _ = writeln!(w, "  }}\n  {}", "workgroupBarrier();");
             }
-        }
-    }
-
-    /// The epilogue's barrier around each tile's pass through the subgroup's own scratch:
-    /// the workgroup's, or (`sgbar`) the subgroup's, so subgroups do not wait for each other.
-    fn epi_barrier(&self) -> &'static str {
-        if self.sgbar && !self.emulate {
-            "subgroupBarrier();"
-        } else {
-            "workgroupBarrier();"
         }
     }
 
@@ -82,7 +72,7 @@ impl CoopConvSpec {
         let partial = !(s * s).is_multiple_of(sg);
         let loads_per_tile = qn * u32::from(self.has_res);
         let rows_per_group = if tm * tn * loads_per_tile <= 32 { tm } else { 1 };
-        let barrier = self.epi_barrier();
+        let barrier = "workgroupBarrier();";
         // Element (i, j, q)'s channel and column, and whether it is stored.
         let at = |i: u32, j: u32, q: u32| {
             let e = format!("(lane + {}u)", q * sg);
@@ -161,9 +151,8 @@ impl CoopConvSpec {
             at: &at,
             pair: &pair,
             to_scratch: &|w: &mut String, i: u32, j: u32| {
-                self.tile_to_scratch(w, i, j, self.epi_barrier())
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();")
             },
-            barrier: self.epi_barrier(),
         };
         epi.render(w);
     }
@@ -174,7 +163,7 @@ impl CoopConvSpec {
         w.push_str("  let zo = wid.z * NCOLS * OC;\n");
         for i in 0..self.tm {
             for j in 0..self.tn {
-                self.tile_to_scratch(w, i, j, self.epi_barrier());
+                self.tile_to_scratch(w, i, j, "workgroupBarrier();");
                 let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", s * s);
                 let _ = writeln!(
                     w,
@@ -187,7 +176,7 @@ impl CoopConvSpec {
                     "    if (m < OC && col < NCOLS) {{ out[zo + (col / P) * (OC * P) + m * P + col % P] = {}; }}",
                     self.cs("cs + e")
                 );
-                let _ = writeln!(w, "  }}\n  {}", self.epi_barrier());
+                let _ = writeln!(w, "  }}\n  {}", "workgroupBarrier();");
             }
         }
     }
@@ -213,8 +202,6 @@ pub(crate) struct PairStores<'a> {
     pub pair: &'a dyn Fn(&str) -> String,
     /// Accumulator tile `(i, j)` into the subgroup's scratch, then a barrier.
     pub to_scratch: &'a dyn Fn(&mut String, u32, u32),
-    /// The barrier after a tile's stores (before the scratch takes the next tile).
-    pub barrier: &'a str,
 }
 
 impl PairStores<'_> {
@@ -252,7 +239,7 @@ impl PairStores<'_> {
                     }
                     w.push_str(" out[(mw(5u) >> 1u) + o] = vec2<f16>(act(vec4<f32>(v, 0.0, 0.0)).xy); } }\n");
                 }
-                let _ = writeln!(w, "  {}", self.barrier);
+                w.push_str("  workgroupBarrier();\n");
             }
             w.push_str("  }\n");
         }

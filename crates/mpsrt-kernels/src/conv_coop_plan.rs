@@ -117,7 +117,6 @@ pub fn plan_coop_conv(
         splitk: 1,
         mask: false,
         depth: 1,
-        sgbar: false,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

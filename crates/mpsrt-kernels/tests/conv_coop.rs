@@ -107,7 +107,6 @@ fn every_shape_class_validates_and_translates() {
                     splitk: 1,
                     mask: n % 2 == 1 && !shape.pointwise() && shape.kh * shape.kw <= 64,
                     depth: if n % 3 == 0 && n % 2 == 1 { 2 } else { 1 },
-                    sgbar: n % 4 == 3,
                     emulate: false,
                 };
                 n += 1;

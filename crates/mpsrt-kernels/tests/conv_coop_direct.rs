@@ -3,7 +3,7 @@
 //! capability and translates to MSL (Apple's simdgroup matrices), with its emulated form (the
 //! lavapipe numerics test's) free of cooperative matrices and subgroup builtins.
 
-use mpsrt_kernels::conv_coop::{coop_conv_im2col, CoopDirectSpec};
+use mpsrt_kernels::conv_coop::CoopDirectSpec;
 use mpsrt_kernels::validate::wgsl_to_msl;
 use mpsrt_kernels::{ConvShape, MatmulAct};
 
@@ -64,7 +64,6 @@ fn every_variant_validates_and_translates() {
                 bias_f16: n % 3 == 0,
                 has_res: n % 3 != 1,
                 act: acts[n % 3],
-                flat: false,
                 emulate: false,
             };
             n += 1;
@@ -89,49 +88,7 @@ fn every_variant_validates_and_translates() {
         bias_f16: false,
         has_res: false,
         act: MatmulAct::None,
-        flat: false,
         emulate: false,
     };
     assert!(bad.render().is_err(), "ku must divide K / 16");
-}
-
-#[test]
-fn flat_mode_and_its_im2col_validate_and_translate() {
-    // 3×3 stride 1 / 2, the 7×7 stem (K = 147: not flat), a 1×1 on a 14×14 map.
-    let shapes = [
-        (conv(64, 56, 64, 3, 1, 1), true),
-        (conv(128, 56, 128, 3, 2, 1), true),
-        (conv(1024, 14, 256, 1, 1, 0), true),
-        (conv(3, 224, 64, 7, 2, 3), false),
-    ];
-    for (shape, fits) in shapes {
-        assert_eq!(CoopDirectSpec::fits_flat(&shape, 32), fits, "{shape:?}");
-        let src = coop_conv_im2col(&shape);
-        wgsl_to_msl(&src).unwrap_or_else(|e| panic!("im2col {shape:?}: {e}\n{src}"));
-        if !fits {
-            continue;
-        }
-        for emulate in [false, true] {
-            let spec = CoopDirectSpec {
-                shape,
-                subgroup: 32,
-                sgs: 2,
-                tm: 2,
-                tn: 2,
-                ku: CoopDirectSpec::k_unroll_of(shape.k(), 4),
-                has_bias: true,
-                bias_f16: false,
-                has_res: true,
-                act: MatmulAct::Relu,
-                flat: true,
-                emulate,
-            };
-            let src = spec.render().unwrap_or_else(|e| panic!("{spec:?}: {e}"));
-            assert!(src.contains(&format!("const K: u32 = {}u;", shape.k())));
-            wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
-        }
-    }
-    // An odd map (a pair across two images) or K % 16 != 0 is refused.
-    assert!(!CoopDirectSpec::fits_flat(&conv(512, 7, 512, 3, 1, 1), 32));
-    assert!(!CoopDirectSpec::fits_flat(&conv(24, 8, 16, 1, 1, 0), 4));
 }

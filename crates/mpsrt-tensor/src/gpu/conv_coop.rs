@@ -27,8 +27,7 @@
 //! global memory; `MPSRT_COOP_DIRECT_TILE`, `_SGS`, `_KU` time its shape);
 //! `MPSRT_COOP_CONV_DEPTH=2` issues the staged kernel's global loads two K steps ahead;
 //! `MPSRT_COOP_CONV_SUBSAMPLE` runs strided 1×1 convs on a subsampled copy of the input at
-//! stride 1; `MPSRT_COOP_CONV_MASK64` gives windows of 33–64 taps two mask words;
-//! `MPSRT_COOP_CONV_SGBAR=1` puts subgroup barriers in the epilogue instead of workgroup ones.
+//! stride 1; `MPSRT_COOP_CONV_MASK64` gives windows of 33–64 taps two mask words.
 
 use super::conv::{buffer, Epi};
 use super::matmul::{cached, SpecCache};
@@ -342,12 +341,7 @@ pub(crate) fn try_conv(
     let (kind, p0, p1) = epi.1.map_or((MatmulAct::None, 0.0, 0.0), |a| a.kernel());
     spec.act = kind;
     spec.emulate = emulate;
-    let acts = (p0, p1);
-    if let Some(out) = try_direct(op, dev, &spec, &x, &w, b.as_ref(), res.as_ref(), g, acts, false)?
-    {
-        return Ok(Some(out));
-    }
-    if let Some(out) = try_im2col(op, dev, &spec, &x, &w, b.as_ref(), res.as_ref(), g, acts)? {
+    if let Some(out) = try_direct(op, dev, &spec, &x, &w, b.as_ref(), res.as_ref(), g, (p0, p1))? {
         return Ok(Some(out));
     }
     spec.clamp = env_knob("MPSRT_COOP_CONV_CLAMP", 0) != 0;
@@ -355,8 +349,6 @@ pub(crate) fn try_conv(
     // convs 10–35 µs each (H100, call 2: registers held across the epilogue), and the bias
     // reads hit the cache anyway.
     spec.prefetch = res.is_some() && env_knob("MPSRT_COOP_CONV_PREFETCH", 1) != 0;
-    // Subgroup barriers around the epilogue's per-subgroup scratch.
-    spec.sgbar = env_knob("MPSRT_COOP_CONV_SGBAR", 0) != 0;
     // The structure measured fastest for this kind of conv (`conv_coop_tune.rs`), where the
     // device allows it; `MPSRT_COOP_CONV_TUNED=0`: the planner's block (64 × 64 for ≤ 64
     // channels, below), two slabs of K 32, as before.
@@ -542,15 +534,10 @@ fn try_direct(
     res: Option<&Tensor>,
     g: &ConvGeom,
     (p0, p1): (f32, f32),
-    flat: bool,
 ) -> Result<Option<Tensor>> {
     let shape = spec.shape;
-    let fits = if flat {
-        CoopDirectSpec::fits_flat(&shape, g.n as u32)
-    } else {
-        env_knob("MPSRT_COOP_CONV_DIRECT", 0) != 0 && CoopDirectSpec::fits(&shape)
-    };
-    if !fits
+    if env_knob("MPSRT_COOP_CONV_DIRECT", 0) == 0
+        || !CoopDirectSpec::fits(&shape)
         || spec.size != 16
         || !x.layout().offset.is_multiple_of(8)
         || !w.layout().offset.is_multiple_of(8)
@@ -565,15 +552,11 @@ fn try_direct(
         sgs: env_knob("MPSRT_COOP_DIRECT_SGS", 1) as u32,
         tm,
         tn,
-        ku: CoopDirectSpec::k_unroll_of(
-            if flat { shape.k() } else { shape.c },
-            env_knob("MPSRT_COOP_DIRECT_KU", 2) as u32,
-        ),
+        ku: CoopDirectSpec::k_unroll(&shape, env_knob("MPSRT_COOP_DIRECT_KU", 2) as u32),
         has_bias: b.is_some(),
         bias_f16: b.is_some_and(|b| b.dtype() == DType::F16),
         has_res: res.is_some(),
         act: spec.act,
-        flat,
         emulate: spec.emulate,
     };
     let props = dev.properties();
@@ -586,8 +569,8 @@ fn try_direct(
     {
         return Ok(None);
     }
-    let (bm, bn, f) = (d.block_m(), d.block_n(), u8::from(flat));
-    log(g, &format!("coop direct tile {bm}x{bn} sgs {} ku {} flat {f}", d.sgs, d.ku));
+    let (bm, bn) = (d.block_m(), d.block_n());
+    log(g, &format!("coop direct tile {bm}x{bn} sgs {} ku {}", d.sgs, d.ku));
     static DIRECT: SpecCache<CoopDirectSpec> = OnceLock::new();
     let cache = DIRECT.get_or_init(Default::default);
     let key = (dev.index(), d);
@@ -655,49 +638,4 @@ fn try_direct(
         Layout::contiguous(&shape),
         DType::F16,
     )))
-}
-
-/// Any conv the direct kernel's flat mode fits (`MPSRT_COOP_CONV_IM2COL=1`; not the pointwise
-/// stride-1 convs the direct kernel takes as they are): its im2col matrix
-/// (`conv_coop_im2col.rs`, `[K, N·P]` f16) is written first, then the direct kernel multiplies
-/// the weights by it straight from global memory.
-#[allow(clippy::too_many_arguments)]
-fn try_im2col(
-    op: &str,
-    dev: &Arc<GpuDevice>,
-    spec: &CoopConvSpec,
-    x: &Tensor,
-    w: &Tensor,
-    b: Option<&Tensor>,
-    res: Option<&Tensor>,
-    g: &ConvGeom,
-    acts: (f32, f32),
-) -> Result<Option<Tensor>> {
-    let shape = spec.shape;
-    let cols = g.n * g.oh * g.ow;
-    let lim = dev.properties().max_storage_buffer_binding_size;
-    if env_knob("MPSRT_COOP_CONV_IM2COL", 0) == 0
-        || spec.size != 16
-        || !CoopDirectSpec::fits_flat(&shape, g.n as u32)
-        || (cols as u64) * u64::from(shape.k()) * 2 > lim
-        || !w.layout().offset.is_multiple_of(8)
-    {
-        return Ok(None);
-    }
-    use mpsrt_kernels::conv_coop::{coop_conv_im2col, IM2COL_WG};
-    static IM2COL: SpecCache<ConvShape> = OnceLock::new();
-    let p = cached(&IM2COL, dev, op, shape, |s| Ok(coop_conv_im2col(s)))?;
-    let total = cols * shape.k() as usize;
-    let mat = alloc_out(dev, op, total, 2)?;
-    let u = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-    let words = [u(cols), u(x.layout().offset), 0, 0];
-    let bindings = [Binding::from(&**buffer(op, x)?), Binding::from(&mat)];
-    let grid = [u(cols / 4).div_ceil(IM2COL_WG), shape.k(), 1];
-    dev.dispatch(op, &p, &bindings, bytemuck::cast_slice(&words), grid)?;
-    let m = Tensor::from_parts(
-        Storage::Gpu(Arc::new(mat)),
-        Layout::contiguous(&[shape.k() as usize, cols]),
-        DType::F16,
-    );
-    try_direct(op, dev, spec, &m, w, b, res, g, acts, true)
 }
