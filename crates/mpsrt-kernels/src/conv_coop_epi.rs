@@ -43,7 +43,7 @@ impl CoopConvSpec {
                     w.push_str("      v = v + f32(res[mw(6u) + o]);\n");
                 }
                 w.push_str("      out[mw(5u) + o] = f16(act(vec4<f32>(v)).x);\n    }\n");
-                let _ = writeln!(w, "  }}\n  {}", "workgroupBarrier();");
+                w.push_str("  }\n  workgroupBarrier();\n");
             }
         }
     }
@@ -176,7 +176,7 @@ impl CoopConvSpec {
                     "    if (m < OC && col < NCOLS) {{ out[zo + (col / P) * (OC * P) + m * P + col % P] = {}; }}",
                     self.cs("cs + e")
                 );
-                let _ = writeln!(w, "  }}\n  {}", "workgroupBarrier();");
+                w.push_str("  }\n  workgroupBarrier();\n");
             }
         }
     }
