@@ -381,6 +381,15 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 /// Call 2: its f16 output stored four halves at a time (`ov1`, whole blocks) adds 3–17%:
 /// 1024×3072×768 128.2 vs 109.9, 1024×768×3072 105.0 vs 101.7, 1024×768×768 79.9 vs 69.7,
 /// 1024×2304×768 103.3 vs 88.2 (the previous defaults: 107.5, 77.8, 57.1, 84.9).
+///
+/// 10th session (H100, in-process A/B and alternated fresh processes, every variant checked):
+/// both tunes stage in 8-byte units (`su1`: each warp's load instruction reads 256 contiguous
+/// bytes, slab stores without B's bank conflicts), and the 128×128 tune takes over again from
+/// [`COOP_LARGE_BLOCKS`] = 128 blocks. 4096³ 222.0 vs 208.5 TFLOP/s (fresh processes 214.8 /
+/// 223.4 vs 204.9 / 211.3); BERT b8: 1024×2304×768 (144 blocks) 120.3 vs 103.0, 1024×3072×768
+/// (192) 149.4 vs 130.0, and with the 64×64 tune 1024×768×3072 117.2 vs 104.8, 1024×768×768
+/// 83.0 vs 77.9. `MPSRT_COOP_PLANNER=9` restores the 9th session's rule
+/// (`matmul_coop_tune::default_coop_variant_9th`).
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
@@ -391,21 +400,23 @@ pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     } else {
         let d = CoopTune::default();
         let t = CoopTune { tm: 2, tn: 2, bk: 64, fi: true, cl: true, vs: 4, uc: true, ..d };
-        CoopVariant::Family(CoopTune { ov: true, ..t })
+        CoopVariant::Family(CoopTune { ov: true, su: 1, ..t })
     }
 }
 
 /// Output blocks of 128×128 from which [`default_coop_variant`] takes the 128×128 tune.
-pub const COOP_LARGE_BLOCKS: usize = 256;
+pub const COOP_LARGE_BLOCKS: usize = 128;
 
-/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1`; generation 1 for 8×8 tiles): the default from
+/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su1`; generation 1 for 8×8 tiles): the default from
 /// [`COOP_LARGE_BLOCKS`] blocks, and what split-K slices run. The vector f16 store (`ov1`,
 /// whole blocks) measured in the 9th session's call 3 (H100, in-process A/B, every check
-/// passed): 4096³ 208.6 vs 199.1–199.4 TFLOP/s, 2048×3072×768 143.8 vs 118.8–119.7.
+/// passed): 4096³ 208.6 vs 199.1–199.4 TFLOP/s, 2048×3072×768 143.8 vs 118.8–119.7; staging
+/// in 8-byte units (`su1`) in the 10th session's calls 1 and 2: 4096³ 220.3 / 222.0 vs 204.1 /
+/// 208.5 in the same process.
 pub fn large_coop_variant(size: u32) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let d = CoopTune::default();
-    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, ..d })
+    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, su: 1, ..d })
 }

@@ -300,7 +300,8 @@ struct Loop {
     /// Whole blocks only, and with `un`/`rq` an even number of K steps (the launcher's
     /// `aligned`): the unrolled loops run, outside any branch.
     aligned: bool,
-    /// 8-byte-unit staging ([`Loop::load_units`]): 0 off, 1, 2 (A in 8-row blocks).
+    /// 8-byte-unit staging ([`Loop::load_units`]): 0 off, 1, 2 (A in 8-row blocks), 3 (A's
+    /// half-warps on rows 4 apart).
     su: u8,
 }
 

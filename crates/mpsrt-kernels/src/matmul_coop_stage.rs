@@ -357,7 +357,9 @@ impl Loop {
     /// goes to lane `u % nt`, so a warp reads and writes 32 consecutive units; A's likewise
     /// with `su1`, and with `su2` in blocks of 8 rows × 4 units — lane `l` of block `v / 32`
     /// on row `(l % 16) / 2`, unit `(l / 16) · 2 + l % 2` — so each half-warp stores 16 bytes
-    /// to each of 8 rows (distinct banks for padded rows of 40 halves). Every load is issued
+    /// to each of 8 rows (distinct banks for padded rows of 40 halves); with `su3` at K 32 as
+    /// with `su1` (a warp on 4 rows × 64 bytes) but a half-warp on rows `r` and `r + 4`, 320
+    /// bytes apart (distinct banks). Every load is issued
     /// before the first store. `None` where it does not apply.
     pub(super) fn load_units(&self, k0: &str, checked: bool) -> Option<String> {
         let Loop { bm, bn, nt, bk, as_, bs_, .. } = *self;
@@ -365,6 +367,8 @@ impl Loop {
         let (ua, ub) = (bm * bk / 4, bk * bn / 4);
         let (qa, qb) = (bk / 4, bn / 4);
         let blocks = self.su == 2 && qa % 4 == 0 && bm % 8 == 0;
+        // `su3` at K 32 (64-byte rows 80 bytes apart): rows r and r + 4 share a half-warp.
+        let pairs = self.su == 3 && qa == 8 && bm % 8 == 0;
         if !on || checked || self.gl || self.wl || self.vsa != 4 || self.vsb != 4 {
             return None;
         }
@@ -373,7 +377,14 @@ impl Loop {
         }
         // Row and unit-in-row of A's unit `v` (an expression).
         let a_rc = |v: &str| -> (String, String) {
-            if blocks {
+            if pairs {
+                // Instruction group g = v / 32 of row block g / 2: lanes of half-warp `h`
+                // (bit 4) on rows 2(g % 2) + h and that + 4 (bit 3), unit l % 8.
+                (
+                    format!("(({v}) / 64u) * 8u + ((({v}) / 32u) % 2u) * 2u + ((({v}) % 32u) / 16u) + ((({v}) % 16u) / 8u) * 4u"),
+                    format!("({v}) % 8u"),
+                )
+            } else if blocks {
                 let q4 = qa / 4;
                 (
                     format!("(({v}) / 32u / {q4}u) * 8u + (({v}) % 16u) / 2u"),

@@ -124,7 +124,9 @@ pub struct CoopTune {
     /// other 8 bytes of each instruction's span unused and two lanes per bank in B's rows).
     /// `su2`: A's units go to the lanes in blocks of 8 rows × 4 units (a half-warp on 8 rows
     /// × 16 bytes), so A's stores are free of bank conflicts too where its rows are 64 bytes
-    /// (K 32: two 64-byte rows 80 bytes apart share banks); B as with `su1`.
+    /// (K 32: two 64-byte rows 80 bytes apart share banks); B as with `su1`. `su3`: A's warp
+    /// on 4 rows × 64 bytes as with `su1` (whole 64-byte row segments per load), its
+    /// half-warps on rows `r` and `r + 4` (distinct banks).
     pub su: u8,
     /// Workgroups per SM the f16 store's scratch is sized for (0: two, the
     /// [`COOP_SHARED_BUDGET`]; 3: 15360 bytes, one tile per group): with K 16 a 128×128 tune
@@ -237,7 +239,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2, oc0/2/3")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -558,11 +560,11 @@ impl CoopTune {
                 self.name()
             ));
         }
-        if self.su > 2
+        if self.su > 3
             || (self.su != 0 && (self.db || self.rp || self.da || self.vs != 4 || self.gl))
         {
             return Err(format!(
-                "{}: 8-byte-unit staging (su1/su2) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
+                "{}: 8-byte-unit staging (su1..su3) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
                 self.name()
             ));
         }
@@ -632,6 +634,20 @@ pub fn default_coop_variant_8th(size: u32, mnk: [usize; 3]) -> crate::matmul_coo
     } else {
         CoopTune { tm: 2, tn: 2, cl: true, vs: 4, uc: true, ..d }
     })
+}
+
+/// The 9th session's planner default, kept for A/B (`MPSRT_COOP_PLANNER=9`): the 128×128
+/// tune with the vector f16 store (`fi1_cl1_vs4_uc1_ov1`) from 256 blocks of 128×128, below
+/// them the 64×64 tune with K 64 (`w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1`); 8×8 tiles:
+/// generation 1. Pure.
+pub fn default_coop_variant_9th(size: u32, mnk: [usize; 3]) -> crate::matmul_coop::CoopVariant {
+    use crate::matmul_coop::CoopVariant;
+    if size != 16 {
+        return CoopVariant::Gen1;
+    }
+    let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
+    let d = CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, ..CoopTune::default() };
+    CoopVariant::Family(if blocks >= 256 { d } else { CoopTune { tm: 2, tn: 2, bk: 64, ..d } })
 }
 
 /// An in-process override of the cooperative GEMM's choices, for benchmarks that time several

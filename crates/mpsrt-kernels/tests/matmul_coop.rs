@@ -297,16 +297,24 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     // 16×16 (NVIDIA): the measured best per shape class (H200, session12 call 2; the 64×64
     // tune's K 64 from the H100's 9th-session A/B, below 256 blocks); 8×8: generation 1.
     // Both defaults are trusted (no MPSRT_COOP_EXPERIMENTAL needed).
-    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1").unwrap();
+    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su1").unwrap();
     assert_eq!(default_coop_variant(16, [4096; 3]), big);
     assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
     assert_eq!(mpsrt_kernels::large_coop_variant(16), big);
-    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1").unwrap();
+    // BERT-base b8's QKV (144 blocks) and FFN-up (192) products take it from 128 blocks.
+    assert_eq!(default_coop_variant(16, [1024, 2304, 768]), big);
+    assert_eq!(default_coop_variant(16, [1024, 3072, 768]), big);
+    assert_eq!(default_coop_variant(16, [2048, 1024, 768]), big);
+    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1").unwrap();
     assert_eq!(default_coop_variant(16, [1024; 3]), small);
-    // BERT-base b8's QKV (144 blocks) and FFN-up (192) products take it too.
-    assert_eq!(default_coop_variant(16, [1024, 2304, 768]), small);
-    assert_eq!(default_coop_variant(16, [1024, 3072, 768]), small);
-    assert_eq!(default_coop_variant(16, [2048, 2048, 768]), big);
+    assert_eq!(default_coop_variant(16, [1024, 768, 3072]), small);
+    assert_eq!(default_coop_variant(16, [1920, 1024, 768]), small);
+    // The 9th session's rule, kept for A/B (MPSRT_COOP_PLANNER=9).
+    let ninth = mpsrt_kernels::matmul_coop_tune::default_coop_variant_9th;
+    let (big9, small9) = ("fi1_cl1_vs4_uc1_ov1", "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1");
+    assert_eq!(ninth(16, [4096; 3]), CoopVariant::parse(big9).unwrap());
+    assert_eq!(ninth(16, [1024, 3072, 768]), CoopVariant::parse(small9).unwrap());
+    assert_eq!(ninth(8, [4096; 3]), CoopVariant::Gen1);
     // The 8th session's rule, kept for A/B (MPSRT_COOP_PLANNER=8).
     let old = mpsrt_kernels::matmul_coop_tune::default_coop_variant_8th;
     assert_eq!(old(16, [1024, 2304, 768]), CoopVariant::parse("fi1_cl1_vs4_uc1").unwrap());

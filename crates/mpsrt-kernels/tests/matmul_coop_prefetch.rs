@@ -294,6 +294,7 @@ fn unit_staging_covers_each_slab_once() {
     for text in [
         "fi1_cl1_vs4_uc1_ov1_su1",
         "fi1_cl1_vs4_uc1_ov1_su2",
+        "fi1_cl1_vs4_uc1_ov1_su3",
         "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_su2",
         "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1",
         "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su2",
@@ -329,11 +330,17 @@ fn unit_staging_covers_each_slab_once() {
                     let (rr, cc) = (eval_u32(r, tid), eval_u32(c, tid));
                     assert!(rr < bm && cc < bk / 4, "{text}: lane {tid} unit {j}: ({rr}, {cc})");
                     assert!(seen.insert((rr, cc)), "{text}: A unit ({rr}, {cc}) twice");
-                    if t.su == 2 && bk == 32 && tid % 16 == 0 {
-                        // A half-warp: 8 rows, two units each.
-                        let rows: std::collections::BTreeSet<u32> =
-                            (tid..tid + 16).map(|l| eval_u32(r, l)).collect();
-                        assert_eq!(rows.len(), 8, "{text}");
+                    if bk == 32 && tid % 16 == 0 && t.su > 1 {
+                        // A half-warp: 8 rows of two units (su2), or rows r and r + 4 (su3).
+                        let rows: Vec<u32> = (tid..tid + 16).map(|l| eval_u32(r, l)).collect();
+                        let set: std::collections::BTreeSet<u32> = rows.iter().copied().collect();
+                        let want: Vec<u32> = if t.su == 2 {
+                            assert_eq!(set.len(), 8, "{text}");
+                            continue;
+                        } else {
+                            vec![rows[0], rows[0] + 4]
+                        };
+                        assert_eq!(set.into_iter().collect::<Vec<_>>(), want, "{text}");
                     }
                 }
             }
@@ -355,7 +362,7 @@ fn unit_staging_covers_each_slab_once() {
             wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
         }
     }
-    for bad in ["su1_db1", "su1_rp1", "su1_vs2", "su1", "su3_vs4"] {
+    for bad in ["su1_db1", "su1_rp1", "su1_vs2", "su1", "su4_vs4"] {
         assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
     }
 }

@@ -182,12 +182,12 @@ pub(crate) fn coop_small_m() -> bool {
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_SMALL_M", 1) != 0)
 }
 
-/// `MPSRT_COOP_PLANNER=8`: the 8th session's default tunes per shape (128×128 from 128
-/// blocks, the K-32 64×64 tune below) instead of this session's (K-64 64×64 tune with the
-/// vector f16 store below 256 blocks), for model-level A/B.
-fn coop_planner_8th() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 9) == 8)
+/// `MPSRT_COOP_PLANNER`: `8` or `9` take that session's default tunes per shape
+/// (`default_coop_variant_8th` / `_9th`) instead of this one's (`default_coop_variant`), for
+/// model-level A/B; unset or anything else: the current rule.
+fn coop_planner() -> usize {
+    static E: OnceLock<usize> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 10))
 }
 
 pub(crate) fn coop_enabled() -> bool {
@@ -243,10 +243,13 @@ pub(crate) fn coop_spec_sliced(
     let variant = coop_override().variant.or_else(coop_variant_from_env).unwrap_or_else(|| {
         if slices > 1 {
             large_coop_variant(spec.size)
-        } else if coop_planner_8th() {
-            mpsrt_kernels::matmul_coop_tune::default_coop_variant_8th(spec.size, [m, n, k])
         } else {
-            default_coop_variant(spec.size, [m, n, k])
+            use mpsrt_kernels::matmul_coop_tune as t;
+            match coop_planner() {
+                8 => t::default_coop_variant_8th(spec.size, [m, n, k]),
+                9 => t::default_coop_variant_9th(spec.size, [m, n, k]),
+                _ => default_coop_variant(spec.size, [m, n, k]),
+            }
         }
     });
     static EXP: OnceLock<bool> = OnceLock::new();
