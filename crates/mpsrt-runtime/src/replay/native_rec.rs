@@ -46,7 +46,7 @@ pub(crate) struct NativeRec {
     cmd_pool: vk::CommandPool,
     desc_pool: vk::DescriptorPool,
     sets: Vec<vk::DescriptorSet>,
-    segments: Vec<(Range<usize>, vk::CommandBuffer)>,
+    segments: Vec<Segment>,
     /// Barriers recorded into the segments (for the status line and tests).
     pub barriers: usize,
 }
@@ -79,6 +79,18 @@ impl Hazards {
                 || (*w && self.reads.iter().any(|x| overlaps(x, r)))
         })
     }
+    /// A barrier into `list` before accesses `acc` if they conflict with those since the last
+    /// one; then `acc` joins them.
+    fn guard(&mut self, list: &mut Vec<NCmd>, acc: &[((vk::Buffer, u64, u64), bool)]) {
+        if self.conflicts(acc) {
+            list.push(NCmd::Barrier((WORK, WORK_WRITE), (WORK, WORK_ACCESS)));
+            self.barriers += 1;
+            self.reads.clear();
+            self.writes.clear();
+        }
+        self.add(acc);
+    }
+
     fn add(&mut self, acc: &[((vk::Buffer, u64, u64), bool)]) {
         for (r, w) in acc {
             if *w {
@@ -215,18 +227,20 @@ impl NativeRec {
         Ok(this)
     }
 
-    /// The secondary command buffer of `rec`'s commands `range`, recorded on first use.
+    /// The secondary command buffer of `rec`'s commands `range`, prepared and recorded on
+    /// first use.
     pub(crate) fn segment(
         &mut self,
         rec: &Recording,
         range: Range<usize>,
     ) -> Result<vk::CommandBuffer, String> {
-        if let Some((_, cb)) = self.segments.iter().find(|s| s.0 == range) {
-            return Ok(*cb);
+        if let Some(s) = self.segments.iter().find(|s| s.range == range) {
+            return Ok(s.cb);
         }
         if self.segments.len() >= MAX_SEGMENTS {
             return Err(format!("more than {MAX_SEGMENTS} command ranges"));
         }
+        let (list, barriers) = self.prepare(rec, range.clone())?;
         let dev = self.dev.clone();
         let raw = &dev.raw;
         let info = vk::CommandBufferAllocateInfo::default()
@@ -241,36 +255,40 @@ impl NativeRec {
         let begin = vk::CommandBufferBeginInfo::default()
             .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)
             .inheritance_info(&inherit);
-        // SAFETY: `cb` was just allocated; it is recorded once, below, and only executed after
-        // it has ended.
-        unsafe { raw.begin_command_buffer(cb, &begin) }
-            .map_err(|e| format!("vkBeginCommandBuffer: {e}"))?;
-        let recorded = self.record(rec, cb, range.clone()).map(|n| self.barriers += n);
-        // SAFETY: `cb` is in the recording state (begun above).
-        let ended = unsafe { raw.end_command_buffer(cb) };
-        recorded?;
-        ended.map_err(|e| format!("vkEndCommandBuffer: {e}"))?;
-        self.segments.push((range, cb));
+        // SAFETY: `cb` was just allocated; it is recorded once, here, and only executed after
+        // it has ended; `list` holds live objects of this device (see `emit`).
+        unsafe {
+            raw.begin_command_buffer(cb, &begin)
+                .map_err(|e| format!("vkBeginCommandBuffer: {e}"))?;
+            emit(raw, cb, &list);
+            raw.end_command_buffer(cb).map_err(|e| format!("vkEndCommandBuffer: {e}"))?;
+        }
+        self.barriers += barriers;
+        self.segments.push(Segment { range, list, cb });
         Ok(cb)
     }
 
-    /// Records `rec`'s commands `range` into `cb` (secondary or primary, in the recording
-    /// state) between the opening and closing barriers; returns the barriers it put between.
-    fn record(
-        &mut self,
-        rec: &Recording,
-        cb: vk::CommandBuffer,
-        range: Range<usize>,
-    ) -> Result<usize, String> {
-        let dev = self.dev.clone();
-        let raw = &dev.raw;
+    /// Records the prepared commands of `range` (prepared by [`NativeRec::segment`]) into
+    /// `cb`, a primary command buffer in the recording state (`MPSRT_REPLAY_NATIVE=2`).
+    ///
+    /// # Safety
+    /// `cb` is a command buffer of this device in the recording state.
+    pub(crate) unsafe fn record_into(&self, cb: vk::CommandBuffer, range: &Range<usize>) -> bool {
+        let Some(s) = self.segments.iter().find(|s| s.range == *range) else { return false };
+        // SAFETY: the caller's contract; `s.list` holds live objects (see `emit`).
+        unsafe { emit(&self.dev.raw, cb, &s.list) };
+        true
+    }
+
+    /// `rec`'s commands `range` as Vulkan commands between an opening and a closing barrier,
+    /// with a barrier before each command that conflicts with those since the last one; and
+    /// the number of those barriers.
+    fn prepare(&self, rec: &Recording, range: Range<usize>) -> Result<(Vec<NCmd>, usize), String> {
+        let dev = &self.dev;
         let Some(cmds) = rec.cmds.get(range) else {
             return Err("command range out of bounds".into());
         };
-        // SAFETY (every `unsafe` below): `cb` is in the recording state; the pipelines, layouts
-        // and descriptor sets are live objects of this device, and every buffer handle belongs
-        // to a buffer the recording keeps alive.
-        unsafe { barrier(raw, cb, ALL, (WORK, WORK_ACCESS)) };
+        let mut list = vec![NCmd::Barrier(ALL, (WORK, WORK_ACCESS))];
         let mut hz = Hazards::default();
         let mut acc: Vec<((vk::Buffer, u64, u64), bool)> = Vec::new();
         let (mut bound_pipeline, mut bound_layout) =
@@ -286,61 +304,78 @@ impl NativeRec {
                         let end = if *size == 0 { b.size() } else { off + size };
                         acc.push(((raw_buffer(b)?, *off, end), np.writes[i]));
                     }
-                    self.guard(cb, &mut hz, &acc);
+                    hz.guard(&mut list, &acc);
                     if bound_pipeline != np.raw {
-                        unsafe {
-                            raw.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, np.raw)
-                        };
+                        list.push(NCmd::Pipeline(np.raw));
                         bound_pipeline = np.raw;
                     }
                     if bound_layout != np.layout || bound_set != Some((*group, *dynamic)) {
-                        unsafe {
-                            raw.cmd_bind_descriptor_sets(
-                                cb,
-                                vk::PipelineBindPoint::COMPUTE,
-                                np.layout,
-                                0,
-                                &[self.sets[*group]],
-                                dynamic.as_slice(),
-                            )
-                        };
+                        list.push(NCmd::Set(np.layout, self.sets[*group], *dynamic));
                         bound_layout = np.layout;
                         bound_set = Some((*group, *dynamic));
                     }
-                    unsafe { raw.cmd_dispatch(cb, workgroups[0], workgroups[1], workgroups[2]) };
+                    list.push(NCmd::Dispatch(*workgroups));
                 }
                 Cmd::Copy { src, src_offset, dst, dst_offset, len } => {
                     let (s, d) = (raw_buffer(src)?, raw_buffer(dst)?);
                     acc.push(((s, *src_offset, src_offset + len), false));
                     acc.push(((d, *dst_offset, dst_offset + len), true));
-                    self.guard(cb, &mut hz, &acc);
-                    let region = [vk::BufferCopy::default()
-                        .src_offset(*src_offset)
-                        .dst_offset(*dst_offset)
-                        .size(*len)];
-                    unsafe { raw.cmd_copy_buffer(cb, s, d, &region) };
+                    hz.guard(&mut list, &acc);
+                    let region =
+                        vk::BufferCopy::default().src_offset(*src_offset).dst_offset(*dst_offset);
+                    list.push(NCmd::Copy(s, d, region.size(*len)));
                 }
             }
         }
-        unsafe { barrier(raw, cb, (WORK, WORK_WRITE), ALL) };
-        Ok(hz.barriers)
+        list.push(NCmd::Barrier((WORK, WORK_WRITE), ALL));
+        Ok((list, hz.barriers))
     }
+}
 
-    /// A barrier before accesses `acc` if they conflict with those since the last one.
-    fn guard(
-        &mut self,
-        cb: vk::CommandBuffer,
-        hz: &mut Hazards,
-        acc: &[((vk::Buffer, u64, u64), bool)],
-    ) {
-        if hz.conflicts(acc) {
-            // SAFETY: `cb` is being recorded by `record`.
-            unsafe { barrier(&self.dev.raw, cb, (WORK, WORK_WRITE), (WORK, WORK_ACCESS)) };
-            hz.barriers += 1;
-            hz.reads.clear();
-            hz.writes.clear();
+/// One prepared Vulkan command of a segment.
+enum NCmd {
+    Barrier((vk::PipelineStageFlags, vk::AccessFlags), (vk::PipelineStageFlags, vk::AccessFlags)),
+    Pipeline(vk::Pipeline),
+    Set(vk::PipelineLayout, vk::DescriptorSet, Option<u32>),
+    Dispatch([u32; 3]),
+    Copy(vk::Buffer, vk::Buffer, vk::BufferCopy),
+}
+
+/// A prepared command range and its secondary command buffer.
+struct Segment {
+    range: Range<usize>,
+    list: Vec<NCmd>,
+    cb: vk::CommandBuffer,
+}
+
+/// Records `list` into `cb`.
+///
+/// # Safety
+/// `cb` is a command buffer of `raw` in the recording state; every handle in `list` is a live
+/// object of `raw` (pipelines and layouts live as long as the device's native side, descriptor
+/// sets as long as the recording's pool, buffers as long as the recording).
+unsafe fn emit(raw: &ash::Device, cb: vk::CommandBuffer, list: &[NCmd]) {
+    let compute = vk::PipelineBindPoint::COMPUTE;
+    for c in list {
+        // SAFETY: the function's contract.
+        unsafe {
+            match c {
+                NCmd::Barrier(src, dst) => barrier(raw, cb, *src, *dst),
+                NCmd::Pipeline(p) => raw.cmd_bind_pipeline(cb, compute, *p),
+                NCmd::Set(layout, set, dynamic) => raw.cmd_bind_descriptor_sets(
+                    cb,
+                    compute,
+                    *layout,
+                    0,
+                    &[*set],
+                    dynamic.as_slice(),
+                ),
+                NCmd::Dispatch(w) => raw.cmd_dispatch(cb, w[0], w[1], w[2]),
+                NCmd::Copy(s, d, region) => {
+                    raw.cmd_copy_buffer(cb, *s, *d, std::slice::from_ref(region))
+                }
+            }
         }
-        hz.add(acc);
     }
 }
 
@@ -387,8 +422,8 @@ impl crate::device::GpuDevice {
                     if self.native.direct() {
                         // Diagnostic (`MPSRT_REPLAY_NATIVE=2`): the same commands recorded
                         // into the primary on every replay instead of executing `cb`.
-                        if let NativeState::Ready(n) = &mut *rec.native.lock() {
-                            return n.record(rec, primary, range).is_ok();
+                        if let NativeState::Ready(n) = &*rec.native.lock() {
+                            return n.record_into(primary, &range);
                         }
                     }
                     dev.raw.cmd_execute_commands(primary, &[cb]);
