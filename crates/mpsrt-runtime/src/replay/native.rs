@@ -1,7 +1,8 @@
 //! Native Vulkan replay, device side (issue 22): on a Vulkan adapter a recording's commands are
-//! recorded once into a secondary Vulkan command buffer (`native_rec.rs`) and every replay
-//! executes that buffer from a wgpu command encoder, so a run's host cost no longer grows with
-//! its steps (wgpu-core re-encodes every dispatch on each run, ~2–8 µs per command).
+//! prepared once as Vulkan commands (`native_rec.rs`) and every replay emits them — or executes
+//! a secondary command buffer recorded from them — in a wgpu command encoder of its own, so a
+//! run costs the host a few Vulkan calls per command instead of wgpu-core's re-encoding of every
+//! dispatch (~2–8 µs per command on the H100 hosts, bound by memory latency).
 //!
 //! wgpu exposes no raw compute pipeline, so this module compiles each kernel's WGSL again with
 //! naga's SPIR-V backend, with the options wgpu-hal's Vulkan device uses on this adapter
@@ -26,24 +27,40 @@ use wgpu::hal::api::Vulkan;
 use wgpu::naga;
 use wgpu::naga::back::spv;
 
+/// Whether native replays execute pre-recorded secondary command buffers by default. Off: on
+/// the H100 (tenth session, call 2) DenseNet-121's GPU time ran 3.5x slow for its first
+/// ~250 ms (or whole run) in 3 of 12 processes executing secondaries and in none of 5 that
+/// emitted the same prepared commands into each run's primary.
+const DEFAULT_SECONDARY: bool = false;
+
 /// Per-device switch and the lazily opened native side.
 pub(crate) struct NativeSlot {
     on: AtomicBool,
-    /// `MPSRT_REPLAY_NATIVE=2` (a diagnostic): record the native commands into each replay's
-    /// primary command buffer instead of executing the pre-recorded secondary.
-    direct: bool,
+    /// Execute each range's pre-recorded secondary command buffer (`MPSRT_REPLAY_NATIVE=
+    /// secondary`) instead of emitting its prepared commands into the replay's primary.
+    secondary: AtomicBool,
     dev: OnceLock<Option<Arc<NativeDevice>>>,
 }
 
 impl NativeSlot {
     pub(crate) fn new() -> Self {
         let v = std::env::var("MPSRT_REPLAY_NATIVE").unwrap_or_default();
-        let on = v.trim() != "0";
-        NativeSlot { on: AtomicBool::new(on), direct: v.trim() == "2", dev: OnceLock::new() }
+        let v = v.trim();
+        let on = !(v == "0" || v.eq_ignore_ascii_case("off"));
+        let secondary = match v {
+            "secondary" => true,
+            "direct" => false,
+            _ => DEFAULT_SECONDARY,
+        };
+        NativeSlot {
+            on: AtomicBool::new(on),
+            secondary: AtomicBool::new(secondary),
+            dev: OnceLock::new(),
+        }
     }
 
-    pub(crate) fn direct(&self) -> bool {
-        self.direct
+    pub(crate) fn secondary(&self) -> bool {
+        self.secondary.load(Ordering::Relaxed)
     }
 }
 
@@ -79,6 +96,13 @@ impl GpuDevice {
     /// default on Vulkan adapters; `MPSRT_REPLAY_NATIVE=0` turns it off).
     pub fn set_replay_native(&self, on: bool) {
         self.native.on.store(on, Ordering::Relaxed);
+    }
+
+    /// Native replays execute a pre-recorded secondary command buffer per command range
+    /// (`true`) or emit the range's prepared commands into each replay's own command buffer
+    /// (`false`, the default; `MPSRT_REPLAY_NATIVE=secondary` / `direct`).
+    pub fn set_replay_native_secondary(&self, on: bool) {
+        self.native.secondary.store(on, Ordering::Relaxed);
     }
 
     /// Whether replays of this device may run as native Vulkan command buffers: the switch is

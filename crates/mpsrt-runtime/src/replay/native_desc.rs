@@ -45,6 +45,9 @@ impl crate::device::GpuDevice {
     /// Native Vulkan replay needs wgpu's Vulkan backend, absent on this target: no effect.
     pub fn set_replay_native(&self, _on: bool) {}
 
+    /// Native Vulkan replay needs wgpu's Vulkan backend, absent on this target: no effect.
+    pub fn set_replay_native_secondary(&self, _on: bool) {}
+
     /// Always `false` on this target.
     pub fn replay_native(&self) -> bool {
         false

@@ -1,20 +1,24 @@
-//! Native Vulkan replay, recording side (issue 22): a [`Recording`]'s commands as secondary
-//! Vulkan command buffers (`SIMULTANEOUS_USE`), recorded once per command range (the whole
-//! plan, or the segments between a plan's live steps) and executed on every replay from a wgpu
-//! command encoder of their own ([`execute`]) — wgpu-core forbids mixing its encoding API with
-//! raw commands in one encoder. The pipelines come from `native.rs`; descriptor sets from a
-//! per-recording pool point at the same buffers, offsets and sizes as the wgpu bind groups.
+//! Native Vulkan replay, recording side (issue 22): a [`Recording`]'s commands of one range
+//! (the whole plan, or each segment between a plan's live steps) are prepared once, at the
+//! range's first native replay, as a list of Vulkan commands — pipelines from `native.rs`,
+//! descriptor sets from a per-recording pool pointing at the same buffers, offsets and sizes as
+//! the wgpu bind groups, and the barriers the hazards call for. Every replay then appends a
+//! command buffer of its own (`GpuDevice::execute_native`; wgpu-core forbids mixing its
+//! encoding API with raw commands in one encoder) that either gets the list emitted into it —
+//! direct mode, the default: a few Vulkan calls per command, no lookups — or executes a
+//! secondary command buffer (`SIMULTANEOUS_USE`) recorded once from the list
+//! (`MPSRT_REPLAY_NATIVE=secondary`).
 //!
 //! Synchronisation, since wgpu-core does not know what these commands touch:
-//! - each buffer starts with a barrier making every earlier write of the queue (uploads,
+//! - each range starts with a barrier making every earlier write of the queue (uploads,
 //!   wgpu's input copies, `queue.write_buffer` in an earlier command buffer) visible, and ends
 //!   with one making its writes visible to, and its reads finished before, everything after;
 //! - inside, a compute/transfer memory barrier goes before a command that reads a byte range
 //!   written, or writes a range read or written, since the last barrier — as safe as wgpu's
 //!   per-dispatch usage scopes, and independent steps run without one.
 //!
-//! Lifetime: the buffers are recorded with the recording's wgpu buffers alive (it owns or holds
-//! all of them); the recording waits for its last submission before this state is dropped
+//! Lifetime: the lists and buffers refer to the recording's wgpu buffers (it owns or holds all
+//! of them); the recording waits for its last submission before this state is dropped
 //! (`Recording::drop`).
 
 use super::native::NativeDevice;
@@ -227,20 +231,32 @@ impl NativeRec {
         Ok(this)
     }
 
-    /// The secondary command buffer of `rec`'s commands `range`, prepared and recorded on
-    /// first use.
+    /// Prepares `rec`'s commands `range` on first use; with `secondary`, also records them
+    /// into a secondary command buffer (once) and returns it, else returns a null handle (the
+    /// list is emitted into each replay's primary, [`NativeRec::record_into`]).
     pub(crate) fn segment(
         &mut self,
         rec: &Recording,
         range: Range<usize>,
+        secondary: bool,
     ) -> Result<vk::CommandBuffer, String> {
-        if let Some(s) = self.segments.iter().find(|s| s.range == range) {
-            return Ok(s.cb);
+        let at = match self.segments.iter().position(|s| s.range == range) {
+            Some(at) => at,
+            None if self.segments.len() >= MAX_SEGMENTS => {
+                return Err(format!("more than {MAX_SEGMENTS} command ranges"));
+            }
+            None => {
+                let (list, barriers) = self.prepare(rec, range.clone())?;
+                self.barriers += barriers;
+                let cb = vk::CommandBuffer::null();
+                self.segments.push(Segment { range, list, cb });
+                self.segments.len() - 1
+            }
+        };
+        let seg = &self.segments[at];
+        if !secondary || seg.cb != vk::CommandBuffer::null() {
+            return Ok(if secondary { seg.cb } else { vk::CommandBuffer::null() });
         }
-        if self.segments.len() >= MAX_SEGMENTS {
-            return Err(format!("more than {MAX_SEGMENTS} command ranges"));
-        }
-        let (list, barriers) = self.prepare(rec, range.clone())?;
         let dev = self.dev.clone();
         let raw = &dev.raw;
         let info = vk::CommandBufferAllocateInfo::default()
@@ -260,16 +276,15 @@ impl NativeRec {
         unsafe {
             raw.begin_command_buffer(cb, &begin)
                 .map_err(|e| format!("vkBeginCommandBuffer: {e}"))?;
-            emit(raw, cb, &list);
+            emit(raw, cb, &seg.list);
             raw.end_command_buffer(cb).map_err(|e| format!("vkEndCommandBuffer: {e}"))?;
         }
-        self.barriers += barriers;
-        self.segments.push(Segment { range, list, cb });
+        self.segments[at].cb = cb;
         Ok(cb)
     }
 
     /// Records the prepared commands of `range` (prepared by [`NativeRec::segment`]) into
-    /// `cb`, a primary command buffer in the recording state (`MPSRT_REPLAY_NATIVE=2`).
+    /// `cb`, a primary command buffer in the recording state (direct mode, the default).
     ///
     /// # Safety
     /// `cb` is a command buffer of this device in the recording state.
@@ -419,12 +434,12 @@ impl crate::device::GpuDevice {
             enc.as_hal_mut::<Vulkan, _, _>(|e| {
                 e.map(|e| {
                     let primary = e.raw_handle();
-                    if self.native.direct() {
-                        // Diagnostic (`MPSRT_REPLAY_NATIVE=2`): the same commands recorded
-                        // into the primary on every replay instead of executing `cb`.
-                        if let NativeState::Ready(n) = &*rec.native.lock() {
-                            return n.record_into(primary, &range);
-                        }
+                    if cb == vk::CommandBuffer::null() {
+                        // Direct mode: the prepared commands into this primary.
+                        return match &*rec.native.lock() {
+                            NativeState::Ready(n) => n.record_into(primary, &range),
+                            _ => false,
+                        };
                     }
                     dev.raw.cmd_execute_commands(primary, &[cb]);
                     true
@@ -475,7 +490,7 @@ impl Recording {
             };
         }
         let NativeState::Ready(n) = &mut *st else { return None };
-        match n.segment(self, range) {
+        match n.segment(self, range, self.device.native.secondary()) {
             Ok(cb) => Some(cb),
             Err(why) => {
                 tracing::warn!("replay: native path declined: {why}");
