@@ -8,7 +8,7 @@
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
 //! bias, bias + GELU, bias + residual, as one `[1024, K]` matrix), `b8z` (the same as the engine
 //! runs them: `[8, 128, K]` times a broadcast weight), `b1` (batch 1), `sq` (4096³, no
-//! epilogue).
+//! epilogue), `att` (b8's per-head attention products, 96 of `q·kᵀ` and `p·v`).
 //! Each (variant, shape) is first checked against the legacy kernel's output on the same
 //! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
 //! warm-up, then `GEMM_AB_ROUNDS` (5) rounds of ~`GEMM_AB_MS` (20) ms per (shape, variant) in
@@ -108,6 +108,10 @@ fn rel_err(a: &Tensor, b: &Tensor) -> Result<f64> {
 fn shapes(sets: &str) -> Result<Vec<Shape>> {
     let mut v = Vec::new();
     for set in sets.split(',') {
+        if set == "att" {
+            v.extend(attention()?);
+            continue;
+        }
         let (m, z) = match set {
             "b8" => (1024, 1),
             "b8z" => (1024, 8),
@@ -130,6 +134,30 @@ fn shapes(sets: &str) -> Result<Vec<Shape>> {
         add("ffn_down", 768, 3072, (true, true, false))?;
     }
     Ok(v)
+}
+
+/// BERT-base b8's per-head attention products with the engine's operand views: `q·kᵀ`
+/// (`[8, 12, 128, 64]` views of `[8, 128, 12, 64]`, kᵀ contiguous along K) and `p·v` (`p`
+/// contiguous, `v` a view), 96 matrices each.
+fn attention() -> Result<Vec<Shape>> {
+    let g = Place::Gpu(0);
+    let r = |s: &[usize]| mt::randn(s, DType::F32, g);
+    let heads = |perm: &[isize]| r(&[8, 128, 12, 64])?.permute(perm);
+    let shape = |name: &str, mnk: [usize; 3], x: Tensor, w: Tensor| Shape {
+        name: name.into(),
+        m: 96 * mnk[0],
+        n: mnk[1],
+        k: mnk[2],
+        x,
+        w,
+        bias: None,
+        res: None,
+        act: None,
+    };
+    Ok(vec![
+        shape("qk 96x128x128x64", [128, 128, 64], heads(&[0, 2, 1, 3])?, heads(&[0, 2, 3, 1])?),
+        shape("pv 96x128x64x128", [128, 64, 128], r(&[8, 12, 128, 128])?, heads(&[0, 2, 1, 3])?),
+    ])
 }
 
 /// Runs the A/B (see the module docs).

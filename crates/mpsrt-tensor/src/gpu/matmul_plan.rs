@@ -37,16 +37,21 @@ pub(crate) fn splitk_slices([m, n, k]: [usize; 3], wgs: usize, target: usize) ->
     s.max(1)
 }
 
+/// K per slice at least this long in generation 2's 128×64 splits: BERT b8's attention output
+/// `[1024, 768, 768]` ran 0.0526 ms in four slices of 192 on the H100 (call 2), 0.0568 as
+/// 64×64 blocks in two of 384.
+const TUNED_MIN_SLICE: usize = 128;
+
 /// Generation 2's K slices for a grid of `wgs` workgroups aiming at `goal`: as
-/// [`splitk_slices`] but with the partials' traffic bound at twice the operands' (rounded up):
-/// on the H100 BERT's `[1024, 768]·[768, 768]` ran 0.0576 ms in two slices against 0.0729
-/// unsplit although its partials (2·2·M·N floats) exceed its operands (M·K + K·N).
-fn tuned_slices([m, n, k]: [usize; 3], wgs: usize, goal: usize) -> usize {
+/// [`splitk_slices`] but with slices of ≥ `min_slice` and the partials' traffic bound at twice
+/// the operands' (rounded up): on the H100 BERT's `[1024, 768]·[768, 768]` ran faster split
+/// although its partials (2·S·M·N floats) exceed its operands (M·K + K·N).
+fn tuned_slices([m, n, k]: [usize; 3], wgs: usize, goal: usize, min_slice: usize) -> usize {
     if wgs == 0 || wgs >= goal || m * n == 0 {
         return 1;
     }
     let traffic = (2 * (m * k + k * n)).div_ceil(m * n);
-    let mut s = goal.div_ceil(wgs).min(k / SPLITK_MIN_SLICE).min(traffic).min(SPLITK_MAX_SLICES);
+    let mut s = goal.div_ceil(wgs).min(k / min_slice).min(traffic).min(SPLITK_MAX_SLICES);
     while s >= 2 && !(k.is_multiple_of(s) && (k / s).is_multiple_of(8)) {
         s -= 1;
     }
@@ -54,31 +59,38 @@ fn tuned_slices([m, n, k]: [usize; 3], wgs: usize, goal: usize) -> usize {
 }
 
 /// Generation 2's launch for `[m, n, k]` over `batch` matrices (`target`: workgroups for two
-/// waves, 264 on an H100), from the in-process A/B of the first GPU call
-/// (H100, every tune checked against the legacy kernel and the CPU):
-/// - **128×128** (single stage, 8×4 warps: 4096³ 36.1 TFLOP/s against 34.4 for the legacy
-///   layout and 33.2 double-buffered, all unchecked; 28.2 checked) when its grid reaches
-///   `target`;
-/// - else **128×64** (double-buffered, 8×4 warps) when its grid reaches `target`, split
-///   toward ~3 workgroups per SM (`target · 16/11`, 384): BERT b8's FFN up `[1024, 3072, 768]`
-///   (384 blocks) 0.165 ms unsplit against 0.248 for the legacy planner, Q/K/V
-///   `[1024, 2304, 768]` (288) 0.151 ms in two slices against 0.160 unsplit and 0.196 legacy;
-/// - else **64×64** (double-buffered, 8×4 warps) split toward `target`: BERT b8's attention
-///   output and FFN down (192 blocks) in two slices, 0.0576 / 0.205 ms against 0.0934 /
-///   0.253 legacy.
+/// waves, 264 on an H100), from the in-process A/B of the tenth session's GPU calls (H100,
+/// every tune checked against the legacy kernel and the CPU; BERT b8's products as the engine
+/// runs them, `[8, 128, K]` times a broadcast weight):
+/// - **128×128** blocks, single stage, 8×4 warps, 16-deep K slabs when they make ≥ `target`
+///   workgroups (4096³ 37.2 TFLOP/s; 36.3 with 8-deep slabs, 28.4 for the legacy kernel);
+/// - else **128×64** (double-buffered, 8×4 warps, 8-deep) split toward ~3 workgroups per SM
+///   (`target · 16/11`, 384) in slices of ≥ 128, when that grid reaches `target` and the
+///   unsplit one a quarter of it: FFN up `[1024, 3072, 768]` (384 blocks) 0.157 ms unsplit
+///   (legacy 0.249), Q/K/V `[1024, 2304, 768]` (288) 0.148 in two slices (0.205), FFN down
+///   `[1024, 768, 3072]` (96) 0.171 in four (0.250; 64×64 in two 0.203), attention output
+///   `[1024, 768, 768]` (96) 0.054 in four (0.072);
+/// - else **64×64** (double-buffered, 8×4 warps, 16-deep: better than 8-deep on every BERT
+///   shape measured) split toward `target` in slices of ≥ 256, as generation 1 splits: BERT
+///   b1 (M = 128), attention's per-head products.
 ///
 /// Pure: shape in, choice out.
 pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTune, usize) {
     let [m, n, _] = mnk;
     let tiles = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch;
-    let t = |bm, bn, db| GemmTune { bm, bn, db, wl: true, k16: false };
-    if tiles(128, 128) >= target.max(1) {
-        return (t(128, 128, false), 1);
+    let target = target.max(1);
+    if tiles(128, 128) >= target {
+        return (GemmTune { bm: 128, bn: 128, db: false, wl: true, k16: true }, 1);
     }
-    if tiles(128, 64) >= target.max(1) {
-        return (t(128, 64, true), tuned_slices(mnk, tiles(128, 64), target * 16 / 11));
+    let w = tiles(128, 64);
+    if 4 * w >= target {
+        let s = tuned_slices(mnk, w, target * 16 / 11, TUNED_MIN_SLICE);
+        if w * s >= target {
+            return (GemmTune { bm: 128, bn: 64, db: true, wl: true, k16: false }, s);
+        }
     }
-    (t(64, 64, true), tuned_slices(mnk, tiles(64, 64), target))
+    let s = tuned_slices(mnk, tiles(64, 64), target, SPLITK_MIN_SLICE);
+    (GemmTune { bm: 64, bn: 64, db: true, wl: true, k16: true }, s)
 }
 
 /// A per-process replacement of the planner's choice for every tiled GEMM (benchmarks:
@@ -173,27 +185,34 @@ mod tests {
 
     #[test]
     fn tuned_planner_on_bert_and_square_shapes() {
-        let t = |bm, bn, db| GemmTune { bm, bn, db, wl: true, k16: false };
+        let t = |bm, bn, db, k16| GemmTune { bm, bn, db, wl: true, k16 };
+        let (big, mid, small) =
+            (t(128, 128, false, true), t(128, 64, true, false), t(64, 64, true, true));
         // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups.
-        assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (t(128, 64, true), 1));
-        assert_eq!(plan_gemm_tuned([1024, 2304, 768], 1, 264), (t(128, 64, true), 2));
-        assert_eq!(plan_gemm_tuned([1024, 768, 768], 1, 264), (t(64, 64, true), 2));
-        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 264), (t(64, 64, true), 2));
+        assert_eq!(plan_gemm_tuned([1024, 3072, 768], 1, 264), (mid, 1));
+        assert_eq!(plan_gemm_tuned([1024, 2304, 768], 1, 264), (mid, 2));
+        assert_eq!(plan_gemm_tuned([1024, 768, 768], 1, 264), (mid, 4));
+        assert_eq!(plan_gemm_tuned([1024, 768, 3072], 1, 264), (mid, 4));
         // As a batch of 8 sequences (B broadcast): the same grids.
-        assert_eq!(plan_gemm_tuned([128, 2304, 768], 8, 264), (t(128, 64, true), 2));
+        assert_eq!(plan_gemm_tuned([128, 2304, 768], 8, 264), (mid, 2));
+        assert_eq!(plan_gemm_tuned([128, 768, 3072], 8, 264), (mid, 4));
         // Batch 1 (M = 128): 64×64 split as the legacy planner does.
-        assert_eq!(plan_gemm_tuned([128, 2304, 768], 1, 264), (t(64, 64, true), 3));
-        assert_eq!(plan_gemm_tuned([128, 768, 3072], 1, 264), (t(64, 64, true), 8));
-        assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (t(128, 128, false), 1));
+        assert_eq!(plan_gemm_tuned([128, 2304, 768], 1, 264), (small, 3));
+        assert_eq!(plan_gemm_tuned([128, 768, 3072], 1, 264), (small, 8));
+        // Attention's per-head products at b8 (96 heads): K too short to split 128×64 blocks
+        // to two waves, so 64×64.
+        assert_eq!(plan_gemm_tuned([128, 128, 64], 96, 264), (small, 1));
+        assert_eq!(plan_gemm_tuned([128, 64, 128], 96, 264), (small, 1));
+        assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (big, 1));
         // K = 64 is too short to split.
-        assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (t(64, 64, true), 1));
+        assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (small, 1));
         for m in [1, 7, 64, 128, 300, 1024] {
             for n in [1, 33, 768, 3072] {
                 for k in [8, 256, 768, 1000, 3072, 65536] {
                     let (_, s) = plan_gemm_tuned([m, n, k], 1, 264);
                     assert!((1..=16).contains(&s), "{m} {n} {k}: {s}");
                     if s > 1 {
-                        assert!(k.is_multiple_of(s) && (k / s) >= 256 && (k / s).is_multiple_of(8));
+                        assert!(k.is_multiple_of(s) && (k / s) >= 128 && (k / s).is_multiple_of(8));
                     }
                 }
             }
