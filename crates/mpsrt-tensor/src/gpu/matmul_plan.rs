@@ -134,6 +134,13 @@ fn env_choice() -> (u8, Option<GemmTune>, Option<bool>) {
     })
 }
 
+/// `MPSRT_GEMM_K16_MIN` (default 0): generation 2's 64×64 blocks take 16-deep K slabs only for
+/// products with at least this K (read once).
+fn k16_min() -> usize {
+    static K: OnceLock<usize> = OnceLock::new();
+    *K.get_or_init(|| super::env_knob("MPSRT_GEMM_K16_MIN", 0))
+}
+
 /// What one tiled GEMM launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TiledChoice {
@@ -157,7 +164,12 @@ pub(crate) fn tiled_choice(
     let gen = o.generation.unwrap_or(env_gen);
     let (mut tune, mut slices) = if gen == 2 {
         // Split-K off (`target` 0): the same blocks, unsplit.
-        let (t, s) = plan_gemm_tuned(mnk, batch, if target == 0 { tile128_min } else { target });
+        let (mut t, s) =
+            plan_gemm_tuned(mnk, batch, if target == 0 { tile128_min } else { target });
+        // `MPSRT_GEMM_K16_MIN`: 64×64 blocks keep 8-deep slabs below this K (model-level A/B).
+        if (t.bm, t.bn) == (64, 64) && mnk[2] < k16_min() {
+            t.k16 = false;
+        }
         (t, if target == 0 { 1 } else { s })
     } else {
         let p = plan_gemm(mnk, batch, tile128_min, target);
