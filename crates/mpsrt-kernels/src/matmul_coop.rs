@@ -384,7 +384,8 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 ///
 /// 10th session (H100, in-process A/B and alternated fresh processes, every variant checked):
 /// both tunes stage in 8-byte units (`su1`: each warp's load instruction reads 256 contiguous
-/// bytes, slab stores without B's bank conflicts), and the 128×128 tune takes over again from
+/// bytes, slab stores without B's bank conflicts; the 128×128 tune's K-32 A slab with `su3`,
+/// see [`large_coop_variant`]), and the 128×128 tune takes over again from
 /// [`COOP_LARGE_BLOCKS`] = 128 blocks. 4096³ 222.0 vs 208.5 TFLOP/s (fresh processes 214.8 /
 /// 223.4 vs 204.9 / 211.3); BERT b8: 1024×2304×768 (144 blocks) 120.3 vs 103.0, 1024×3072×768
 /// (192) 149.4 vs 130.0, and with the 64×64 tune 1024×768×3072 117.2 vs 104.8, 1024×768×768
@@ -407,16 +408,18 @@ pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
 /// Output blocks of 128×128 from which [`default_coop_variant`] takes the 128×128 tune.
 pub const COOP_LARGE_BLOCKS: usize = 128;
 
-/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su1`; generation 1 for 8×8 tiles): the default from
+/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3`; generation 1 for 8×8 tiles): the default from
 /// [`COOP_LARGE_BLOCKS`] blocks, and what split-K slices run. The vector f16 store (`ov1`,
 /// whole blocks) measured in the 9th session's call 3 (H100, in-process A/B, every check
 /// passed): 4096³ 208.6 vs 199.1–199.4 TFLOP/s, 2048×3072×768 143.8 vs 118.8–119.7; staging
 /// in 8-byte units (`su1`) in the 10th session's calls 1 and 2: 4096³ 220.3 / 222.0 vs 204.1 /
-/// 208.5 in the same process.
+/// 208.5 in the same process; with A's half-warps on rows 4 apart (`su3`, conflict-free A
+/// stores) in call 3: 227.4 vs 223.9 (`su1`) and 210.1 (`ov1` alone), 2048×3072×768 176.5
+/// vs 172.5 and 147.6.
 pub fn large_coop_variant(size: u32) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let d = CoopTune::default();
-    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, su: 1, ..d })
+    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, su: 3, ..d })
 }

@@ -71,9 +71,10 @@ pub struct CoopTune {
     /// Register ring (with `db`): two sets of staging registers take turns, so a slab's
     /// 16-byte global loads are issued two K steps before its products instead of one; the
     /// loop is unrolled by two (constant stages and sets). Interior loop with both operands
-    /// 8 wide only; elsewhere the `db` loop. Unverified: wrong results on the H100 (max rel
-    /// err 1.36, 8th session call 2; naga validates it), and slower than the default anyway
-    /// (154 vs 188 TFLOP/s at 4096³); runs only with `MPSRT_COOP_EXPERIMENTAL=1`.
+    /// 8 wide only; elsewhere the `db` loop. Wrong on the H100 in the 8th session (max rel
+    /// err 1.36) while its odd last step ran inside an `if`; without it (K a multiple of two
+    /// steps, [`CoopTune::aligned_k`]) it checked correct there (10th session call 3), and
+    /// stays slower than one slab (122 vs 224 TFLOP/s at 4096³).
     pub rq: bool,
     /// Extra workgroup memory in KiB (0: none), declared and touched on a path that never
     /// runs (`K == 0xffffffff`), so the driver reserves it: an occupancy probe. With `xs` the
@@ -471,9 +472,6 @@ impl CoopTune {
     pub fn unverified(&self) -> Option<&'static str> {
         if self.wl {
             Some("wl1: NVIDIA's compiler rejects u32-pointer cooperative loads (driver 580)")
-        } else if self.rq {
-            // (Its odd-step tail, the likely cause, is gone; not yet rechecked on hardware.)
-            Some("rq1: failed bench_coop_sweep's check on the H100 (8th session call 2)")
         } else {
             None
         }
