@@ -52,7 +52,7 @@ mod tune;
 pub use direct::CoopDirectSpec;
 pub use plan::{plan_coop_conv, CoopConvDevice, CoopConvRoute};
 pub use splitk::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
-pub use tune::{auto_splitk, tuned_structure, ConvClass, ConvStructure};
+pub use tune::{auto_splitk, tuned_structure, tuned_structure_of, ConvClass, ConvStructure};
 
 /// K per workgroup-memory slab unless a spec asks for 64 (`CoopConvSpec::bk`).
 pub const BK: u32 = 32;

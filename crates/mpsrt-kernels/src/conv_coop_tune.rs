@@ -63,7 +63,24 @@ pub struct ConvStructure {
 /// tiles). Blocks taller than the conv's channels shed subgroups along M (a 128-row block
 /// over 64 channels would be half empty).
 pub fn tuned_structure(shape: &ConvShape, size: u32) -> Option<ConvStructure> {
-    let mut t = structure_of(ConvClass::of(shape), size)?;
+    tuned_structure_of(shape, size, 16)
+}
+
+/// [`tuned_structure`] as of a session's table: `15` leaves out session 16's 64 × 128 blocks
+/// (for A/B: `MPSRT_COOP_CONV_TUNED=15`), anything later is the current table.
+pub fn tuned_structure_of(shape: &ConvShape, size: u32, session: u32) -> Option<ConvStructure> {
+    let class = ConvClass::of(shape);
+    let mut t = structure_of(class, size)?;
+    if session <= 15 {
+        t = ConvStructure { wm: 4, wn: 2, ..t };
+    }
+    // 1×1 convs into at most 64 channels or from at most 64: 64 × 128 blocks too (H100,
+    // session 16 call 3: 64 → 64 0.021 → 0.019 ms, 256 → 64 0.045 → 0.040, 64 → 256 0.060 →
+    // 0.056; 256 → 128 lost, 0.068 → 0.080: a 64-row block over 128 channels reads the input
+    // twice).
+    if session > 15 && class == ConvClass::PointShort && (shape.oc <= 64 || shape.k() <= 64) {
+        t = ConvStructure { wm: 2, wn: 4, ..t };
+    }
     while t.wm > 1 && t.wm * t.tm * size > shape.oc.max(size) && t.wm * t.tm * size > 64 {
         t.wm /= 2;
     }
@@ -95,13 +112,15 @@ fn structure_of(class: ConvClass, size: u32) -> Option<ConvStructure> {
         mask: true,
         split: false,
     };
+    // The stem and the ≤ 64-channel 3×3 convs: 2 × 4 subgroups, 64 × 128 blocks (the 64-row
+    // block covers every channel; 22016 bytes; H100, session 16 call 3: stem 0.172 → 0.131 ms,
+    // layer-1 3×3 0.122–0.124 → 0.097–0.100 each).
+    let wide = ConvStructure { wm: 2, wn: 4, ..d };
     // Split-K where the grid is under one workgroup per SM (layer 4's 3×3 and 1×1 2048 → 512
     // convs at batch 32; `auto_splitk`): the long-K classes.
     Some(match class {
-        ConvClass::Wide
-        | ConvClass::Spatial64
-        | ConvClass::PointShort
-        | ConvClass::PointStrided => d,
+        ConvClass::Wide | ConvClass::Spatial64 => wide,
+        ConvClass::PointShort | ConvClass::PointStrided => d,
         ConvClass::Spatial | ConvClass::PointLong => ConvStructure { split: true, ..d },
     })
 }
@@ -126,9 +145,11 @@ impl CoopConvSpec {
 
 /// K slices for a conv whose grid has `blocks` workgroups (`auto` split-K): none from `below`
 /// workgroups up (132: one per SM of an H100, where two fit per SM; call 2, H100: splitting
-/// layer 3's 196-workgroup convs in two cost 17–19 µs each), else enough slices to reach
-/// `target` (264), each at least 4 K steps of `bk`, at most 8. Layer 4 of ResNet-50 b32 (100
-/// workgroups, 3 slices): its 3×3 convs 0.171–0.180 → 0.145–0.160 ms.
+/// layer 3's 196-workgroup convs in two cost 17–19 µs each, again in session 16), else enough
+/// slices to reach `target` (396, three per SM; 264 until session 16), each at least 4 K steps
+/// of `bk`, at most 8. Layer 4 of ResNet-50 b32 (100 workgroups): its 3×3 convs 0.171–0.180
+/// → 0.145–0.160 ms in 3 slices, 0.129–0.139 → 0.106–0.117 in 4 (6: 0.113–0.127; session 16
+/// call 3), its 2048 → 512 1×1 convs 0.068–0.072 → 0.062–0.063.
 pub fn auto_splitk(blocks: u32, k: u32, bk: u32, below: u32, target: u32) -> u32 {
     if blocks >= below || blocks == 0 {
         return 1;

@@ -270,7 +270,7 @@ fn planner_falls_back_without_a_usable_adapter() {
 
 #[test]
 fn tuned_structures_per_class_fit_and_render() {
-    use mpsrt_kernels::conv_coop::{tuned_structure, ConvClass};
+    use mpsrt_kernels::conv_coop::{tuned_structure, tuned_structure_of, ConvClass};
     let classes = [
         (conv(3, 224, 64, 7, 2, 3), ConvClass::Wide),
         (conv(64, 56, 64, 3, 1, 1), ConvClass::Spatial64),
@@ -278,6 +278,7 @@ fn tuned_structures_per_class_fit_and_render() {
         (conv(128, 56, 128, 3, 2, 1), ConvClass::Spatial),
         (conv(64, 56, 256, 1, 1, 0), ConvClass::PointShort),
         (conv(256, 56, 64, 1, 1, 0), ConvClass::PointShort),
+        (conv(256, 56, 128, 1, 1, 0), ConvClass::PointShort),
         (conv(1024, 14, 256, 1, 1, 0), ConvClass::PointLong),
         (conv(256, 56, 512, 1, 2, 0), ConvClass::PointStrided),
     ];
@@ -290,6 +291,16 @@ fn tuned_structures_per_class_fit_and_render() {
         let spec = plan.with_structure(&t);
         // No block taller than the channels past 64 rows; within 48 KiB; renders.
         assert!(spec.block_m() <= shape.oc.max(64), "{class:?}: {spec:?}");
+        // 64 × 128 blocks for the stem, ≤ 64-channel windows and 1×1 convs into or from ≤ 64
+        // channels; 128 × 64 for the rest.
+        let narrow = matches!(class, ConvClass::Wide | ConvClass::Spatial64)
+            || (class == ConvClass::PointShort && (shape.oc <= 64 || shape.c <= 64));
+        let want = if narrow { (64, 128) } else { (128, 64) };
+        assert_eq!((spec.block_m(), spec.block_n()), want, "{class:?}: {spec:?}");
+        // Session 15's table (A/B): 64 × 64 for ≤ 64 channels, else 128 × 64.
+        let old = plan.with_structure(&tuned_structure_of(&shape, 16, 15).unwrap());
+        let want = if shape.oc <= 64 { (64, 64) } else { (128, 64) };
+        assert_eq!((old.block_m(), old.block_n()), want, "{class:?}: {old:?}");
         // Two workgroups per NVIDIA SM (the cooperative GEMM's measured budget).
         let budget = mpsrt_kernels::matmul_coop_family::COOP_SHARED_BUDGET;
         assert!(spec.shared_bytes() <= budget, "{class:?}: {spec:?}");
@@ -305,8 +316,10 @@ fn tuned_structures_per_class_fit_and_render() {
 #[test]
 fn split_k_only_below_one_workgroup_per_sm() {
     use mpsrt_kernels::conv_coop::auto_splitk;
-    // Layer 4 of ResNet-50 b32: 100 workgroups of 128 × 64, K 4608 (3×3) or 2048 (1×1).
-    assert_eq!(auto_splitk(100, 4608, 32, 132, 264), 3);
+    // Layer 4 of ResNet-50 b32: 100 workgroups of 128 × 64, K 4608 (3×3) or 2048 (1×1): 4
+    // slices at the default target of 396 workgroups (3 with the old 264).
+    assert_eq!(auto_splitk(100, 4608, 32, 132, 396), 4);
+    assert_eq!(auto_splitk(100, 2048, 32, 132, 396), 4);
     assert_eq!(auto_splitk(100, 2048, 32, 132, 264), 3);
     // Layer 3's 196 workgroups stay whole; so does a K too short for 4 steps a slice.
     assert_eq!(auto_splitk(196, 2304, 32, 132, 264), 1);

@@ -37,7 +37,9 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::conv_coop::{coop_conv_splitk_reduce, coop_splitk_meta, SPLITK_REDUCE_WG};
 use mpsrt_kernels::{
-    conv_coop::{auto_splitk, tuned_structure, ConvClass, ConvStructure, CoopDirectSpec},
+    conv_coop::{
+        auto_splitk, tuned_structure, tuned_structure_of, ConvClass, ConvStructure, CoopDirectSpec,
+    },
     conv_gemm_meta, plan_coop_conv, ConvShape, CoopConfig, CoopConvDevice, CoopConvRoute,
     CoopConvSpec, CoopDecline, MatmulAct,
 };
@@ -157,7 +159,7 @@ fn dump(spec: &CoopConvSpec) {
 /// K slices for a conv of `spec` (`MPSRT_COOP_CONV_SPLITK`: `0` none, `N` N slices, `auto` —
 /// or unset where the tuned structure asks for it (`auto`) — [`auto_splitk`]: grids under
 /// `MPSRT_COOP_CONV_SPLITK_BELOW` (132) workgroups split until they reach
-/// `MPSRT_COOP_CONV_SPLITK_WGS` (264)), each at least 4 K steps, at most 8; only where the
+/// `MPSRT_COOP_CONV_SPLITK_WGS` (396)), each at least 4 K steps, at most 8; only where the
 /// output's size and the residual's offset are multiples of 4 (the sum's `vec4` accesses) and
 /// the partials fit one binding.
 fn splitk_slices(
@@ -184,7 +186,7 @@ fn splitk_slices(
     let blocks = gx.saturating_mul(gy).max(1);
     let slices = want.unwrap_or_else(|| {
         let below = env_knob("MPSRT_COOP_CONV_SPLITK_BELOW", 132) as u32;
-        let target = env_knob("MPSRT_COOP_CONV_SPLITK_WGS", 264) as u32;
+        let target = env_knob("MPSRT_COOP_CONV_SPLITK_WGS", 396) as u32;
         auto_splitk(blocks, spec.shape.k(), spec.bk, below, target)
     });
     let slices = slices.min(spec.shape.k() / (spec.bk * 4)).min(8);
@@ -359,10 +361,11 @@ pub(crate) fn try_conv(
             && gx.max(gy) <= props.max_compute_workgroups_per_dimension
             && t.is_valid()
     };
-    let tuned = if env_knob("MPSRT_COOP_CONV_TUNED", 1) != 0 {
-        tuned_structure(&shape, spec.size)
-    } else {
-        None
+    // `MPSRT_COOP_CONV_TUNED=15`: the table as session 15 left it (A/B).
+    let tuned = match env_knob("MPSRT_COOP_CONV_TUNED", 1) {
+        0 => None,
+        15 => tuned_structure_of(&shape, spec.size, 15),
+        _ => tuned_structure(&shape, spec.size),
     };
     let mut want_split = false;
     if let Some(t) = tuned {
