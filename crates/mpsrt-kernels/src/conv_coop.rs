@@ -168,10 +168,6 @@ pub struct CoopConvSpec {
     /// for 33-64), so a K row's check is `(mask >> (k % KHW)) & 1` instead of two range
     /// compares per column.
     pub mask: bool,
-    /// Register sets of global loads in flight (one slab stage only): 1 — the next step's
-    /// loads are issued before this step's products; 2 — two steps ahead (16 more registers
-    /// per thread, twice the bytes in flight while the slab memory stays the same).
-    pub depth: u32,
     /// Testing: the same staging, gather and epilogue with the matrix products computed in f32
     /// registers (logical subgroups of `subgroup` invocations, no cooperative-matrix or
     /// subgroup features), so devices without matrix units — lavapipe in CI — check the
@@ -274,10 +270,6 @@ impl CoopConvSpec {
         let bk = self.bk;
         if !matches!(bk, 16 | 32 | 64) || bk < s {
             return Err(format!("conv_coop: K step must be 16, 32 or 64 (and >= S), got {bk}"));
-        }
-        if !matches!(self.depth, 1 | 2) || (self.depth == 2 && (self.slabs != 1 || self.splitk > 1))
-        {
-            return Err(format!("conv_coop: depth 2 needs one slab stage, no split K: {self:?}"));
         }
         if !matches!(self.slabs, 1 | 2) {
             return Err(format!("conv_coop: 1 or 2 slab stages, got {}", self.slabs));
@@ -444,27 +436,24 @@ impl CoopConvSpec {
                 }
             }
         }
-        // Register-held next slab (and, with `depth` 2, the one after it: a second set `x`).
+        // Register-held next slab.
         let na = if self.w_vec { bm * (bk / 8) } else { bm * (bk / 4) }.div_ceil(nt);
         let nbv = bk * qb / nt;
-        let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
-        for r in ["", "x"].into_iter().take(self.depth as usize) {
-            for t in 0..na {
-                if self.raw_w() {
-                    let _ = writeln!(w, "  var ra{r}{t} = vec4<u32>();");
-                } else if self.w_vec {
-                    let _ =
-                        writeln!(w, "  var ra{r}{t}l = vec4<f16>(); var ra{r}{t}h = vec4<f16>();");
-                } else {
-                    let _ = writeln!(w, "  var ra{r}{t} = vec4<f16>();");
-                }
-            }
-            for t in 0..nbv {
-                let _ = writeln!(w, "  var rb{r}{t} = {bty}();");
+        for t in 0..na {
+            if self.raw_w() {
+                let _ = writeln!(w, "  var ra{t} = vec4<u32>();");
+            } else if self.w_vec {
+                let _ = writeln!(w, "  var ra{t}l = vec4<f16>(); var ra{t}h = vec4<f16>();");
+            } else {
+                let _ = writeln!(w, "  var ra{t} = vec4<f16>();");
             }
         }
-        let load = |k0: &str| self.load(k0, na, nbv, "");
-        let store = |st: &str| self.store(st, na, nbv, "");
+        let bty = if self.raw_x() { "vec2<u32>" } else { "vec4<f16>" };
+        for t in 0..nbv {
+            let _ = writeln!(w, "  var rb{t} = {bty}();");
+        }
+        let load = |k0: &str| self.load(k0, na, nbv);
+        let store = |st: &str| self.store(st, na, nbv);
         // This workgroup's K rows: all, or its slice.
         let (kb, ke) = if self.splitk > 1 {
             let ks = sh.k().div_ceil(self.splitk).div_ceil(bk) * bk;
@@ -488,40 +477,6 @@ impl CoopConvSpec {
             let _ = writeln!(w, "    if (nxt < {ke}) {{");
             w.push_str(&store("ot"));
             w.push_str("    }\n    workgroupBarrier();\n    st = ot;\n  }\n");
-        } else if self.depth == 2 {
-            // One stage, two register sets: each step's global loads are issued two steps
-            // ahead, so a load has two steps of products to arrive in (twice the bytes in
-            // flight per workgroup for 16 registers per thread, no workgroup memory). No
-            // split K: the step count is a constant, so the loop runs whole pairs of steps and
-            // an odd last step follows it unconditionally (naga's uniformity analysis refuses
-            // matrix loads under a branch on the loop variable).
-            let steps = sh.k().div_ceil(bk);
-            w.push_str(&format!("  {{\n{}  }}\n", load("0u")));
-            w.push_str(&format!("  {{\n{}  }}\n", self.load(&format!("{bk}u"), na, nbv, "x")));
-            let _ = writeln!(
-                w,
-                "  for (var k0 = 0u; k0 < {}u; k0 = k0 + {}u) {{",
-                steps / 2 * 2 * bk,
-                2 * bk
-            );
-            for (r, ahead) in [("", 2), ("x", 3)] {
-                w.push_str("    {\n");
-                w.push_str(&self.store("0u", na, nbv, r));
-                let _ =
-                    writeln!(w, "    workgroupBarrier();\n    if (k0 + {}u < K) {{", ahead * bk);
-                w.push_str(&self.load(&format!("(k0 + {}u)", ahead * bk), na, nbv, r));
-                w.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
-                self.products(&mut w);
-                w.push_str("    workgroupBarrier();\n    }\n");
-            }
-            w.push_str("  }\n");
-            if steps % 2 == 1 {
-                w.push_str("  {\n");
-                w.push_str(&store("0u"));
-                w.push_str("    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
-                self.products(&mut w);
-                w.push_str("    workgroupBarrier();\n  }\n");
-            }
         } else {
             // One stage: this step's registers go in at the top, the next step's global loads
             // are issued before the products.
@@ -593,7 +548,7 @@ impl CoopConvSpec {
     }
 
     /// Global loads of the slab starting at K row `k0` into the registers.
-    fn load(&self, k0: &str, na: u32, nbv: u32, r: &str) -> String {
+    fn load(&self, k0: &str, na: u32, nbv: u32) -> String {
         let (bk, nt) = (self.bk, self.threads());
         let (q8, q4) = (bk / 8, bk / 4);
         let bm = self.block_m();
@@ -608,9 +563,9 @@ impl CoopConvSpec {
                 // 8 halves in one 16-byte load (offset and K multiples of 8).
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{r}{t} = vec4<u32>();\n      {} }}",
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{t} = vec4<u32>();\n      {} }}",
                     self.guarded(
-                        &format!("ra{r}{t}"),
+                        &format!("ra{t}"),
                         "wt",
                         "(woff + m * K + k) >> 3u",
                         &format!("{inb}m < OC && k < K"),
@@ -621,12 +576,12 @@ impl CoopConvSpec {
                 // The clamped index is 0 outside: the weights hold at least 8 halves (K % 8 == 0).
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u;\n      let ok = {inb}m < OC && k < K; let at = select(0u, (woff + m * K + k) >> 2u, ok); ra{r}{t}l = select(vec4<f16>(), wt[at], ok); ra{r}{t}h = select(vec4<f16>(), wt[at + 1u], ok); }}"
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u;\n      let ok = {inb}m < OC && k < K; let at = select(0u, (woff + m * K + k) >> 2u, ok); ra{t}l = select(vec4<f16>(), wt[at], ok); ra{t}h = select(vec4<f16>(), wt[at + 1u], ok); }}"
                 );
             } else if self.w_vec {
                 let _ = writeln!(
                     c,
-                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{r}{t}l = vec4<f16>(); ra{r}{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{r}{t}l = wt[at]; ra{r}{t}h = wt[at + 1u]; }} }}"
+                    " let m = m0 + e / {q8}u; let k = {k0} + (e % {q8}u) * 8u; ra{t}l = vec4<f16>(); ra{t}h = vec4<f16>();\n      if ({inb}m < OC && k < K) {{ let at = (woff + m * K + k) >> 2u; ra{t}l = wt[at]; ra{t}h = wt[at + 1u]; }} }}"
                 );
             } else if self.clamp {
                 let _ = writeln!(
@@ -643,7 +598,7 @@ impl CoopConvSpec {
                     );
                     let _ = writeln!(c, "      {g}");
                 }
-                let _ = writeln!(c, "      ra{r}{t} = v; }}");
+                let _ = writeln!(c, "      ra{t} = v; }}");
             } else {
                 let _ = writeln!(
                     c,
@@ -652,7 +607,7 @@ impl CoopConvSpec {
                 for (i, comp) in ["x", "y", "z", "w"].iter().enumerate() {
                     let _ = writeln!(c, "        if (k + {i}u < K) {{ v.{comp} = wt[b + {i}u]; }}");
                 }
-                let _ = writeln!(c, "      }}\n      ra{r}{t} = v; }}");
+                let _ = writeln!(c, "      }}\n      ra{t} = v; }}");
             }
         }
         let sh = &self.shape;
@@ -714,13 +669,13 @@ impl CoopConvSpec {
                 }
                 c.push_str("      }\n");
             }
-            let _ = writeln!(c, "      rb{r}{t} = v; }}");
+            let _ = writeln!(c, "      rb{t} = v; }}");
         }
         c
     }
 
     /// Stores of the registers into slab stage `st`.
-    fn store(&self, st: &str, na: u32, nbv: u32, r: &str) -> String {
+    fn store(&self, st: &str, na: u32, nbv: u32) -> String {
         let nt = self.threads();
         let (bm, bn) = (self.block_m(), self.block_n());
         let bk = self.bk;
@@ -737,7 +692,7 @@ impl CoopConvSpec {
             if self.raw_w() {
                 let _ = writeln!(
                     c,
-                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} = bitcast<vec2<f32>>(ra{r}{t}.xy); {} = bitcast<vec2<f32>>(ra{r}{t}.zw); }} }}",
+                    " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} = bitcast<vec2<f32>>(ra{t}.xy); {} = bitcast<vec2<f32>>(ra{t}.zw); }} }}",
                     self.sa("at"),
                     self.sa("at + 1u")
                 );
@@ -745,8 +700,8 @@ impl CoopConvSpec {
                 let _ = writeln!(
                     c,
                     " {open} let at = ({st} * {a_stage}u + (e / {q8}u) * {as_}u + (e % {q8}u) * 8u) >> 2u; {} {} }} }}",
-                    self.put(self.sa("at"), &format!("ra{r}{t}l")),
-                    self.put(self.sa("at + 1u"), &format!("ra{r}{t}h"))
+                    self.put(self.sa("at"), &format!("ra{t}l")),
+                    self.put(self.sa("at + 1u"), &format!("ra{t}h"))
                 );
             } else {
                 let _ = writeln!(
@@ -756,7 +711,7 @@ impl CoopConvSpec {
                         self.sa(&format!(
                             "({st} * {a_stage}u + (e / {q4}u) * {as_}u + (e % {q4}u) * 4u) >> 2u"
                         )),
-                        &format!("ra{r}{t}")
+                        &format!("ra{t}")
                     )
                 );
             }
@@ -765,9 +720,9 @@ impl CoopConvSpec {
             let idx =
                 format!("({st} * {b_stage}u + (kr + {}u) * {bs_}u + cq * 4u) >> 2u", t * (nt / qb));
             if self.raw_x() {
-                let _ = writeln!(c, "    {} = bitcast<vec2<f32>>(rb{r}{t});", self.sb(&idx));
+                let _ = writeln!(c, "    {} = bitcast<vec2<f32>>(rb{t});", self.sb(&idx));
             } else {
-                let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{r}{t}")));
+                let _ = writeln!(c, "    {}", self.put(self.sb(&idx), &format!("rb{t}")));
             }
         }
         c

@@ -116,7 +116,6 @@ pub fn plan_coop_conv(
         pairs: false,
         splitk: 1,
         mask: false,
-        depth: 1,
         emulate: false,
     };
     let square = CoopConvSpec { wm: WM, ..base };

@@ -106,7 +106,6 @@ fn every_shape_class_validates_and_translates() {
                     pairs: n % 5 == 1 && shape.p().is_multiple_of(2),
                     splitk: 1,
                     mask: n % 2 == 1 && !shape.pointwise() && shape.kh * shape.kw <= 64,
-                    depth: if n % 3 == 0 && n % 2 == 1 { 2 } else { 1 },
                     emulate: false,
                 };
                 n += 1;

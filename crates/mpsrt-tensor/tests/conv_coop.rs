@@ -98,8 +98,6 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
             _ => ("32", ""),
         };
         std::env::set_var("MPSRT_COOP_CONV_SLABS", if i % 3 == 0 || i == 4 { "1" } else { "2" });
-        // Loads two K steps ahead (one stage): 2 steps (case 0), 1 step (3), 3 steps (6).
-        std::env::set_var("MPSRT_COOP_CONV_DEPTH", if i % 3 == 0 { "2" } else { "1" });
         // The epilogue's scratch inside the slab memory (packed-word slabs) for half the cases.
         std::env::set_var("MPSRT_COOP_CONV_ALIAS", if i % 2 == 0 { "1" } else { "0" });
         std::env::set_var("MPSRT_COOP_CONV_BK", bk);
@@ -185,7 +183,6 @@ fn emulated_kernel_matches_the_cpu_conv_and_routes() {
         "MPSRT_COOP_CONV_SPLITK",
         "MPSRT_COOP_CONV_MASK",
         "MPSRT_COOP_CONV_DIRECT",
-        "MPSRT_COOP_CONV_DEPTH",
         "MPSRT_COOP_CONV_SUBSAMPLE",
         "MPSRT_COOP_CONV_MASK64",
         "MPSRT_COOP_DIRECT_TILE",

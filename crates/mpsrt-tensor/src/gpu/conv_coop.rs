@@ -25,7 +25,6 @@
 //! `MPSRT_COOP_CONV_DIRECT` routes 1×1 stride-1 convs whose map, channels and output channels
 //! are multiples of 16 to the direct kernel (`conv_coop_direct.rs`: fragments straight from
 //! global memory; `MPSRT_COOP_DIRECT_TILE`, `_SGS`, `_KU` time its shape);
-//! `MPSRT_COOP_CONV_DEPTH=2` issues the staged kernel's global loads two K steps ahead;
 //! `MPSRT_COOP_CONV_SUBSAMPLE` runs strided 1×1 convs on a subsampled copy of the input at
 //! stride 1; `MPSRT_COOP_CONV_MASK64` gives windows of 33–64 taps two mask words.
 
@@ -137,7 +136,7 @@ fn dump(spec: &CoopConvSpec) {
     }
     let (sh, e) = (&spec.shape, u8::from(spec.has_res));
     let name = format!(
-        "{dir}/c{}_h{}_oc{}_k{}s{}_b{}x{}_w{}_k{}_s{}_d{}_a{}_r{e}.wgsl",
+        "{dir}/c{}_h{}_oc{}_k{}s{}_b{}x{}_w{}_k{}_s{}_a{}_r{e}.wgsl",
         sh.c,
         sh.h,
         sh.oc,
@@ -148,7 +147,6 @@ fn dump(spec: &CoopConvSpec) {
         spec.threads() / spec.subgroup,
         spec.bk,
         spec.slabs,
-        spec.depth,
         u8::from(spec.alias)
     );
     if let Ok(src) = spec.render() {
@@ -389,6 +387,8 @@ pub(crate) fn try_conv(
         && res.as_ref().is_none_or(|r| r.layout().offset.is_multiple_of(2));
     // The timing knobs below apply to every conv, or only to the classes listed in
     // `MPSRT_COOP_CONV_KNOB_CLASSES` (e.g. `spatial,spatial64`: fewer kernels to compile).
+    // (Loads two K steps ahead in a second register set measured slower and were removed:
+    // H100, session 16 call 1, layer 3's six 3×3 convs 0.548 -> 0.604 ms.)
     let here = knobs_apply(ConvClass::of(&shape));
     let knob = |name: &str, default: usize| if here { env_knob(name, default) } else { default };
     let pair = |name: &str| if here { pair_knob(name) } else { None };
@@ -411,13 +411,10 @@ pub(crate) fn try_conv(
         tuned.is_none() && spec.wm == 4 && g.oc <= 64 && env_knob("MPSRT_COOP_CONV_OC64", 1) != 0;
     let wm_default = if narrow { 2 } else { spec.wm };
     let (wm, wn) = pair("MPSRT_COOP_CONV_WARPS").unwrap_or((wm_default, spec.wn));
-    // Global loads two K steps ahead in a second register set (one slab stage only; H100,
-    // this session's call 1: layer 3's 3×3 convs 0.090 -> 0.100 ms, so off).
-    let depth = if slabs == 1 && knob("MPSRT_COOP_CONV_DEPTH", 1) == 2 { 2 } else { 1 };
-    if (tm, tn, bk, wm, wn, slabs, alias, depth)
-        != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias, spec.depth)
+    if (tm, tn, bk, wm, wn, slabs, alias)
+        != (spec.tm, spec.tn, spec.bk, spec.wm, spec.wn, spec.slabs, spec.alias)
     {
-        let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, depth, ..spec };
+        let t = CoopConvSpec { tm, tn, bk, wm, wn, slabs, alias, ..spec };
         if dev_ok(&t) {
             spec = t;
         }
@@ -429,7 +426,6 @@ pub(crate) fn try_conv(
     if slices > 1 {
         spec = CoopConvSpec {
             splitk: slices,
-            depth: 1,
             has_bias: false,
             has_res: false,
             pairs: false,
@@ -441,10 +437,10 @@ pub(crate) fn try_conv(
     let (s, bm, bn) = (spec.size, spec.block_m(), spec.block_n());
     let (bk, cl, nt) = (spec.bk, u8::from(spec.clamp), spec.threads());
     let (sl, al, sb) = (spec.slabs, u8::from(spec.alias), spec.shared_bytes());
-    let (pr, dp) = (u8::from(spec.pairs), spec.depth);
+    let pr = u8::from(spec.pairs);
     log(
         g,
-        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} depth {dp} alias {al} pairs {pr} split {slices} shared {sb} B clamp {cl}"),
+        &format!("coop {s}x{s} tile {bm}x{bn} threads {nt} k{bk} slabs {sl} alias {al} pairs {pr} split {slices} shared {sb} B clamp {cl}"),
     );
     dump(&spec);
     let pipeline = pipeline(dev, op, spec)?;
