@@ -80,12 +80,13 @@ fn native_replay_of_a_conv_net_is_bit_identical_to_wgpu_replay_and_a_fresh_plan(
         for run in 0..runs {
             let f = input(n, 10 * n as u64 + run);
             let want = bytes(&fresh.run(&f).unwrap());
+            // The prepared commands emitted into the run's own command buffer (direct), and
+            // executed from a secondary buffer recorded once (the default).
             dev.set_replay_native(on);
+            dev.set_replay_native_secondary(false);
             assert_eq!(bytes(&native.run(&f).unwrap()), want, "native, batch {n} run {run}");
-            // The same prepared commands executed from a pre-recorded secondary buffer.
             dev.set_replay_native_secondary(true);
             let got = bytes(&secondary.run(&f).unwrap());
-            dev.set_replay_native_secondary(false);
             assert_eq!(got, want, "native secondary, batch {n} run {run}");
             dev.set_replay_native(false);
             assert_eq!(bytes(&wgpu.run(&f).unwrap()), want, "wgpu, batch {n} run {run}");
@@ -125,16 +126,16 @@ fn fifty_native_replays_stay_correct_and_paths_switch_between_runs() {
     let g = conv_net();
     let (s, fresh) = (session(&g, true), session(&g, false));
     for run in 0..50u64 {
-        // Every 10th replay goes through wgpu, every 5th executes the secondary buffer: one
+        // Every 10th replay goes through wgpu, every 5th emits the commands directly: one
         // recording serves every path.
         dev.set_replay_native(on && run % 10 != 7);
-        dev.set_replay_native_secondary(run % 5 == 3);
+        dev.set_replay_native_secondary(run % 5 != 3);
         let f = input(1, 500 + run);
         let got = bytes(&s.run(&f).unwrap());
         assert_eq!(got, bytes(&fresh.run(&f).unwrap()), "run {run}");
     }
     dev.set_replay_native(on);
-    dev.set_replay_native_secondary(false);
+    dev.set_replay_native_secondary(true);
 }
 
 #[test]

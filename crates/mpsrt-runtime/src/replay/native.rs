@@ -27,11 +27,13 @@ use wgpu::hal::api::Vulkan;
 use wgpu::naga;
 use wgpu::naga::back::spv;
 
-/// Whether native replays execute pre-recorded secondary command buffers by default. Off: on
-/// the H100 (tenth session, call 2) DenseNet-121's GPU time ran 3.5x slow for its first
-/// ~250 ms (or whole run) in 3 of 12 processes executing secondaries and in none of 5 that
-/// emitted the same prepared commands into each run's primary.
-const DEFAULT_SECONDARY: bool = false;
+/// Whether native replays execute pre-recorded secondary command buffers by default. On: on the
+/// H100 (tenth session, call 3) emitting the prepared commands into each run's primary cost the
+/// host 85-160 µs for ResNet-50's 103 dispatches (up to 3.7 µs per step, p50 1.35-1.47 vs the
+/// wgpu replay's 1.34 ms), executing the secondary 10-20 µs. DenseNet-121 runs that were 3.5x
+/// slow in calls 1-2 (secondary) and call 3 (direct) had a missing barrier after
+/// `copy_strided` (fixed: `storage_writes`).
+const DEFAULT_SECONDARY: bool = true;
 
 /// Per-device switch and the lazily opened native side.
 pub(crate) struct NativeSlot {
@@ -99,8 +101,8 @@ impl GpuDevice {
     }
 
     /// Native replays execute a pre-recorded secondary command buffer per command range
-    /// (`true`) or emit the range's prepared commands into each replay's own command buffer
-    /// (`false`, the default; `MPSRT_REPLAY_NATIVE=secondary` / `direct`).
+    /// (`true`, the default) or emit the range's prepared commands into each replay's own
+    /// command buffer (`false`; `MPSRT_REPLAY_NATIVE=secondary` / `direct`).
     pub fn set_replay_native_secondary(&self, on: bool) {
         self.native.secondary.store(on, Ordering::Relaxed);
     }
@@ -338,7 +340,7 @@ impl NativeDevice {
         )
         .validate(&module)
         .map_err(|e| format!("kernel '{entry}': validation: {e}"))?;
-        let writes = storage_writes(&module, kind.storage);
+        let writes = storage_writes(&module, &info, entry, kind.storage);
         let (module, info) = naga::back::pipeline_constants::process_overrides(
             &module,
             &info,
@@ -388,19 +390,34 @@ impl NativeDevice {
     }
 }
 
-/// Whether the entry point may write each of the group-0 storage bindings `0..n` (a binding
-/// the shader does not declare is treated as written, to be safe).
-fn storage_writes(module: &naga::Module, n: u32) -> Vec<bool> {
-    let mut writes = vec![true; n as usize];
-    for (_, var) in module.global_variables.iter() {
+/// Whether entry point `entry` may write each of the group-0 storage bindings `0..n`: only the
+/// globals it uses count (a module's entry points may declare one binding number as different
+/// variables, read-only in one and written in another — `copy_strided`'s module does); a
+/// binding it does not use, or that naga cannot tell, is treated as written, to be safe.
+fn storage_writes(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    entry: &str,
+    n: u32,
+) -> Vec<bool> {
+    let Some(ep) = module.entry_points.iter().position(|e| e.name == entry) else {
+        return vec![true; n as usize];
+    };
+    let uses = info.get_entry_point(ep);
+    let mut writes: Vec<Option<bool>> = vec![None; n as usize];
+    for (handle, var) in module.global_variables.iter() {
+        if uses[handle].is_empty() {
+            continue;
+        }
         let (Some(b), naga::AddressSpace::Storage { access }) = (&var.binding, var.space) else {
             continue;
         };
         if b.group == 0 && b.binding < n {
-            writes[b.binding as usize] = access.contains(naga::StorageAccess::STORE);
+            let w = &mut writes[b.binding as usize];
+            *w = Some(w.unwrap_or(false) || access.contains(naga::StorageAccess::STORE));
         }
     }
-    writes
+    writes.into_iter().map(|w| w.unwrap_or(true)).collect()
 }
 
 impl Drop for NativeDevice {
@@ -429,5 +446,35 @@ impl Meta {
             Meta::Fixed => Some(vk::DescriptorType::UNIFORM_BUFFER),
             Meta::Dynamic => Some(vk::DescriptorType::UNIFORM_BUFFER_DYNAMIC),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::storage_writes;
+    use wgpu::naga;
+
+    /// Two entry points declare binding 1 as different variables: read-only in `a`, written in
+    /// `b` (as `copy_strided`'s module). Each entry point's writes are its own; a binding the
+    /// entry point does not use counts as written.
+    #[test]
+    fn writes_follow_the_entry_points_own_variables() {
+        let src = "
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> r: array<f32>;
+@group(0) @binding(1) var<storage, read_write> w: array<f32>;
+@compute @workgroup_size(1) fn a() { let v = x[0] + r[0]; }
+@compute @workgroup_size(1) fn b() { w[0] = x[0]; }";
+        let module = naga::front::wgsl::parse_str(src).unwrap();
+        let info = naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap();
+        assert_eq!(storage_writes(&module, &info, "a", 2), vec![false, false]);
+        assert_eq!(storage_writes(&module, &info, "b", 2), vec![false, true]);
+        assert_eq!(storage_writes(&module, &info, "b", 3), vec![false, true, true]);
+        assert_eq!(storage_writes(&module, &info, "none", 2), vec![true, true]);
     }
 }

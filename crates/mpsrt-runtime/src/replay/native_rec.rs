@@ -4,10 +4,9 @@
 //! descriptor sets from a per-recording pool pointing at the same buffers, offsets and sizes as
 //! the wgpu bind groups, and the barriers the hazards call for. Every replay then appends a
 //! command buffer of its own (`GpuDevice::execute_native`; wgpu-core forbids mixing its
-//! encoding API with raw commands in one encoder) that either gets the list emitted into it —
-//! direct mode, the default: a few Vulkan calls per command, no lookups — or executes a
-//! secondary command buffer (`SIMULTANEOUS_USE`) recorded once from the list
-//! (`MPSRT_REPLAY_NATIVE=secondary`).
+//! encoding API with raw commands in one encoder) that either executes a secondary command
+//! buffer (`SIMULTANEOUS_USE`) recorded once from the list — the default — or gets the list
+//! emitted into it (`MPSRT_REPLAY_NATIVE=direct`: a few Vulkan calls per command).
 //!
 //! Synchronisation, since wgpu-core does not know what these commands touch:
 //! - each range starts with a barrier making every earlier write of the queue (uploads,
@@ -284,7 +283,7 @@ impl NativeRec {
     }
 
     /// Records the prepared commands of `range` (prepared by [`NativeRec::segment`]) into
-    /// `cb`, a primary command buffer in the recording state (direct mode, the default).
+    /// `cb`, a primary command buffer in the recording state (direct mode).
     ///
     /// # Safety
     /// `cb` is a command buffer of this device in the recording state.
