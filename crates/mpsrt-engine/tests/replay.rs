@@ -118,6 +118,11 @@ fn bert_like_replay_is_bit_identical_to_step_by_step() {
     if !gpu() {
         return;
     }
+    // The tests that turn native replay off hold `SPLIT`: with it held, a Vulkan adapter's
+    // replays here run native (the live Gather splits the plan into two native segments).
+    let dev = mpsrt_runtime::gpu_device(0).unwrap();
+    let _split = SPLIT.lock().unwrap_or_else(|e| e.into_inner());
+    let native = dev.replay_native();
     let (s, fresh) = sessions(bert_like());
     let shapes = vec![vec![1, 5], vec![1, 5, HIDDEN]];
     for run in 0..4u64 {
@@ -131,6 +136,10 @@ fn bert_like_replay_is_bit_identical_to_step_by_step() {
         }
     }
     assert_eq!(fresh.replay_status(&shapes).unwrap(), "not recorded yet");
+    if native {
+        let st = s.replay_status(&shapes).unwrap();
+        assert!(st.contains("path native"), "{st}");
+    }
 }
 
 #[test]
