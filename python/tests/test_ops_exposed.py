@@ -34,6 +34,10 @@ NOT_OPS = {
     "matmul_kernel_name": "a diagnostic (which GEMM kernel a device would run), not an op",
     "plan_f16_gemm": "the pure kernel planner behind f16 matmul (tested in Rust), not an op",
     "plan_gemm": "the pure tile/split-K planner behind f32 matmul (tested in Rust), not an op",
+    "plan_gemm_tuned": "the pure tile/split-K planner of the tiled GEMM's generation 2 (tested "
+                       "in Rust), not an op",
+    "set_gemm_override": "a benchmark hook (forces one tiled-GEMM tune per process for in-process "
+                         "A/B timing), not an op",
     "plan_f16_conv": "the pure route planner behind f16 convs on the matrix units (tested in Rust)",
     "plan_coop_splitk": "the pure split-K planner behind the f16 matrix-unit GEMM (tested in Rust)",
     "conv_coop_launches": "a diagnostic counter (how many convs took the matrix-unit route)",
