@@ -35,21 +35,12 @@ use wgpu::naga::back::spv;
 /// `copy_strided` (fixed: `storage_writes`).
 const DEFAULT_SECONDARY: bool = true;
 
-/// Recordings owning more intermediates than this (GPU-bound runs: DenseNet-121 batch 32 owns
-/// 922 MB, batch 1 29 MB) emit their commands directly by default: executing a secondary buffer
-/// ran DenseNet-121 batch 32 1.7-3.5x slow on the H100 in 3 of its 4 first processes (final
-/// call: 32.7 then 19.9 ms vs 12.0 for the wgpu replay), direct emission in 0 of 2, and there
-/// the host's ~0.6 ms is small beside the GPU's time.
-pub(crate) const SECONDARY_MAX_BYTES: u64 = 256 << 20;
-
 /// Per-device switch and the lazily opened native side.
 pub(crate) struct NativeSlot {
     on: AtomicBool,
     /// Execute each range's pre-recorded secondary command buffer (`MPSRT_REPLAY_NATIVE=
     /// secondary`) instead of emitting its prepared commands into the replay's primary.
     secondary: AtomicBool,
-    /// `MPSRT_REPLAY_NATIVE=secondary`: also for recordings over [`SECONDARY_MAX_BYTES`].
-    force_secondary: bool,
     dev: OnceLock<Option<Arc<NativeDevice>>>,
 }
 
@@ -66,15 +57,12 @@ impl NativeSlot {
         NativeSlot {
             on: AtomicBool::new(on),
             secondary: AtomicBool::new(secondary),
-            force_secondary: v == "secondary",
             dev: OnceLock::new(),
         }
     }
 
-    /// Whether a recording owning `bytes` of intermediates executes secondary buffers.
-    pub(crate) fn secondary(&self, bytes: u64) -> bool {
+    pub(crate) fn secondary(&self) -> bool {
         self.secondary.load(Ordering::Relaxed)
-            && (bytes <= SECONDARY_MAX_BYTES || self.force_secondary)
     }
 }
 

@@ -492,7 +492,7 @@ impl Recording {
             };
         }
         let NativeState::Ready(n) = &mut *st else { return None };
-        match n.segment(self, range, self.device.native.secondary(self.owned_bytes())) {
+        match n.segment(self, range, self.device.native.secondary()) {
             Ok(cb) => Some(cb),
             Err(why) => {
                 tracing::warn!("replay: native path declined: {why}");
