@@ -30,9 +30,10 @@ use wgpu::naga::back::spv;
 /// Whether native replays execute pre-recorded secondary command buffers by default. On: on the
 /// H100 (tenth session, call 3) emitting the prepared commands into each run's primary cost the
 /// host 85-160 µs for ResNet-50's 103 dispatches (up to 3.7 µs per step, p50 1.35-1.47 vs the
-/// wgpu replay's 1.34 ms), executing the secondary 10-20 µs. DenseNet-121 runs that were 3.5x
-/// slow in calls 1-2 (secondary) and call 3 (direct) had a missing barrier after
-/// `copy_strided` (fixed: `storage_writes`).
+/// wgpu replay's 1.34 ms), executing the secondary 10-20 µs. Whole processes that ran 1.7-4.3x
+/// slow (DenseNet-121 and ResNet-50 f16 at batch 32) were the driver's cold shader disk cache,
+/// whatever the path: with `~/.cache/nvidia` deleted first, ResNet-50 f16 b32 read 17.3 ms on
+/// the wgpu replay, 14.4 secondary, 17.1 direct, then 4.0-4.1 on each (lead's verify call).
 const DEFAULT_SECONDARY: bool = true;
 
 /// Per-device switch and the lazily opened native side.
