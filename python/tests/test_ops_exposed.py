@@ -41,6 +41,8 @@ NOT_OPS = {
     "plan_f16_conv": "the pure route planner behind f16 convs on the matrix units (tested in Rust)",
     "plan_coop_splitk": "the pure split-K planner behind the f16 matrix-unit GEMM (tested in Rust)",
     "conv_coop_launches": "a diagnostic counter (how many convs took the matrix-unit route)",
+    "conv_coop_direct_launches": "a diagnostic counter (how many of those took the direct 1x1 "
+                                 "kernel, opt-in MPSRT_COOP_CONV_DIRECT=1)",
     "matmul_fused": "matmul + bias + residual + activation fused for the graph engine (a linear "
                     "layer's GEMM epilogue); equals mpsrt.matmul, + bias, + residual, then "
                     "F.gelu/F.relu/...",
