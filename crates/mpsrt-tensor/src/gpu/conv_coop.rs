@@ -29,7 +29,7 @@
 //! stride 1; `MPSRT_COOP_CONV_MASK64` gives windows of 33–64 taps two mask words.
 
 use super::conv::{buffer, Epi};
-use super::matmul::{cached, SpecCache};
+use super::matmul::{cached, cached_unchecked, SpecCache};
 use super::{alloc_out, env_knob};
 use crate::conv::ConvGeom;
 use crate::Tensor;
@@ -203,12 +203,6 @@ fn pipeline(dev: &GpuDevice, op: &str, spec: CoopConvSpec) -> Result<Arc<Pipelin
     if env_knob("MPSRT_COOP_CONV_CHECKED", 0) != 0 {
         return cached(&CHECKED, dev, op, spec, CoopConvSpec::render);
     }
-    let cache = UNCHECKED.get_or_init(Default::default);
-    let key = (dev.index(), spec);
-    if let Some(p) = cache.lock().get(&key) {
-        return Ok(p.clone());
-    }
-    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
     // SAFETY: every access of the kernel is in bounds by construction (`conv_coop.rs`): input
     // loads only for columns < N·P with the window inside the image (padding checks; pointwise
     // windows are inside by geometry) and K rows < K; weight loads for rows < OC and K < K
@@ -217,9 +211,7 @@ fn pipeline(dev: &GpuDevice, op: &str, spec: CoopConvSpec) -> Result<Arc<Pipelin
     // outputs); workgroup indices stay inside their fixed-size arrays
     // (the subgroup size is fixed: the planner requires min == max). The launcher binds
     // contiguous operands of exactly the conv's shapes.
-    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
-    cache.lock().insert(key, p.clone());
-    Ok(p)
+    unsafe { cached_unchecked(&UNCHECKED, dev, op, spec, CoopConvSpec::render) }
 }
 
 /// The conv on the matrix units, or `None` when the planner declines it (the caller runs the

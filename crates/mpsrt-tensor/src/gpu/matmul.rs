@@ -47,13 +47,50 @@ pub(crate) fn cached<S: Copy + Eq + std::hash::Hash>(
     spec: S,
     render: impl FnOnce(&S) -> std::result::Result<String, String>,
 ) -> Result<Arc<Pipeline>> {
+    // SAFETY: `checked` — wgpu keeps its bounds checks.
+    unsafe { cached_impl(cache, dev, op, spec, render, true) }
+}
+
+/// [`cached`] for kernels compiled without wgpu's runtime bounds checks
+/// (`GpuDevice::pipeline_unchecked`).
+///
+/// # Safety
+/// Every access of the kernel `render` produces must be in bounds for every launch the caller
+/// makes with it.
+pub(crate) unsafe fn cached_unchecked<S: Copy + Eq + std::hash::Hash>(
+    cache: &'static SpecCache<S>,
+    dev: &GpuDevice,
+    op: &str,
+    spec: S,
+    render: impl FnOnce(&S) -> std::result::Result<String, String>,
+) -> Result<Arc<Pipeline>> {
+    // SAFETY: forwarded to the caller.
+    unsafe { cached_impl(cache, dev, op, spec, render, false) }
+}
+
+/// # Safety
+/// With `checked == false`, as [`cached_unchecked`].
+unsafe fn cached_impl<S: Copy + Eq + std::hash::Hash>(
+    cache: &'static SpecCache<S>,
+    dev: &GpuDevice,
+    op: &str,
+    spec: S,
+    render: impl FnOnce(&S) -> std::result::Result<String, String>,
+    checked: bool,
+) -> Result<Arc<Pipeline>> {
     let cache = cache.get_or_init(Mutex::default);
     let key = (dev.index(), spec);
     if let Some(p) = cache.lock().get(&key) {
         return Ok(p.clone());
     }
     let src = render(&spec).map_err(|e| Error::dtype(op, e))?;
-    let p = dev.pipeline(Kernel { source: &src, entry: "main" })?;
+    let kernel = Kernel { source: &src, entry: "main" };
+    let p = if checked {
+        dev.pipeline(kernel)?
+    } else {
+        // SAFETY: the caller's contract (see `cached_unchecked`).
+        unsafe { dev.pipeline_unchecked(kernel)? }
+    };
     cache.lock().insert(key, p.clone());
     Ok(p)
 }
@@ -546,7 +583,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     let pl = if plan.checked {
         cached(&GEMM, &dev, op, spec, MatmulSpec::render)?
     } else {
-        cached_unchecked(&dev, op, spec)?
+        gemm_unchecked(&dev, op, spec)?
     };
     let result = alloc_out(DType::F32)?;
     let outb = gpu_buffer(op, &result)?;
@@ -586,17 +623,9 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
 /// The tiled GEMM's pipeline without wgpu's bounds checks: every access of the rendered kernel
 /// is in bounds for the launches `solve` makes (global loads guarded by the row and K bounds of
 /// views the launcher validated, stores by M and N, workgroup-memory indices by the block).
-fn cached_unchecked(dev: &GpuDevice, op: &str, spec: MatmulSpec) -> Result<Arc<Pipeline>> {
-    let cache = GEMM_UNCHECKED.get_or_init(Mutex::default);
-    let key = (dev.index(), spec);
-    if let Some(p) = cache.lock().get(&key) {
-        return Ok(p.clone());
-    }
-    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
+fn gemm_unchecked(dev: &GpuDevice, op: &str, spec: MatmulSpec) -> Result<Arc<Pipeline>> {
     // SAFETY: see above; the kernel is the checked one's source, compiled without the checks.
-    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
-    cache.lock().insert(key, p.clone());
-    Ok(p)
+    unsafe { cached_unchecked(&GEMM_UNCHECKED, dev, op, spec, MatmulSpec::render) }
 }
 
 /// Split-K partials `[slices, total]` (f32) of an `[m, n]` product (`total = batch·m·n`).

@@ -5,15 +5,14 @@
 //! for small grids ([`plan_coop_splitk`], `MPSRT_COOP_SPLITK`), and its pipeline cache (an
 //! unchecked module for `uc` tunes). `matmul.rs` dispatches.
 
-use super::matmul::{cached, SpecCache};
-use mpsrt_core::{DType, Error, Result};
+use super::matmul::{cached, cached_unchecked, SpecCache};
+use mpsrt_core::{DType, Result};
 use mpsrt_kernels::matmul_coop_tune::coop_override;
 use mpsrt_kernels::{
     coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
     CoopDecline, CoopMatmulSpec,
 };
-use mpsrt_runtime::{DeviceProperties, GpuDevice, Kernel, Pipeline};
-use parking_lot::Mutex;
+use mpsrt_runtime::{DeviceProperties, GpuDevice, Pipeline};
 use std::sync::{Arc, OnceLock};
 
 /// The cooperative GEMM's pipeline: [`cached`], except that a generation-3 tune with `uc`
@@ -26,19 +25,11 @@ pub(crate) fn cached_coop(
     if !(spec.variant == 3 && spec.tune.uc) {
         return cached(&COOP, dev, op, spec, CoopMatmulSpec::render);
     }
-    let cache = COOP.get_or_init(Mutex::default);
-    let key = (dev.index(), spec);
-    if let Some(p) = cache.lock().get(&key) {
-        return Ok(p.clone());
-    }
-    let src = spec.render().map_err(|e| Error::dtype(op, e))?;
     // SAFETY: every access of a generation-3 kernel is in bounds by construction: global
     // loads are guarded against M, N, K (or run only in whole blocks), slab and scratch
     // indices stay inside their fixed-size arrays, output stores are guarded or whole tiles
     // of whole blocks (`matmul_coop_family.rs`).
-    let p = unsafe { dev.pipeline_unchecked(Kernel { source: &src, entry: "main" })? };
-    cache.lock().insert(key, p.clone());
-    Ok(p)
+    unsafe { cached_unchecked(&COOP, dev, op, spec, CoopMatmulSpec::render) }
 }
 
 static COOP: SpecCache<CoopMatmulSpec> = OnceLock::new();
