@@ -63,7 +63,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     // Direct loads read f16 elements; staging then runs on the scalar paths.
     let (va, vb) = (spec.vec_a && !dg && !da, spec.vec_b && !dg);
     let acc = if spec.acc == DType::F32 { "f32" } else { "f16" };
-    let (as_, bs_) = (bk + pad, bn + pad);
+    let (as_, bs_) = (bk + u32::from(t.a_pad()), bn + pad);
     let (a_stage, b_stage) = (bm * as_, bk * bs_);
     let stages = if t.db { 2 } else { 1 };
     // Vector-typed slabs for the operands staged 8 wide.
@@ -210,6 +210,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         sgs: sg,
         aligned: spec.aligned,
         su: t.su,
+        pr: t.pr,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -240,12 +241,19 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         // Never runs (no product has that K): keeps the prefetch loads alive.
         let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}(lsum); }}");
     }
+    if t.pr == 1 && t.su != 0 && spec.aligned {
+        // Timing probe: the store on a path that never runs (the K loop alone).
+        w.push_str("  if (K == 0xffffffffu) {\n");
+    }
     if rows_store(spec) {
         store_rows(&mut w, spec, tm, tn);
     } else if no_scratch(spec) {
         store_direct_in_place(&mut w, tm, tn, spec.size, spec.subgroup);
     } else {
         crate::matmul_coop::store_epilogue(&mut w, spec.acc, &inside, tm, tn, s, sg, "_");
+    }
+    if t.pr == 1 && t.su != 0 && spec.aligned {
+        w.push_str("  }\n");
     }
     w.push_str("}\n");
     Ok(w)
@@ -303,9 +311,41 @@ struct Loop {
     /// 8-byte-unit staging ([`Loop::load_units`]): 0 off, 1, 2 (A in 8-row blocks), 3 (A's
     /// half-warps on rows 4 apart).
     su: u8,
+    /// Timing probe (`CoopTune::pr`): 2 no global loads in the loop, 3 the last slab's
+    /// products only (1 is the store's, in [`render`]).
+    pr: u8,
 }
 
 impl Loop {
+    /// The timing probes' one-slab loops (`pr2`, `pr3`; whole blocks, `su` staging), given
+    /// the `su` loads and stores: `pr2` loads slab 0 once and stores it every step (the loop
+    /// without its global loads), `pr3` loads and stores every slab but multiplies only the
+    /// last one, after the loop (the loop without its products). Wrong results by design.
+    fn probe(&self, loads: &str, stores: &str) -> String {
+        let bk = self.bk;
+        let mut c = String::new();
+        if self.pr == 2 {
+            c.push_str("    let k0 = 0u;\n");
+            c.push_str(loads);
+            c.push_str("    for (var k1 = 0u; k1 < K; k1 = k1 + ");
+            let _ = writeln!(c, "{bk}u) {{\n    {{");
+            c.push_str(stores);
+            c.push_str("    }\n    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    workgroupBarrier();\n    }\n");
+        } else {
+            let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+            c.push_str(loads);
+            c.push_str("    {\n");
+            c.push_str(stores);
+            c.push_str("    }\n    workgroupBarrier();\n    workgroupBarrier();\n    }\n");
+            c.push_str("    {\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    }\n");
+        }
+        c
+    }
+
     /// Direct loads from the storage buffers (interior workgroups, K a multiple of `bk`, both
     /// operands row-major with 16-byte aligned rows). With `db`, each chunk of `bk` is loaded
     /// one chunk ahead into named matrices.
@@ -442,6 +482,26 @@ impl Loop {
         if (self.un || self.rq) && self.db && self.aligned && self.va && self.vb {
             return self.unrolled(&decl_regs, if self.rq { 2 } else { 1 });
         }
+        if self.rp && !checked {
+            if let Some((loads, stores)) = self.unit_parts("nxt", checked, "", true) {
+                // Register prefetch with `su` staging: the next slab's 8-byte units are
+                // loaded after the barrier that publishes this one and land in the slab at
+                // the top of the next step, so their latency runs under the products.
+                c.push_str(&self.unit_vars(checked));
+                c.push_str("    {\n    let nxt = 0u;\n");
+                c.push_str(&loads);
+                let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
+                c.push_str("    workgroupBarrier();\n    {\n");
+                c.push_str(&stores);
+                c.push_str("    }\n    workgroupBarrier();\n    {\n");
+                let _ = writeln!(c, "    let nxt = min(k0 + {bk}u, K - {bk}u);");
+                c.push_str(&loads);
+                c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+                c.push_str(&self.products());
+                c.push_str("    }\n");
+                return c;
+            }
+        }
         if self.rp && vecs {
             // One slab: the vector operands' next slab is in registers while this one is
             // multiplied (with `ph`, only one of them); the others load straight into the
@@ -490,6 +550,11 @@ impl Loop {
             c.push_str(&self.products());
             c.push_str("    workgroupBarrier();\n    }\n");
             return c;
+        }
+        if !self.db && self.pr >= 2 && !checked {
+            if let Some((loads, stores)) = self.unit_parts("k0", checked, "let ", true) {
+                return self.probe(&loads, &stores);
+            }
         }
         if !self.db {
             let lp = self.l1_prefetch(checked, "k0");

@@ -362,6 +362,39 @@ impl Loop {
     /// bytes apart (distinct banks). Every load is issued
     /// before the first store. `None` where it does not apply.
     pub(super) fn load_units(&self, k0: &str, checked: bool) -> Option<String> {
+        let (loads, stores) = self.unit_parts(k0, checked, "let ", false)?;
+        Some(loads + &stores)
+    }
+
+    /// The `var` declarations of the `su` staging registers (`ua*`, `ub*`) that a loop with
+    /// register prefetch (`rp1`) assigns; empty where `su` does not apply.
+    pub(super) fn unit_vars(&self, checked: bool) -> String {
+        if self.unit_parts("0u", checked, "", false).is_none() {
+            return String::new();
+        }
+        let (ua, ub) = (self.bm * self.bk / 4, self.bk * self.bn / 4);
+        let mut c = String::new();
+        for j in 0..ua / self.nt {
+            let _ = writeln!(c, "    var ua{j} = vec4<f16>();");
+        }
+        for j in 0..ub / self.nt {
+            let _ = writeln!(c, "    var ub{j} = vec4<f16>();");
+        }
+        c
+    }
+
+    /// [`load_units`](Self::load_units) in two parts: the loads (binding `{decl}ua{j}` /
+    /// `{decl}ub{j}`: `"let "`, or `""` to assign the registers of [`unit_vars`](Self::unit_vars))
+    /// and the slab stores; with `own_idx` the stores compute their own row/unit indices, so
+    /// the parts can sit in different scopes (register prefetch: stores at the top of a step,
+    /// the next slab's loads after the barrier).
+    pub(super) fn unit_parts(
+        &self,
+        k0: &str,
+        checked: bool,
+        decl: &str,
+        own_idx: bool,
+    ) -> Option<(String, String)> {
         let Loop { bm, bn, nt, bk, as_, bs_, .. } = *self;
         let on = self.su != 0 && self.aligned && self.va && self.vb;
         let (ua, ub) = (bm * bk / 4, bk * bn / 4);
@@ -398,21 +431,27 @@ impl Loop {
         for j in 0..ua / nt {
             let (r, u) = a_rc(&format!("tid + {}u", j * nt));
             let _ = writeln!(c, "    let ra{j} = {r}; let ca{j} = {u};");
-            let _ = writeln!(c, "    let ua{j} = a[u32(abase + i32(m0 + ra{j}) * sam + i32({k0} + ca{j} * 4u)) >> 2u];");
+            let _ = writeln!(c, "    {decl}ua{j} = a[u32(abase + i32(m0 + ra{j}) * sam + i32({k0} + ca{j} * 4u)) >> 2u];");
         }
         for j in 0..ub / nt {
-            let _ = writeln!(c, "    let ub{j} = b[u32(bbase + i32({k0} + (tid + {0}u) / {qb}u) * sbk + i32(n0 + ((tid + {0}u) % {qb}u) * 4u)) >> 2u];", j * nt);
+            let _ = writeln!(c, "    {decl}ub{j} = b[u32(bbase + i32({k0} + (tid + {0}u) / {qb}u) * sbk + i32(n0 + ((tid + {0}u) % {qb}u) * 4u)) >> 2u];", j * nt);
         }
+        let mut st = String::new();
+        let (ri, ci) = if own_idx { ("ta", "tc") } else { ("ra", "ca") };
         for j in 0..ua / nt {
-            let _ = writeln!(c, "    As[(ra{j} * {as_}u + ca{j} * 4u) >> 2u] = ua{j};");
+            if own_idx {
+                let (r, u) = a_rc(&format!("tid + {}u", j * nt));
+                let _ = writeln!(st, "    let ta{j} = {r}; let tc{j} = {u};");
+            }
+            let _ = writeln!(st, "    As[({ri}{j} * {as_}u + {ci}{j} * 4u) >> 2u] = ua{j};");
         }
         for j in 0..ub / nt {
             let _ = writeln!(
-                c,
+                st,
                 "    Bs[(((tid + {0}u) / {qb}u) * {bs_}u + ((tid + {0}u) % {qb}u) * 4u) >> 2u] = ub{j};",
                 j * nt
             );
         }
-        Some(c)
+        Some((c, st))
     }
 }

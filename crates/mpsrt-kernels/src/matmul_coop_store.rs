@@ -41,7 +41,7 @@ fn slab_bytes(spec: &CoopMatmulSpec) -> u32 {
     let (bk, pad) = (u32::from(t.bk), u32::from(t.pad));
     let stages = if t.db { 2 } else { 1 };
     // `da`: A is read from the storage buffer (8 halves keep the slab's name declared).
-    let a = if direct_a(spec) { 8 } else { stages * bm * (bk + pad) };
+    let a = if direct_a(spec) { 8 } else { stages * bm * (bk + u32::from(t.a_pad())) };
     2 * (a + stages * bk * (bn + pad))
 }
 

@@ -136,6 +136,19 @@ pub struct CoopTune {
     ///
     /// [`COOP_SHARED_BUDGET`]: crate::matmul_coop_store::COOP_SHARED_BUDGET
     pub oc: u8,
+    /// A's slab row padding in halves where it differs from `pad` (`pa0`: none). At K 16 an
+    /// unpadded A row is 32 bytes (2-way bank conflicts in its fragment loads) and two K-16
+    /// slabs of the 128×128 block then take 16.5 KiB instead of 20.5: with the f16 store's
+    /// scratch 20992 bytes, inside the two-workgroups-per-SM budget (`db1` with `un1`/`rq1`
+    /// measured 118–122 TFLOP/s at 4096³ at 25088 bytes, one workgroup per SM).
+    pub pa: Option<u8>,
+    /// Timing probe (diagnostic, wrong results; never chosen by the planner) on the one-slab
+    /// whole-block loop with `su` staging: `pr1` stores the output only on a path that never
+    /// runs (`K == 0xffffffff`: the K loop without the store), `pr2` loads the first slab
+    /// once and re-stages it every step (no global loads in the loop), `pr3` stages every
+    /// slab but runs the products of the last one only (loads, stores and barriers alone).
+    /// Which share of a step each part takes says which one to attack.
+    pub pr: u8,
 }
 
 impl Default for CoopTune {
@@ -171,6 +184,8 @@ impl Default for CoopTune {
             lp: 0,
             su: 0,
             oc: 0,
+            pa: None,
+            pr: 0,
         }
     }
 }
@@ -215,6 +230,12 @@ impl CoopTune {
         if self.oc != 0 {
             n.push_str(&format!("_oc{}", self.oc));
         }
+        if let Some(pa) = self.pa {
+            n.push_str(&format!("_pa{pa}"));
+        }
+        if self.pr != 0 {
+            n.push_str(&format!("_pr{}", self.pr));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -240,7 +261,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0/1/2/3")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -254,6 +275,10 @@ impl CoopTune {
         for tok in text.split(['_', ',']).map(str::trim).filter(|s| !s.is_empty()) {
             if let Some(v) = tok.strip_prefix("oc") {
                 t.oc = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("pa") {
+                t.pa = Some(v.parse().map_err(|_| bad(tok))?);
+            } else if let Some(v) = tok.strip_prefix("pr") {
+                t.pr = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("su") {
                 t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
@@ -462,6 +487,29 @@ impl CoopTune {
         .collect()
     }
 
+    /// The 11th session's candidates (`COOP_AB=occupancy`): the default's time split by the
+    /// timing probes (`pr1` no store, `pr2` no global loads in the loop, `pr3` no products),
+    /// register prefetch with `su` staging (`rp1`: the next slab's 8-byte units in registers
+    /// during the products), two K-16 slabs (unrolled, `un1`, or the register ring, `rq1`)
+    /// with unpadded A rows (`pa0`: 20992 bytes, so two workgroups per SM — they ran at one,
+    /// 25088 bytes, in the 10th session), and the 8-subgroup blocks with `su3` staging.
+    pub fn occupancy() -> Vec<CoopTune> {
+        [
+            "fi1_cl1_vs4_uc1_ov1_su3_pr1",
+            "fi1_cl1_vs4_uc1_ov1_su3_pr2",
+            "fi1_cl1_vs4_uc1_ov1_su3_pr3",
+            "fi1_cl1_vs4_uc1_ov1_su3_rp1",
+            "k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0",
+            "k16_db1_fi1_cl1_vs4_uc1_rq1_ov1_pa0",
+            "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3",
+            "w2x4_t4x2_k32_fi1_cl1_vs4_uc1_ov1_su3",
+            "w4x2_t2x4_k32_fi1_cl1_vs4_uc1_ov1_su3",
+        ]
+        .iter()
+        .map(|t| CoopTune::parse(t).expect("occupancy tune"))
+        .collect()
+    }
+
     /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
     /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
     /// (H100, session11 call A, driver 580). `fi1`/`dg1` measured
@@ -475,6 +523,11 @@ impl CoopTune {
         } else {
             None
         }
+    }
+
+    /// A's slab row padding in halves (`pa`, else `pad`).
+    pub fn a_pad(&self) -> u8 {
+        self.pa.unwrap_or(self.pad)
     }
 
     /// What K must be a multiple of for the whole-block (`aligned`) kernel: the K step, or
@@ -507,6 +560,15 @@ impl CoopTune {
         }
         if !self.pad.is_multiple_of(8) || self.pad > 16 {
             return Err(format!("{}: pad must be 0, 8 or 16 halves", self.name()));
+        }
+        if self.pa.is_some_and(|p| !p.is_multiple_of(8) || p > 16) {
+            return Err(format!("{}: A's pad (pa) must be 0, 8 or 16 halves", self.name()));
+        }
+        if self.pr > 3 || (self.pr != 0 && (self.su == 0 || self.rp)) {
+            return Err(format!(
+                "{}: the timing probe (pr1..pr3) is for the one-slab su loop (not rp1)",
+                self.name()
+            ));
         }
         // Vector-pointer cooperative loads are Vulkan's (stride in vectors); naga's MSL
         // writer passes them to Metal's element-pointer `simdgroup_load`: 16×16 tiles only
@@ -558,10 +620,10 @@ impl CoopTune {
             ));
         }
         if self.su > 3
-            || (self.su != 0 && (self.db || self.rp || self.da || self.vs != 4 || self.gl))
+            || (self.su != 0 && (self.db || self.ph != 0 || self.da || self.vs != 4 || self.gl))
         {
             return Err(format!(
-                "{}: 8-byte-unit staging (su1..su3) is for the one-slab loop (not db1, rp1, da1, gl1) with vs4 slabs",
+                "{}: 8-byte-unit staging (su1..su3) is for the one-slab loop (not db1, ph, da1, gl1) with vs4 slabs",
                 self.name()
             ));
         }

@@ -69,6 +69,10 @@ fn main() {
                     .into_iter()
                     .chain(CoopTune::prefetch().iter().map(CoopTune::name))
                     .collect(),
+                // `occupancy`: the default, then `CoopTune::occupancy()` (11th session).
+                "occupancy" => std::iter::once("default".to_string())
+                    .chain(CoopTune::occupancy().iter().map(CoopTune::name))
+                    .collect(),
                 s => vec![s.to_string()],
             })
             .collect();
