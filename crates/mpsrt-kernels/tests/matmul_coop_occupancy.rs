@@ -143,3 +143,25 @@ fn timing_probes_remove_one_part_each() {
         }
     }
 }
+
+#[test]
+fn eight_subgroup_blocks_without_scratch_fit_two_workgroups() {
+    // With the f32 store and no scratch (`ns1`), 8 subgroups on the 128×128 block take the
+    // slab alone, 18944 bytes (the f16 store's 8 scratch tiles would make 27136: one per SM).
+    for text in [
+        "w2x4_t4x2_k32_fi1_cl1_vs4_uc1_ns1_su3",
+        "w4x2_t2x4_k32_fi1_cl1_vs4_uc1_ns1_su3",
+        "fi1_cl1_vs4_uc1_ns1_su3",
+    ] {
+        let t = CoopTune::parse(text).unwrap();
+        let spec = base().with_variant(CoopVariant::Family(t), 49152);
+        let spec = CoopMatmulSpec { aligned: true, vec_a: true, vec_b: true, ..spec };
+        assert_eq!(spec.shared_bytes(), 2 * (128 * 40 + 32 * 136), "{text}");
+        let src = spec.render().unwrap();
+        assert!(!src.contains("var<workgroup> Cs") && src.contains("let ua0 = a["), "{text}");
+        wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
+        wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let (_, f16) = aligned_f16(text);
+        assert!(f16.contains("var<workgroup> Cs"), "{text}");
+    }
+}
