@@ -19,6 +19,7 @@
 //! contiguous axis so loads coalesce), 4-way unrolled independent loads, and a workgroup-memory
 //! tree reduction over the K lanes.
 
+use crate::matmul_sk::SK_META_WORDS;
 use crate::matmul_tune::{k_loop_tuned, GemmTune};
 use mpsrt_core::DType;
 use std::fmt::Write;
@@ -252,17 +253,20 @@ pub(crate) fn meta_fns(s: &mut String, nb: usize) {
     s.push_str("  return vec2<i32>(oa, ob);\n}\n");
 }
 
-fn header(s: &mut String, nb: usize, bufs: &[(&str, &str)], dtype: DType) {
-    let words = (MATMUL_META_HEAD + 3 * nb).div_ceil(4);
+/// Declarations of a GEMM module: `Meta` (the head, the batch words and `extra` words after
+/// them), the bindings in order (`out` and the stream-K workspace `ws` writable), the meta
+/// accessors and the scalar loaders of the operands `a` and `b`.
+pub(crate) fn header(s: &mut String, nb: usize, extra: usize, bufs: &[(&str, &str)], dtype: DType) {
+    let words = (MATMUL_META_HEAD + 3 * nb + extra).div_ceil(4);
     let _ = writeln!(s, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
     for (i, (name, ty)) in bufs.iter().enumerate() {
-        let access = if *name == "out" { "read_write" } else { "read" };
+        let access = if matches!(*name, "out" | "ws") { "read_write" } else { "read" };
         let _ = writeln!(s, "@group(0) @binding({i}) var<storage, {access}> {name}: array<{ty}>;");
     }
     let _ = writeln!(s, "@group(0) @binding({}) var<uniform> M: Meta;", bufs.len());
     meta_fns(s, nb);
     for (name, ty) in bufs.iter().take(2) {
-        if ty.starts_with("vec4") {
+        if ty.starts_with("vec4") || !matches!(*name, "a" | "b") {
             continue;
         }
         let ld = if dtype == DType::F16 {
@@ -355,34 +359,63 @@ impl MatmulSpec {
             bufs.push(("res", "f32"));
         }
         bufs.push(("out", if self.vec_out { "vec4<f32>" } else { "f32" }));
-        header(&mut s, self.batch_dims, &bufs, self.dtype);
+        if tune.sk {
+            bufs.push(("ws", "vec4<f32>"));
+        }
+        header(
+            &mut s,
+            self.batch_dims,
+            if self.tune.sk { SK_META_WORDS } else { 0 },
+            &bufs,
+            self.dtype,
+        );
         s.push_str(self.act.wgsl());
         let _ = writeln!(s, "var<workgroup> As: array<vec4<f32>, {}>;", ks * qa * stages);
         let _ = writeln!(s, "var<workgroup> Bs: array<vec4<f32>, {}>;", ks * qb * stages);
         s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
-        s.push_str("  let M = mw(0u); let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");
-        s.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
+        s.push_str("  let M = mw(0u); let N = mw(1u); let K = mw(2u);\n");
         s.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
-        let _ = writeln!(s, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+        s.push_str("  let alpha = bitcast<f32>(mw(10u)); let beta = bitcast<f32>(mw(11u));\n");
         s.push_str(tune.coords());
         // A 16-deep slab is two 8-deep halves, each fetched and stored like the 8-deep one.
-        let (mut load, mut store) = (String::new(), String::new());
+        let (mut decls, mut load, mut store) = (String::new(), String::new(), String::new());
         for h in 0..ks / 8 {
             for (x, l) in [('a', self.a), ('b', self.b)] {
                 let (decl, ld, st) = self.operand_code(x, l, h);
-                s.push_str(&decl);
+                decls.push_str(&decl);
                 load.push_str(&ld);
                 store.push_str(&st);
             }
         }
+        if tune.sk {
+            // Stream-K: the segment loop (tile, K range, partial or whole) around the K loop.
+            crate::matmul_sk::segment_head(&mut s, self);
+            s.push_str(&decls);
+            let kr = ("kb0", "ke0");
+            k_loop_tuned(&mut s, tune, (gm, gn), (qa, qb), kr, &load, &store);
+            crate::matmul_sk::segment_tail(&mut s, self);
+            s.push_str("}\n");
+            return Ok(s);
+        }
+        s.push_str("  let bo = boffs(wid.z);\n");
+        s.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
+        let _ = writeln!(s, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
+        s.push_str(&decls);
         if tune.db || ks != 8 {
-            k_loop_tuned(&mut s, tune, (gm, gn), (qa, qb), &load, &store);
+            k_loop_tuned(&mut s, tune, (gm, gn), (qa, qb), ("0u", "K"), &load, &store);
         } else {
             k_loop(&mut s, (gm, gn), (qa, qb), &load, &store);
         }
-        // Epilogue.
-        s.push_str("  let alpha = bitcast<f32>(mw(10u)); let beta = bitcast<f32>(mw(11u));\n");
         s.push_str("  let obase = wid.z * M * N;\n");
+        self.epilogue(&mut s);
+        s.push_str("}\n");
+        Ok(s)
+    }
+
+    /// The whole-tile epilogue: each thread's `c{gi}_{i}_{h}` registers through
+    /// [`store_code`](Self::store_code) (`m0`, `n0`, `obase`, `alpha`, `beta` in scope).
+    pub(crate) fn epilogue(&self, s: &mut String) {
+        let (gm, gn) = (self.tune.bm / 64, self.tune.bn / 64);
         for gi in 0..gm {
             for i in 0..4 {
                 for h in 0..gn {
@@ -392,27 +425,34 @@ impl MatmulSpec {
                         gi * 64 + i,
                         h * 64
                     );
-                    let _ = writeln!(s, "    if (m < M) {{\n      var v = c{gi}_{i}_{h} * alpha;");
-                    if self.has_c {
-                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n + c) * mi(14u))]; } }\n");
-                    }
-                    if self.has_res {
-                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + res[obase + m * N + n + c]; } }\n");
-                    }
-                    if self.act != MatmulAct::None {
-                        s.push_str("      v = act(v);\n");
-                    }
-                    if self.vec_out {
-                        s.push_str("      if (n < N) { out[(obase + m * N + n) >> 2u] = v; }\n");
-                    } else {
-                        s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { out[obase + m * N + n + c] = v[c]; } }\n");
-                    }
-                    s.push_str("    }\n  }\n");
+                    s.push_str(&self.store_code(&format!("c{gi}_{i}_{h}")));
+                    s.push_str("  }\n");
                 }
             }
         }
-        s.push_str("}\n");
-        Ok(s)
+    }
+
+    /// Stores the four outputs `acc` (a vec4 expression) at row `m`, columns `n ..n + 4`:
+    /// `alpha·acc (+ beta·C) (+ residual)`, the activation, bounds by M and N.
+    pub(crate) fn store_code(&self, acc: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "    if (m < M) {{\n      var v = {acc} * alpha;");
+        if self.has_c {
+            s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + beta * cin[u32(mi(12u) + i32(m) * mi(13u) + i32(n + c) * mi(14u))]; } }\n");
+        }
+        if self.has_res {
+            s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { v[c] = v[c] + res[obase + m * N + n + c]; } }\n");
+        }
+        if self.act != MatmulAct::None {
+            s.push_str("      v = act(v);\n");
+        }
+        if self.vec_out {
+            s.push_str("      if (n < N) { out[(obase + m * N + n) >> 2u] = v; }\n");
+        } else {
+            s.push_str("      for (var c = 0u; c < 4u; c = c + 1u) { if (n + c < N) { out[obase + m * N + n + c] = v[c]; } }\n");
+        }
+        s.push_str("    }\n");
+        s
     }
 
     /// Register declarations, the global→register prefetch (uses `k0n`) and the
@@ -508,7 +548,7 @@ impl GemvSpec {
             bufs.push(("c", "f32"));
         }
         bufs.push(("out", "f32"));
-        header(&mut s, self.batch_dims, &bufs, self.dtype);
+        header(&mut s, self.batch_dims, 0, &bufs, self.dtype);
         s.push_str("var<workgroup> sh: array<f32, 256>;\n");
         s.push_str("@compute @workgroup_size(256)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {\n");
         s.push_str("  let N = mw(1u); let K = mw(2u);\n  let bo = boffs(wid.z);\n");

@@ -27,12 +27,15 @@ pub struct GemmTune {
     pub wl: bool,
     /// K step 16 (else 8).
     pub k16: bool,
+    /// Stream-K: a fixed grid of workgroups shares the tiles' K steps evenly (`matmul_sk.rs`);
+    /// partially covered tiles are summed by a fix-up pass.
+    pub sk: bool,
 }
 
 impl GemmTune {
     /// The kernel before tunes: square `tile`, one stage, 16 × 2 threads per warp.
     pub const fn legacy(tile: u32) -> Self {
-        GemmTune { bm: tile, bn: tile, db: false, wl: false, k16: false }
+        GemmTune { bm: tile, bn: tile, db: false, wl: false, k16: false, sk: false }
     }
 
     /// K rows per slab: 8 or 16.
@@ -59,16 +62,19 @@ impl GemmTune {
         Ok(())
     }
 
-    /// The text form, `BMxBN_dbD_wlW` (`_k16` with 16-deep slabs).
+    /// The text form, `BMxBN_dbD_wlW` (`_k16` with 16-deep slabs, `_sk` stream-K).
     pub fn text(&self) -> String {
         let k = if self.k16 { "_k16" } else { "" };
-        format!("{}x{}_db{}_wl{}{k}", self.bm, self.bn, self.db as u8, self.wl as u8)
+        let sk = if self.sk { "_sk" } else { "" };
+        format!("{}x{}_db{}_wl{}{k}{sk}", self.bm, self.bn, self.db as u8, self.wl as u8)
     }
 
     /// Parses [`text`](Self::text) (knobs after the block may be omitted: off).
     pub fn parse(s: &str) -> Result<Self, String> {
         let bad = || {
-            format!("GEMM tune {s:?}: expected BMxBN[_db0|1][_wl0|1][_k8|16], e.g. 128x64_db1_wl1")
+            format!(
+                "GEMM tune {s:?}: expected BMxBN[_db0|1][_wl0|1][_k8|16][_sk], e.g. 128x64_db1_wl1"
+            )
         };
         let mut parts = s.trim().split('_');
         let (bm, bn) = parts.next().and_then(|b| b.split_once('x')).ok_or_else(bad)?;
@@ -78,9 +84,14 @@ impl GemmTune {
             db: false,
             wl: false,
             k16: false,
+            sk: false,
         };
         for p in parts {
             match p {
+                "sk" => {
+                    t.sk = true;
+                    continue;
+                }
                 "k8" => {
                     t.k16 = false;
                     continue;
@@ -118,8 +129,9 @@ impl GemmTune {
     }
 }
 
-/// The K loop of the tuned kernels, `matmul::k_loop`'s registers (`c{gi}_{i}_{h}`) and fully
-/// unrolled products over `ks`-deep slabs (8 or 16). One stage: store, barrier, fetch the next
+/// The K loop of the tuned kernels over K rows `kb .. ke` (WGSL expressions: `0u`, `K` for a
+/// whole tile; a stream-K segment's range), `matmul::k_loop`'s registers (`c{gi}_{i}_{h}`)
+/// and fully unrolled products over `ks`-deep slabs (8 or 16). One stage: store, barrier, fetch the next
 /// slab into registers, multiply, barrier (the legacy structure). Two stages (`db`): `As`/`Bs`
 /// hold two slabs of `ks·qa` / `ks·qb` vec4s; the prologue fetches and stores slab 0, each step
 /// then fetches the next slab into registers, multiplies the current stage, stores the fetched
@@ -127,11 +139,13 @@ impl GemmTune {
 /// passed it, so every store of that stage is visible; the stage being overwritten was last
 /// read before the previous barrier). With two stages `store` indexes with `so_a` / `so_b`,
 /// the stage's first vec4, declared here.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn k_loop_tuned(
     s: &mut String,
     tune: GemmTune,
     (gm, gn): (usize, usize),
     (qa, qb): (u32, u32),
+    (kb, ke): (&str, &str),
     load: &str,
     store: &str,
 ) {
@@ -143,15 +157,17 @@ pub(crate) fn k_loop_tuned(
             }
         }
     }
-    let _ = write!(s, "  {{ let k0n = 0u;\n{load}  }}\n");
+    let _ = write!(s, "  {{ let k0n = {kb};\n{load}  }}\n");
     if tune.db {
         let _ = write!(s, "  {{ let so_a = 0u; let so_b = 0u;\n{store}  }}\n");
         s.push_str("  workgroupBarrier();\n");
     }
-    let _ = writeln!(s, "  for (var k0 = 0u; k0 < K; k0 = k0 + {ks}u) {{");
-    let _ = writeln!(s, "    let more = k0 + {ks}u < K;");
+    let _ = writeln!(s, "  for (var k0 = {kb}; k0 < {ke}; k0 = k0 + {ks}u) {{");
+    let _ = writeln!(s, "    let more = k0 + {ks}u < {ke};");
     if tune.db {
-        let _ = writeln!(s, "    let cur = (k0 / {ks}u) & 1u;");
+        // The stage alternates from the range's first step (stage 0: the prologue's).
+        let step = if kb == "0u" { "k0".to_string() } else { format!("(k0 - {kb})") };
+        let _ = writeln!(s, "    let cur = ({step} / {ks}u) & 1u;");
         let _ = writeln!(s, "    let ra = cur * {}u; let rb = cur * {}u;", ks * qa, ks * qb);
     } else {
         s.push_str(store);
@@ -199,16 +215,19 @@ mod tests {
                 for db in [false, true] {
                     for wl in [false, true] {
                         for k16 in [false, true] {
-                            let t = GemmTune { bm, bn, db, wl, k16 };
-                            assert_eq!(GemmTune::parse(&t.text()), Ok(t));
+                            for sk in [false, true] {
+                                let t = GemmTune { bm, bn, db, wl, k16, sk };
+                                assert_eq!(GemmTune::parse(&t.text()), Ok(t));
+                            }
                         }
                     }
                 }
             }
         }
-        let t = GemmTune { bm: 64, bn: 128, db: false, wl: false, k16: false };
+        let t = GemmTune { bm: 64, bn: 128, db: false, wl: false, k16: false, sk: false };
         assert_eq!(GemmTune::parse("64x128"), Ok(t));
         assert_eq!(GemmTune::parse("64x128_k16_db1"), Ok(GemmTune { k16: true, db: true, ..t }));
+        assert_eq!(GemmTune::parse("64x128_k16_sk"), Ok(GemmTune { k16: true, sk: true, ..t }));
         assert_eq!(GemmTune::legacy(128).shared_bytes(), 8192);
         assert_eq!(GemmTune::parse("128x64_db1_k16").unwrap().shared_bytes(), 24576);
         for bad in ["", "128", "96x64", "128x64_db2", "128x64_xx1", "128x64_db", "64x64_k32"] {
@@ -230,7 +249,7 @@ mod tests {
                     (false, true, true),
                     (false, true, false),
                 ] {
-                    let tune = GemmTune { bm, bn, db, wl, k16 };
+                    let tune = GemmTune { bm, bn, db, wl, k16, sk: false };
                     for (dtype, a, b, has_c, has_res, act, vec_out) in [
                         (DType::F32, VecK, VecMN, true, true, MatmulAct::Gelu, true),
                         (DType::F32, VecMN, VecK, false, false, MatmulAct::None, true),

@@ -2,7 +2,8 @@
 //! slabs, the 8×4 warp layout, unchecked shader modules) against the CPU product on shapes
 //! that exercise every edge: partial blocks on both axes, K not a multiple of the 8-deep slab,
 //! broadcast batches, transposed operands (each operand's three load paths), split-K, C with
-//! alpha/beta, residual + GELU epilogues and f16 operands. Each case runs under a forced tune
+//! alpha/beta, residual + GELU epilogues and f16 operands; stream-K (`_sk`) with workgroup
+//! counts that split tiles between workgroups (the fix-up pass) or give each one step. Each case runs under a forced tune
 //! (`set_gemm_override`, process-wide: one test function) and under the tuned planner.
 
 mod common;
@@ -92,6 +93,12 @@ fn tuned_gemm_kernels_match_cpu_reference() {
     let forced = |s: &str| GemmOverride { tune: tune(s), ..Default::default() };
     // Each tune runs a few of the cases (a pipeline compile costs ~1 s on lavapipe), so that
     // every block shape, both layouts, both stagings and every load/epilogue path is covered.
+    let sk = |t: &str, w: usize, checked: Option<bool>| GemmOverride {
+        tune: tune(t),
+        sk_wgs: Some(w),
+        checked,
+        ..Default::default()
+    };
     let runs: Vec<(&str, GemmOverride, &Run)> = vec![
         ("128x128_db1_wl1", forced("128x128_db1_wl1"), &|p, s| {
             product(p, s, 0);
@@ -123,6 +130,30 @@ fn tuned_gemm_kernels_match_cpu_reference() {
                 ..Default::default()
             },
             &|p, s| fused(p, s, 512),
+        ),
+        // Stream-K with few workgroups: segments that start and end inside tiles (fix-up),
+        // whole tiles in the middle of a range, broadcast batches, every epilogue.
+        ("64x64 stream-K W=5", sk("64x64_db1_wl1_k16_sk", 5, None), &|p, s| {
+            product(p, s, 0);
+            fused(p, s, 40);
+            gemm_c(p, s);
+        }),
+        ("128x128 stream-K W=7 checked", sk("128x128_db0_wl1_sk", 7, Some(true)), &|p, s| {
+            product(p, s, 3);
+            product(p, s, 2);
+            fused(p, s, 512);
+        }),
+        ("128x64 stream-K W=1", sk("128x64_db1_wl1_sk", 1, None), &|p, s| {
+            product(p, s, 1);
+            half(p, s);
+        }),
+        (
+            "64x128 stream-K W=1000 (one step each)",
+            sk("64x128_db0_wl1_k16_sk", 1000, None),
+            &|p, s| {
+                product(p, s, 0);
+                fused(p, s, 40);
+            },
         ),
         (
             "generation 2 checked",

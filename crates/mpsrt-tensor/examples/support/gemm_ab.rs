@@ -4,7 +4,9 @@
 //!
 //! `GEMM_AB` lists the variants, `;`-separated: `gen1` (the legacy planner, checked modules),
 //! `gen2` (the tuned planner), or a tune's text (`128x64_db1_wl1`) forced on every shape;
-//! suffixes `@s<N>` (N K slices), `@ck` / `@uc` (bounds checks kept / dropped). `GEMM_AB_SHAPES`
+//! suffixes `@s<N>` (N K slices), `@w<N>` (N stream-K workgroups for an `_sk` tune), `@ck` /
+//! `@uc` (bounds checks kept / dropped); `gen2sk` is generation 2 with the stream-K rule
+//! (`MPSRT_GEMM_SK=1`'s choice). `GEMM_AB_SHAPES`
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
 //! bias, bias + GELU, bias + residual, as one `[1024, K]` matrix), `b8z` (the same as the engine
 //! runs them: `[8, 128, K]` times a broadcast weight), `b1` (batch 1), `sq` (4096³, no
@@ -29,6 +31,9 @@ fn parse(label: &str) -> std::result::Result<GemmOverride, String> {
     let mut o = match head {
         "gen1" => GemmOverride { generation: Some(1), ..Default::default() },
         "gen2" => GemmOverride { generation: Some(2), ..Default::default() },
+        "gen2sk" => {
+            GemmOverride { generation: Some(2), stream_k: Some(true), ..Default::default() }
+        }
         t => GemmOverride {
             generation: Some(2),
             tune: Some(GemmTune::parse(t)?),
@@ -39,6 +44,9 @@ fn parse(label: &str) -> std::result::Result<GemmOverride, String> {
         match p {
             "ck" => o.checked = Some(true),
             "uc" => o.checked = Some(false),
+            w if w.starts_with('w') => {
+                o.sk_wgs = Some(w[1..].parse().map_err(|_| format!("{label}: bad workgroups"))?)
+            }
             s if s.starts_with('s') => {
                 o.slices = Some(s[1..].parse().map_err(|_| format!("{label}: bad slices"))?)
             }

@@ -99,6 +99,9 @@ pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 /// The same kernels compiled without wgpu's bounds checks (generation 2's default).
 static GEMM_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
+/// Stream-K fix-up passes (`MatmulSpec::render_sk_fixup`), checked and unchecked.
+static GEMM_SK_FIXUP: SpecCache<MatmulSpec> = OnceLock::new();
+static GEMM_SK_FIXUP_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 /// 128×128 tiles (8×8 per thread) once the product has this many of them
 /// (`MPSRT_GEMM_TILE128_MIN`, default 264 = 2 × an H100/H200's 132 SMs); fewer, and 64×64
@@ -567,7 +570,26 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     } else {
         OperandLoad::Scalar
     };
-    let tune = plan.tune;
+    let mut tune = plan.tune;
+    // Stream-K (`matmul_sk`): `W` workgroups over `T` K steps, a workspace of two partial
+    // blocks per workgroup; the plain tune where the grid or the workspace does not fit.
+    let (gx, gy) = (nn.div_ceil(tune.bn as usize), mm.div_ceil(tune.bm as usize));
+    let kit = k.div_ceil(tune.k_step() as usize);
+    let sk_w = plan.sk_wgs.min(gx * gy * z * kit);
+    let ws_bytes = (sk_w * 2 * (tune.bm * tune.bn) as usize * 4) as u64;
+    if tune.sk
+        && (slices > 1
+            || sk_w == 0
+            || gx * gy * z > maxd
+            || sk_w > maxd
+            || (sk_w as u64) * ((gx * gy * z * kit) as u64) >= 1 << 31
+            || ws_bytes > limit)
+    {
+        tune.sk = false;
+    }
+    if tune.sk {
+        meta.extend([sk_w, kit, gx, gx * gy, gx * gy * z * kit].map(|v| v as u32));
+    }
     let split = slices > 1;
     let spec = MatmulSpec {
         dtype,
@@ -587,7 +609,6 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
     };
     let result = alloc_out(DType::F32)?;
     let outb = gpu_buffer(op, &result)?;
-    let (gx, gy) = (nn.div_ceil(tune.bn as usize), mm.div_ceil(tune.bm as usize));
     if gx > maxd || gy > maxd {
         return Err(Error::invalid(op, format!("[{mm}, {nn}] output exceeds the dispatch limit")));
     }
@@ -604,6 +625,38 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         Some((c, _)) => Some(bind(gpu_buffer(op, c)?, w.c)),
         None => None,
     };
+    if tune.sk {
+        // The GEMM (a, b, [C], [res], out, ws), then the fix-up (ws, [C], [res], out).
+        let ws = dev.alloc(op, ws_bytes)?;
+        let mut binds = vec![abuf, bbuf];
+        binds.extend(cbind);
+        binds.extend(res);
+        binds.push(Binding::from(&**outb));
+        binds.push(Binding::from(&ws));
+        dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), [sk_w as u32, 1, 1])?;
+        let fix = if plan.checked {
+            cached(&GEMM_SK_FIXUP, &dev, op, spec, MatmulSpec::render_sk_fixup)?
+        } else {
+            // SAFETY: the workspace index stays below 2·W blocks by the launch's own division,
+            // stores are guarded by M and N as the GEMM's.
+            unsafe {
+                cached_unchecked(
+                    &GEMM_SK_FIXUP_UNCHECKED,
+                    &dev,
+                    op,
+                    spec,
+                    MatmulSpec::render_sk_fixup,
+                )?
+            }
+        };
+        let mut binds = vec![Binding::from(&ws)];
+        binds.extend(cbind);
+        binds.extend(res);
+        binds.push(Binding::from(&**outb));
+        let tiles = (gx * gy * z) as u32;
+        dev.dispatch(op, &fix, &binds, bytemuck::cast_slice(&meta), [tiles, 1, 1])?;
+        return Ok(result);
+    }
     if !split {
         let mut binds = vec![abuf, bbuf];
         binds.extend(cbind);

@@ -80,17 +80,39 @@ pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTun
     let tiles = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch;
     let target = target.max(1);
     if tiles(128, 128) >= target {
-        return (GemmTune { bm: 128, bn: 128, db: false, wl: true, k16: true }, 1);
+        return (GemmTune { bm: 128, bn: 128, db: false, wl: true, k16: true, sk: false }, 1);
     }
     let w = tiles(128, 64);
     if 4 * w >= target {
         let s = tuned_slices(mnk, w, target * 16 / 11, TUNED_MIN_SLICE);
         if w * s >= target {
-            return (GemmTune { bm: 128, bn: 64, db: true, wl: true, k16: false }, s);
+            return (GemmTune { bm: 128, bn: 64, db: true, wl: true, k16: false, sk: false }, s);
         }
     }
     let s = tuned_slices(mnk, tiles(64, 64), target, SPLITK_MIN_SLICE);
-    (GemmTune { bm: 64, bn: 64, db: true, wl: true, k16: true }, s)
+    (GemmTune { bm: 64, bn: 64, db: true, wl: true, k16: true, sk: false }, s)
+}
+
+/// The stream-K block: 128×128, one stage, 8×4 warps, 16-deep slabs (generation 2's large
+/// block, 37.2 TFLOP/s at 4096³ on the H100).
+pub const SK_TUNE: GemmTune =
+    GemmTune { bm: 128, bn: 128, db: false, wl: true, k16: true, sk: true };
+
+/// Stream-K's workgroups for `[m, n, k]` over `batch` matrices with `wgs` workgroups (two per
+/// SM) when the product should run it (`MPSRT_GEMM_SK=1`): its 128×128 blocks make less than
+/// `wgs` workgroups (a partial wave), each workgroup gets at
+/// least `min_steps` 16-deep K steps (a short K range spends its time in the prologue and the
+/// partial block's store), and the step arithmetic fits 31 bits. `None`: the tiled planner's
+/// choice stands. Pure.
+pub fn plan_stream_k(mnk: [usize; 3], batch: usize, wgs: usize, min_steps: usize) -> Option<usize> {
+    let [m, n, k] = mnk;
+    let tiles = m.div_ceil(128) * n.div_ceil(128) * batch;
+    let steps = tiles * k.div_ceil(16);
+    let ok = wgs > 0
+        && tiles < wgs
+        && steps >= wgs * min_steps.max(1)
+        && (wgs as u64) * (steps as u64) < 1 << 31;
+    ok.then_some(wgs)
 }
 
 /// A per-process replacement of the planner's choice for every tiled GEMM (benchmarks:
@@ -106,10 +128,21 @@ pub struct GemmOverride {
     /// Keep wgpu's bounds checks in the shader (else `MPSRT_GEMM_CHECKED`, or the generation's
     /// default: checked for 1, unchecked for 2).
     pub checked: Option<bool>,
+    /// Stream-K workgroups for a forced `_sk` tune (else `MPSRT_GEMM_SK_WGS`, else the
+    /// split-K target).
+    pub sk_wgs: Option<usize>,
+    /// Generation 2's stream-K rule on or off (else `MPSRT_GEMM_SK`).
+    pub stream_k: Option<bool>,
 }
 
-static OVERRIDE: Mutex<GemmOverride> =
-    Mutex::new(GemmOverride { generation: None, tune: None, slices: None, checked: None });
+static OVERRIDE: Mutex<GemmOverride> = Mutex::new(GemmOverride {
+    generation: None,
+    tune: None,
+    slices: None,
+    checked: None,
+    sk_wgs: None,
+    stream_k: None,
+});
 
 /// Set this process's [`GemmOverride`] (`GemmOverride::default()`: back to the planner).
 pub fn set_gemm_override(o: GemmOverride) {
@@ -141,6 +174,18 @@ fn k16_min() -> usize {
     *K.get_or_init(|| super::env_knob("MPSRT_GEMM_K16_MIN", 0))
 }
 
+/// `MPSRT_GEMM_SK` (default 0: off; 1: [`plan_stream_k`] picks stream-K where it fits),
+/// `MPSRT_GEMM_SK_WGS` (its workgroups; default the split-K target, 264) and
+/// `MPSRT_GEMM_SK_MIN_STEPS` (16-deep K steps per workgroup at least; default 16), read once.
+fn sk_env() -> (bool, Option<usize>, usize) {
+    static E: OnceLock<(bool, Option<usize>, usize)> = OnceLock::new();
+    *E.get_or_init(|| {
+        let on = super::env_knob("MPSRT_GEMM_SK", 0) == 1;
+        let w = super::env_knob("MPSRT_GEMM_SK_WGS", 0);
+        (on, (w > 0).then_some(w), super::env_knob("MPSRT_GEMM_SK_MIN_STEPS", 16))
+    })
+}
+
 /// What one tiled GEMM launch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TiledChoice {
@@ -148,6 +193,9 @@ pub(crate) struct TiledChoice {
     /// K slices before the launcher's own limits (dispatch size, partials' binding size).
     pub slices: usize,
     pub checked: bool,
+    /// Stream-K workgroups (`tune.sk`; the launcher falls back to the plain tune when the
+    /// grid does not fit its limits).
+    pub sk_wgs: usize,
 }
 
 /// The tiled GEMM's choice for `[m, n, k]` over `batch` matrices: the override, else the
@@ -188,7 +236,18 @@ pub(crate) fn tiled_choice(
         slices = if s >= 1 && mnk[2].is_multiple_of(s) { s } else { 1 };
     }
     let checked = o.checked.or(env_checked).unwrap_or(gen != 2);
-    TiledChoice { tune, slices, checked }
+    let (sk_env_on, sk_w, sk_min) = sk_env();
+    let sk_on = o.stream_k.unwrap_or(sk_env_on);
+    let wgs = o.sk_wgs.or(sk_w).unwrap_or(if target == 0 { tile128_min } else { target });
+    let mut sk_wgs = 0;
+    if tune.sk {
+        (slices, sk_wgs) = (1, wgs);
+    } else if gen == 2 && sk_on && o.tune.or(env_tune).is_none() {
+        if let Some(w) = plan_stream_k(mnk, batch, wgs, sk_min) {
+            (tune, slices, sk_wgs) = (SK_TUNE, 1, w);
+        }
+    }
+    TiledChoice { tune, slices, checked, sk_wgs }
 }
 
 #[cfg(test)]
@@ -197,7 +256,7 @@ mod tests {
 
     #[test]
     fn tuned_planner_on_bert_and_square_shapes() {
-        let t = |bm, bn, db, k16| GemmTune { bm, bn, db, wl: true, k16 };
+        let t = |bm, bn, db, k16| GemmTune { bm, bn, db, wl: true, k16, sk: false };
         let (big, mid, small) =
             (t(128, 128, false, true), t(128, 64, true, false), t(64, 64, true, true));
         // BERT-base b8 (M = 1024 tokens) at the H100 target of 264 workgroups.
@@ -216,6 +275,18 @@ mod tests {
         assert_eq!(plan_gemm_tuned([128, 128, 64], 96, 264), (small, 1));
         assert_eq!(plan_gemm_tuned([128, 64, 128], 96, 264), (small, 1));
         assert_eq!(plan_gemm_tuned([4096, 4096, 4096], 1, 264), (big, 1));
+        // Stream-K: BERT b8's Q/K/V (144 blocks, 26 steps each), FFN up (192) and down (48
+        // blocks of 192 steps); not the attention output (48 blocks of 48 steps: 8.7 each),
+        // not b1 (18 blocks), not a full wave.
+        assert_eq!(plan_stream_k([1024, 2304, 768], 1, 264, 16), Some(264));
+        assert_eq!(plan_stream_k([128, 2304, 768], 8, 264, 16), Some(264));
+        assert_eq!(plan_stream_k([1024, 3072, 768], 1, 264, 16), Some(264));
+        assert_eq!(plan_stream_k([1024, 768, 3072], 1, 264, 16), Some(264));
+        assert_eq!(plan_stream_k([1024, 768, 768], 1, 264, 16), None);
+        assert_eq!(plan_stream_k([1024, 768, 768], 1, 264, 8), Some(264));
+        assert_eq!(plan_stream_k([128, 2304, 768], 1, 264, 16), None);
+        assert_eq!(plan_stream_k([4096, 4096, 4096], 1, 264, 16), None);
+        assert_eq!(plan_stream_k([1 << 14, 128, 1 << 20], 1, 264, 16), None);
         // K = 64 is too short to split.
         assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (small, 1));
         for m in [1, 7, 64, 128, 300, 1024] {
