@@ -483,16 +483,26 @@ impl Loop {
             return self.unrolled(&decl_regs, if self.rq { 2 } else { 1 });
         }
         if self.rp && !checked {
-            if let Some((loads, stores)) = self.unit_parts("nxt", checked, "", true) {
+            // With `ph`, only B's (1) or A's (2) units are prefetched; the other operand is
+            // loaded and stored between the barriers.
+            let pf = (self.ph != 1, self.ph != 2);
+            let now = (!pf.0, !pf.1);
+            if let Some((loads, stores)) = self.unit_parts_at("nxt", checked, "", true, 0, pf) {
                 // Register prefetch with `su` staging: the next slab's 8-byte units are
                 // loaded after the barrier that publishes this one and land in the slab at
                 // the top of the next step, so their latency runs under the products.
-                c.push_str(&self.unit_vars(checked));
+                c.push_str(&self.unit_vars(checked, pf));
                 c.push_str("    {\n    let nxt = 0u;\n");
                 c.push_str(&loads);
                 let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
                 c.push_str("    workgroupBarrier();\n    {\n");
                 c.push_str(&stores);
+                if now.0 || now.1 {
+                    let (l, s) = self.unit_parts_at("k0", checked, "let ", false, 0, now).unwrap();
+                    c.push_str("    }\n    {\n");
+                    c.push_str(&l);
+                    c.push_str(&s);
+                }
                 c.push_str("    }\n    workgroupBarrier();\n    {\n");
                 let _ = writeln!(c, "    let nxt = min(k0 + {bk}u, K - {bk}u);");
                 c.push_str(&loads);

@@ -23,6 +23,9 @@ impl Loop {
     /// `k0 + bk`.
     pub(super) fn unrolled(&self, decl_regs: &dyn Fn(&mut String), sets: u32) -> String {
         let (bk, a_stage, b_stage) = (self.bk, self.a_stage, self.b_stage);
+        if sets == 1 && self.lp == 0 && self.unit_parts("0u", false, "", true).is_some() {
+            return self.unrolled_units();
+        }
         // Set 1: the same code with its own registers.
         let set = |i: u32, code: String| -> String {
             if i == 0 {
@@ -62,6 +65,32 @@ impl Loop {
             let _ = writeln!(c, "    let ab = {}u; let bb = {}u;", h * a_stage, h * b_stage);
             c.push_str(&self.products());
             c.push_str(&set((h + 1) % sets, self.store(&format!("{}u", 1 - h))));
+            c.push_str("    workgroupBarrier();\n    }\n");
+        }
+        c.push_str("    }\n");
+        c
+    }
+
+    /// `un1` with `su` staging (8-byte units, a warp's loads and stores on 256 contiguous
+    /// bytes): the same two constant stages, the next slab's units held in the `ua*`/`ub*`
+    /// registers during the products of this one and stored into the other stage after them.
+    fn unrolled_units(&self) -> String {
+        let (bk, a_stage, b_stage) = (self.bk, self.a_stage, self.b_stage);
+        let parts = |k: &str, st: u32| self.unit_parts_at(k, false, "", true, st, (true, true));
+        let mut c = self.unit_vars(false, (true, true));
+        let (l0, s0) = parts("nx", 0).expect("su applies");
+        c.push_str("    {\n    let nx = 0u;\n");
+        c.push_str(&l0);
+        c.push_str(&s0);
+        c.push_str("    }\n    workgroupBarrier();\n");
+        let _ = writeln!(c, "    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
+        for h in 0..2u32 {
+            let (l, s) = parts("nx", 1 - h).expect("su applies");
+            let _ = writeln!(c, "    {{\n    let nx = min(k0 + {}u, K - {bk}u);", (h + 1) * bk);
+            c.push_str(&l);
+            let _ = writeln!(c, "    let ab = {}u; let bb = {}u;", h * a_stage, h * b_stage);
+            c.push_str(&self.products());
+            c.push_str(&s);
             c.push_str("    workgroupBarrier();\n    }\n");
         }
         c.push_str("    }\n");

@@ -366,18 +366,19 @@ impl Loop {
         Some(loads + &stores)
     }
 
-    /// The `var` declarations of the `su` staging registers (`ua*`, `ub*`) that a loop with
-    /// register prefetch (`rp1`) assigns; empty where `su` does not apply.
-    pub(super) fn unit_vars(&self, checked: bool) -> String {
+    /// The `var` declarations of the `su` staging registers (`ua*`, `ub*`, of the operands
+    /// `sel` picks) that a loop with register prefetch (`rp1`) or two slabs (`un1`) assigns;
+    /// empty where `su` does not apply.
+    pub(super) fn unit_vars(&self, checked: bool, sel: (bool, bool)) -> String {
         if self.unit_parts("0u", checked, "", false).is_none() {
             return String::new();
         }
         let (ua, ub) = (self.bm * self.bk / 4, self.bk * self.bn / 4);
         let mut c = String::new();
-        for j in 0..ua / self.nt {
+        for j in 0..if sel.0 { ua / self.nt } else { 0 } {
             let _ = writeln!(c, "    var ua{j} = vec4<f16>();");
         }
-        for j in 0..ub / self.nt {
+        for j in 0..if sel.1 { ub / self.nt } else { 0 } {
             let _ = writeln!(c, "    var ub{j} = vec4<f16>();");
         }
         c
@@ -395,7 +396,24 @@ impl Loop {
         decl: &str,
         own_idx: bool,
     ) -> Option<(String, String)> {
-        let Loop { bm, bn, nt, bk, as_, bs_, .. } = *self;
+        self.unit_parts_at(k0, checked, decl, own_idx, 0, (true, true))
+    }
+
+    /// [`unit_parts`](Self::unit_parts) storing into slab stage `stage` (two-slab loops), of
+    /// the operands `sel` picks (A, B).
+    pub(super) fn unit_parts_at(
+        &self,
+        k0: &str,
+        checked: bool,
+        decl: &str,
+        own_idx: bool,
+        stage: u32,
+        sel: (bool, bool),
+    ) -> Option<(String, String)> {
+        let Loop { bm, bn, nt, bk, as_, bs_, a_stage, b_stage, .. } = *self;
+        // Stage offsets, written only where non-zero (the one-slab kernels' text unchanged).
+        let off = |o: u32| if o == 0 { String::new() } else { format!("{o}u + ") };
+        let (oa, ob) = (off(stage * a_stage), off(stage * b_stage));
         let on = self.su != 0 && self.aligned && self.va && self.vb;
         let (ua, ub) = (bm * bk / 4, bk * bn / 4);
         let (qa, qb) = (bk / 4, bn / 4);
@@ -427,28 +445,29 @@ impl Loop {
                 (format!("({v}) / {qa}u"), format!("({v}) % {qa}u"))
             }
         };
+        let (na, nb) = (if sel.0 { ua / nt } else { 0 }, if sel.1 { ub / nt } else { 0 });
         let mut c = String::new();
-        for j in 0..ua / nt {
+        for j in 0..na {
             let (r, u) = a_rc(&format!("tid + {}u", j * nt));
             let _ = writeln!(c, "    let ra{j} = {r}; let ca{j} = {u};");
             let _ = writeln!(c, "    {decl}ua{j} = a[u32(abase + i32(m0 + ra{j}) * sam + i32({k0} + ca{j} * 4u)) >> 2u];");
         }
-        for j in 0..ub / nt {
+        for j in 0..nb {
             let _ = writeln!(c, "    {decl}ub{j} = b[u32(bbase + i32({k0} + (tid + {0}u) / {qb}u) * sbk + i32(n0 + ((tid + {0}u) % {qb}u) * 4u)) >> 2u];", j * nt);
         }
         let mut st = String::new();
         let (ri, ci) = if own_idx { ("ta", "tc") } else { ("ra", "ca") };
-        for j in 0..ua / nt {
+        for j in 0..na {
             if own_idx {
                 let (r, u) = a_rc(&format!("tid + {}u", j * nt));
                 let _ = writeln!(st, "    let ta{j} = {r}; let tc{j} = {u};");
             }
-            let _ = writeln!(st, "    As[({ri}{j} * {as_}u + {ci}{j} * 4u) >> 2u] = ua{j};");
+            let _ = writeln!(st, "    As[({oa}{ri}{j} * {as_}u + {ci}{j} * 4u) >> 2u] = ua{j};");
         }
-        for j in 0..ub / nt {
+        for j in 0..nb {
             let _ = writeln!(
                 st,
-                "    Bs[(((tid + {0}u) / {qb}u) * {bs_}u + ((tid + {0}u) % {qb}u) * 4u) >> 2u] = ub{j};",
+                "    Bs[({ob}((tid + {0}u) / {qb}u) * {bs_}u + ((tid + {0}u) % {qb}u) * 4u) >> 2u] = ub{j};",
                 j * nt
             );
         }

@@ -501,6 +501,9 @@ impl CoopTune {
             "fi1_cl1_vs4_uc1_ov1_su3_rp1",
             "k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0",
             "k16_db1_fi1_cl1_vs4_uc1_rq1_ov1_pa0",
+            "k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0_su1",
+            "fi1_cl1_vs4_uc1_ov1_su3_rp1_ph1",
+            "fi1_cl1_vs4_uc1_ov1_su3_rp1_ph2",
             "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3",
             "w2x4_t4x2_k32_fi1_cl1_vs4_uc1_ov1_su3",
             "w4x2_t2x4_k32_fi1_cl1_vs4_uc1_ov1_su3",
@@ -619,11 +622,10 @@ impl CoopTune {
                 self.name()
             ));
         }
-        if self.su > 3
-            || (self.su != 0 && (self.db || self.ph != 0 || self.da || self.vs != 4 || self.gl))
-        {
+        let two_slab = self.db && !(self.un && !self.rq && self.lp == 0);
+        if self.su > 3 || (self.su != 0 && (two_slab || self.da || self.vs != 4 || self.gl)) {
             return Err(format!(
-                "{}: 8-byte-unit staging (su1..su3) is for the one-slab loop (not db1, ph, da1, gl1) with vs4 slabs",
+                "{}: 8-byte-unit staging (su1..su3) is for the one-slab loop or un1's two unrolled slabs (not rq1, lp, da1, gl1) with vs4 slabs",
                 self.name()
             ));
         }

@@ -165,3 +165,32 @@ fn eight_subgroup_blocks_without_scratch_fit_two_workgroups() {
         assert!(f16.contains("var<workgroup> Cs"), "{text}");
     }
 }
+
+#[test]
+fn two_slabs_with_unit_staging_and_half_prefetch_keep_their_structure() {
+    // un1 + su1: two constant stages; half-step 0 multiplies stage 0 and stores the next
+    // slab's units into stage 1 (A at 128·16 halves, B at 16·136), one barrier each.
+    let (spec, src) = aligned_f16("k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0_su1");
+    assert_eq!(spec.shared_bytes(), 20992);
+    let lp = src.split("k0 = k0 + 32u) {").nth(1).unwrap().split("\n    }\n  }\n").next().unwrap();
+    assert_eq!(lp.matches("workgroupBarrier()").count(), 2, "{lp}");
+    assert_eq!(lp.matches("coopMultiplyAdd").count(), 2 * 16);
+    let (h0, h1) = lp.split_at(lp.find("let ab = 2048u").unwrap());
+    assert!(h0.contains("As[(2048u + ta0 * 16u") && h0.contains("Bs[(2176u + ((tid"), "{h0}");
+    assert!(h1.contains("As[(ta0 * 16u") && !h1.contains("As[(2048u"), "{h1}");
+    assert!(src.contains("var ua3 = vec4<f16>();") && !src.contains("var ra0l"));
+    // rp1 + ph1: only B's units in registers across the products, A's loaded between the
+    // barriers; ph2 the other way round.
+    for (text, held, direct) in [("ph1", "ub", "ua"), ("ph2", "ua", "ub")] {
+        let (_, src) = aligned_f16(&format!("fi1_cl1_vs4_uc1_ov1_su3_rp1_{text}"));
+        assert!(src.contains(&format!("var {held}0 = vec4<f16>();")), "{text}");
+        assert!(!src.contains(&format!("var {direct}0")), "{text}");
+        let lp = k_loop(&src);
+        let (top, rest) = lp.split_at(lp.rfind("workgroupBarrier()").unwrap());
+        assert!(top.contains(&format!("let {direct}0 = ")), "{text}: {top}");
+        assert!(rest.contains(&format!("{held}0 = ")), "{text}: {rest}");
+    }
+    for bad in ["k16_db1_vs4_su1_rq1", "k16_db1_vs4_su1", "k16_db1_vs4_un1_su1_lp1"] {
+        assert!(CoopTune::parse(bad).unwrap().check(16).is_err(), "{bad}");
+    }
+}
