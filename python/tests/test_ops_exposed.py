@@ -46,6 +46,8 @@ NOT_OPS = {
     "matmul_fused": "matmul + bias + residual + activation fused for the graph engine (a linear "
                     "layer's GEMM epilogue); equals mpsrt.matmul, + bias, + residual, then "
                     "F.gelu/F.relu/...",
+    "masked_softmax": "attention's scale + mask + softmax in one pass for the graph engine's "
+                      "Attention; equals F.softmax(x * scale + mask) with fully masked rows zeroed",
     "sdpa_on_matrix_units": "a pure routing query (would f16 attention run on the matrix units; "
                             "the engine composes it otherwise; tested in Rust), not an op",
     "small_m_prefers_tiled": "a pure routing query (does a small-M f16 GEMM take the tiled "

@@ -23,6 +23,7 @@ pub mod matmul_tune;
 pub mod pool_f16;
 pub mod reduce;
 pub mod softmax;
+pub mod softmax_masked;
 #[cfg(feature = "validate")]
 pub mod validate;
 pub mod winograd;
@@ -49,6 +50,7 @@ pub use matmul_sk::SK_META_WORDS;
 pub use matmul_tune::GemmTune;
 pub use pool_f16::pool_f16_wgsl;
 pub use reduce::{ReduceMode, ReduceOp, ReduceSpec, REDUCE_WG};
+pub use softmax_masked::MaskedSoftmaxSpec;
 pub use winograd::{
     winograd_input_kernel, winograd_output_kernel, winograd_tiles, winograd_weights_kernel,
 };

@@ -20,6 +20,7 @@ mod reduce;
 mod scalar;
 mod shape;
 mod softmax;
+mod softmax_masked;
 mod tensor;
 mod unary;
 
@@ -59,6 +60,7 @@ pub use shape::{
     concat, gather, index_select, pad, split, split_into, stack, tile, write_into, PadMode,
 };
 pub use softmax::{log_softmax, softmax};
+pub use softmax_masked::masked_softmax;
 pub use tensor::Tensor;
 pub use unary::*;
 

@@ -8,9 +8,8 @@
 //! scales q and kᵀ by `√scale` each; BERT-style exports divide the scores by `√d`; with
 //! `precision=f16` the softmax sits between `Cast(f32)` and `Cast(f16)`, which go too; the
 //! NaN guard transformers' SDPA export writes after the softmax, `Where(IsNaN(p), 0, p)`,
-//! goes too for f16 chains, and for f32 ones with `MPSRT_ATTENTION_NAN_GUARD=1` (`0`: never) — it
-//! gives zeros for fully masked rows, as the fused kernel does; f32 keeps it unfused by default:
-//! the scalar kernel is slower than the composition for BERT-base on the H200.) Every
+//! goes too (`MPSRT_ATTENTION_NAN_GUARD=0`: never; `f16`: f16 chains only) — it gives zeros
+//! for fully masked rows, as the engine's `Attention` does.) Every
 //! intermediate must feed only the next node of the chain, operands must be 4-D
 //! (`[batch, heads, seq, head]`, kᵀ as `[batch, heads, head, keys]`) with matching dims where
 //! known, f32 or f16. The rewrite is `Transpose(kᵀ, [0, 1, 3, 2])` — a view at run time — then
@@ -143,16 +142,17 @@ impl Walk<'_> {
 }
 
 /// Whether NaN-guarded chains of element type `dt` are fused (`MPSRT_ATTENTION_NAN_GUARD`, read
-/// at each plan: `1` always, `0` never, unset: f16 chains only). f32: on the H200 (session 13
-/// call 3) the scalar fused kernel took 243 us per BERT-base layer at batch 8 against ~160 us
-/// for the unfused chain (f32 b8 13.3 vs 12.1 ms), so f32 BERT keeps the composition; f16
-/// chains run on the matrix-unit kernel (`mpsrt_kernels::attention_coop`) where the device has
-/// one (9th session).
+/// at each plan: unset or `1` always, `0` never, `f16` f16 chains only — the default before
+/// the eleventh session). f16 chains run on the matrix-unit kernel
+/// (`mpsrt_kernels::attention_coop`) where the device has one (9th session); f32 ones, on GPUs,
+/// as two GEMMs around a one-pass masked softmax (the engine's `Attention`, 11th session) —
+/// the scalar fused kernel had been slower than the unfused chain (H200, session 13 call 3:
+/// 243 against ~160 us per BERT-base layer at batch 8).
 fn nan_guard_on(dt: DType) -> bool {
     match std::env::var("MPSRT_ATTENTION_NAN_GUARD").as_deref().map(str::trim) {
-        Ok("1") => true,
         Ok("0") => false,
-        _ => dt == DType::F16,
+        Ok("f16") => dt == DType::F16,
+        _ => true,
     }
 }
 

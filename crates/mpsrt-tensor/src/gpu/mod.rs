@@ -16,6 +16,7 @@ pub(crate) mod matmul_plan;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
+pub(crate) mod softmax_masked;
 pub(crate) mod window;
 pub(crate) mod winograd;
 
