@@ -45,6 +45,10 @@ pub struct LayerNormSpec {
     pub seg: u32,
     /// vec4s each thread of the segmented form holds (1..=[`LAYERNORM_SEG_MAX_NV`]).
     pub nv: u32,
+    /// With `seg`: the flat form — one row per workgroup of `seg` threads (32–256), each
+    /// thread's vec4s in registers, and each reduction one barrier: every thread writes its
+    /// partial, then reads the row's `seg` partials itself (no `log2(seg)`-step tree).
+    pub flat: bool,
 }
 
 impl LayerNormSpec {
@@ -56,8 +60,20 @@ impl LayerNormSpec {
             .find(|&(_, nv)| (1..=LAYERNORM_SEG_MAX_NV).contains(&nv) && n4 > 0)
     }
 
+    /// `(seg, nv)` of the flat form for rows of `n4` vec4s (≤ 4 vec4s per thread: BERT's 768
+    /// floats take 64 threads of 3), or `None`.
+    pub fn plan_flat(n4: u32) -> Option<(u32, u32)> {
+        [32u32, 64, 128, 256]
+            .into_iter()
+            .map(|seg| (seg, n4.div_ceil(seg)))
+            .find(|&(_, nv)| (1..=4).contains(&nv) && n4 > 0)
+    }
+
     /// Rows per workgroup: 1, or `LAYERNORM_SEG_WG / seg` in the segmented form.
     pub fn rows_per_workgroup(&self) -> u32 {
+        if self.flat {
+            return 1;
+        }
         LAYERNORM_SEG_WG.checked_div(self.seg).unwrap_or(1)
     }
 
@@ -114,6 +130,10 @@ impl LayerNormSpec {
         let _ = writeln!(w, "fn load(i: u32) -> {ty} {{ return {load}; }}");
         let total = if self.vec4 { "dot(v, vec4<f32>(1.0))" } else { "v" };
         let _ = writeln!(w, "fn total(v: {ty}) -> f32 {{ return {total}; }}");
+        if self.seg > 0 && self.vec4 && self.flat {
+            self.render_flat(&mut w);
+            return w;
+        }
         if self.seg > 0 && self.vec4 {
             self.render_seg(&mut w);
             return w;
@@ -164,6 +184,67 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
 }
 
 impl LayerNormSpec {
+    /// The flat form's entry point (see [`LayerNormSpec::flat`]); bindings, metadata and the
+    /// `load`/`u`/`p` helpers are shared. The row check returns before the barriers, which is
+    /// uniform: the whole workgroup is one row.
+    fn render_flat(&self, w: &mut String) {
+        let (seg, nv) = (self.seg, self.nv.max(1));
+        let _ = writeln!(
+            w,
+            "var<workgroup> p1: array<f32, {seg}>;\nvar<workgroup> p2: array<f32, {seg}>;"
+        );
+        let _ = write!(
+            w,
+            "@compute @workgroup_size({seg})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {{
+    let row = wg.x + wg.y * nw.x;
+    let n = prm.w[0].y;
+    let eps = bitcast<f32>(prm.w[0].z);
+    let count = f32(prm.w[0].w);
+    if (row >= prm.w[0].x) {{ return; }}
+    let base = row * n;
+"
+        );
+        for j in 0..nv {
+            let _ = writeln!(
+                w,
+                "    let i{j} = t + {}u;\n    var x{j} = vec4<f32>(0.0);\n    if (i{j} < n) {{ x{j} = load(base + i{j}); }}",
+                j * seg
+            );
+        }
+        let tot: Vec<String> = (0..nv).map(|j| format!("total(x{j})")).collect();
+        let _ = writeln!(
+            w,
+            "    p1[t] = {};\n    workgroupBarrier();\n    var a1 = 0.0;\n    for (var j = 0u; j < {seg}u; j = j + 1u) {{ a1 = a1 + p1[j]; }}\n    let mean = a1 / count;",
+            tot.join(" + ")
+        );
+        for j in 0..nv {
+            let _ = writeln!(
+                w,
+                "    let d{j} = select(vec4<f32>(0.0), x{j} - vec4<f32>(mean), i{j} < n);"
+            );
+        }
+        let sq: Vec<String> = (0..nv).map(|j| format!("total(d{j} * d{j})")).collect();
+        let _ = writeln!(
+            w,
+            "    p2[t] = {};\n    workgroupBarrier();\n    var a2 = 0.0;\n    for (var j = 0u; j < {seg}u; j = j + 1u) {{ a2 = a2 + p2[j]; }}\n    let inv = inverseSqrt(a2 / count + eps);",
+            sq.join(" + ")
+        );
+        let beta = if self.bias { " + u(beta[i + prm.w[1].w])" } else { "" };
+        for j in 0..nv {
+            let _ = writeln!(w, "    if (i{j} < n) {{\n        let i = i{j};");
+            if self.sum_out {
+                let _ = writeln!(w, "        s[base + i] = p(x{j});");
+            }
+            let _ = writeln!(
+                w,
+                "        y[base + i] = p(d{j} * inv * u(gamma[i + prm.w[1].z]){beta});\n    }}"
+            );
+        }
+        w.push_str("}\n");
+    }
+
     /// The segmented form's reduction and entry point (see the module documentation); the
     /// bindings, metadata and `load`/`u`/`p` helpers are shared with the other form. Threads of
     /// rows past the end keep to the barriers and store nothing.
@@ -243,12 +324,19 @@ mod tests {
                 f16: bits & 16 != 0 && bits & 1 != 0,
                 seg: 0,
                 nv: 0,
+                flat: false,
             };
             let src = spec.render();
             crate::validate::wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
             if spec.vec4 {
                 for (seg, nv) in [(32, 6), (16, 1), (64, 8)] {
                     let spec = LayerNormSpec { seg, nv, ..spec };
+                    let src = spec.render();
+                    crate::validate::wgsl_to_msl(&src)
+                        .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));
+                }
+                for (seg, nv) in [(64, 3), (32, 1), (256, 4)] {
+                    let spec = LayerNormSpec { seg, nv, flat: true, ..spec };
                     let src = spec.render();
                     crate::validate::wgsl_to_msl(&src)
                         .unwrap_or_else(|e| panic!("{spec:?}: {e}\n{src}"));

@@ -21,8 +21,15 @@ fn host(t: &Tensor) -> Vec<f32> {
 
 #[test]
 fn one_kernel_layer_norm_matches_the_cpu_composition() {
-    // The segmented form is opt-in (read per launch); rows past 512 vec4s keep the row form.
-    std::env::set_var("MPSRT_LAYERNORM_SEG", "1");
+    // The segmented (1) and flat (2) forms are opt-in (read per launch); rows past their
+    // register capacity (512 / 1024 vec4s) keep the row form.
+    for form in ["1", "2"] {
+        std::env::set_var("MPSRT_LAYERNORM_SEG", form);
+        run_cases();
+    }
+}
+
+fn run_cases() {
     // (shape, residual, bias, sum_out, view offset in rows)
     let cases: &[(&[usize], bool, bool, bool, usize)] = &[
         (&[3, 5, 768], true, true, true, 0),
@@ -30,9 +37,12 @@ fn one_kernel_layer_norm_matches_the_cpu_composition() {
         (&[4, 7], true, false, true, 0),
         (&[5, 12], true, true, false, 2),
         (&[3, 9], false, false, false, 1),
-        // The segmented form's widest rows (64 threads × 8 vec4s) and the long-row form.
+        // The segmented form's widest rows (64 threads × 8 vec4s) and the long-row form; the
+        // flat form's 256 threads of 2 and 4 vec4s, and its row form past 1024 vec4s.
         (&[3, 2048], true, true, true, 1),
         (&[2, 2052], false, true, false, 0),
+        (&[2, 4096], true, true, false, 0),
+        (&[2, 4100], false, false, false, 0),
     ];
     for place in common::gpus() {
         for &(shape, res, bias, sum_out, skip) in cases {

@@ -18,8 +18,15 @@ static LN: SpecCache<LayerNormSpec> = OnceLock::new();
 /// the H100 (ninth session) it measured no better than the row form for BERT-base (b8 f16
 /// 4.61/4.69 vs 4.64/4.57 ms, f32 10.43 vs 10.44) and slightly worse for small cases (GPT-2 f32
 /// decode 304 vs 311 tokens/s, prefill 6.3 vs 5.9 ms; BERT f32 b1 3.21 vs 2.98 ms, one noisy run).
-fn seg_enabled() -> bool {
-    std::env::var("MPSRT_LAYERNORM_SEG").is_ok_and(|v| v.trim() == "1")
+///
+/// `MPSRT_LAYERNORM_SEG=2`: the flat form (one row per workgroup of 32–256 threads, rows of
+/// ≤ 1024 vec4s in registers, one barrier per reduction; eleventh session, A/B pending).
+fn seg_form() -> u8 {
+    match std::env::var("MPSRT_LAYERNORM_SEG").as_deref().map(str::trim) {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        _ => 0,
+    }
 }
 
 /// Whether the kernel takes these operands: contiguous tensors of one dtype on one GPU — f32,
@@ -70,13 +77,16 @@ pub(crate) fn layer_norm_rows(
         f16: f16 && vec4,
         seg: 0,
         nv: 0,
+        flat: false,
     };
-    let (seg, nv) = if vec4 && seg_enabled() {
-        u32::try_from(n / 4).ok().and_then(LayerNormSpec::plan_seg).unwrap_or((0, 0))
-    } else {
-        (0, 0)
+    let form = if vec4 { seg_form() } else { 0 };
+    let n4 = u32::try_from(n / 4).ok();
+    let (seg, nv) = match form {
+        1 => n4.and_then(LayerNormSpec::plan_seg).unwrap_or((0, 0)),
+        2 => n4.and_then(LayerNormSpec::plan_flat).unwrap_or((0, 0)),
+        _ => (0, 0),
     };
-    let spec = LayerNormSpec { seg, nv, ..spec };
+    let spec = LayerNormSpec { seg, nv, flat: form == 2 && seg > 0, ..spec };
     let layout = Layout::contiguous(x.shape());
     let dt = x.dtype();
     let out = |_| -> Result<Tensor> {
