@@ -513,6 +513,27 @@ impl CoopTune {
         .collect()
     }
 
+    /// The 11th session's call-B candidates (`COOP_AB` names them): call A put the 128×128
+    /// default's global→shared staging at the limit (`pr2`, no global loads, 410 TFLOP/s at
+    /// 4096³; `pr3`, no products, 325; the default 224–227), so these cut the global traffic
+    /// per product by 25% with 256×128 / 128×256 blocks of 8 subgroups of 64×64 (one workgroup
+    /// per SM by registers and memory) and keep the next slab in registers under the products:
+    /// `rp1` with `su3` units (`ph1`: B's alone, 8 registers, if 24 spill), or two K-16 slabs with `su1` units (`un1`, unpadded A); and
+    /// `rp1` on the 64×64 K-64 tune that shapes below `COOP_LARGE_BLOCKS` blocks run.
+    pub fn wide() -> Vec<CoopTune> {
+        [
+            "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3_rp1",
+            "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3_rp1_ph1",
+            "w2x4_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3_rp1",
+            "w4x2_t4x4_k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0_su1",
+            "w2x4_t4x4_k16_db1_fi1_cl1_vs4_uc1_un1_ov1_pa0_su1",
+            "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1_rp1",
+        ]
+        .iter()
+        .map(|t| CoopTune::parse(t).expect("wide tune"))
+        .collect()
+    }
+
     /// Why this tune is not trusted, if it is not; the launcher runs generation 1 instead
     /// unless `MPSRT_COOP_EXPERIMENTAL=1`. `wl1` kernels failed NVIDIA's shader compiler
     /// (H100, session11 call A, driver 580). `fi1`/`dg1` measured
