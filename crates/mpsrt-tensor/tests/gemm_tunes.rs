@@ -3,7 +3,8 @@
 //! that exercise every edge: partial blocks on both axes, K not a multiple of the 8-deep slab,
 //! broadcast batches, transposed operands (each operand's three load paths), split-K, C with
 //! alpha/beta, residual + GELU epilogues and f16 operands; stream-K (`_sk`) with workgroup
-//! counts that split tiles between workgroups (the fix-up pass) or give each one step. Each case runs under a forced tune
+//! counts that split tiles between workgroups (the fix-up pass) or give each one step, and the
+//! wave-model rule (`MPSRT_GEMM_SK=2`) on BERT b8's Q/K/V. Each case runs under a forced tune
 //! (`set_gemm_override`, process-wide: one test function) and under the tuned planner.
 
 mod common;
@@ -83,6 +84,16 @@ fn half(p: Place, tag: &str) {
     assert_close(&format!("{tag}: f16"), &g, &w, 1e-2, 2e-2);
 }
 
+/// BERT-base b8's Q/K/V projection as the engine runs it (`[8, 128, 768]` times a broadcast
+/// `[768, 2304]` weight, + bias): the product `MPSRT_GEMM_SK=2`'s wave model sends to stream-K
+/// (128×64 blocks, 264 workgroups: most tiles split between two workgroups).
+fn qkv_b8(p: Place, tag: &str) {
+    let (x, w, bias) = (t(&[8, 128, 768], 11), t(&[768, 2304], 12), t(&[2304], 13));
+    let cpu = mt::matmul_fused(&x, &w, Some(&bias), None, None).unwrap();
+    let got = (|| mt::matmul_fused(&x.to(p)?, &w.to(p)?, Some(&bias.to(p)?), None, None))();
+    check(&format!("{tag}: BERT b8 Q/K/V"), &cpu, got);
+}
+
 /// The cases one forced tune runs.
 type Run = dyn Fn(Place, &str);
 
@@ -154,6 +165,17 @@ fn tuned_gemm_kernels_match_cpu_reference() {
                 product(p, s, 0);
                 fused(p, s, 40);
             },
+        ),
+        // The model rule's block (128x64_db0_wl1_k16_sk) and the rule itself on the product
+        // it picks stream-K for.
+        ("128x64 k16 stream-K W=264", sk("128x64_db0_wl1_k16_sk", 264, None), &|p, s| {
+            product(p, s, 3);
+            fused(p, s, 512);
+        }),
+        (
+            "generation 2 + the stream-K wave model",
+            GemmOverride { generation: Some(2), stream_k: Some(2), ..Default::default() },
+            &|p, s| qkv_b8(p, s),
         ),
         (
             "generation 2 checked",

@@ -6,10 +6,11 @@
 //! `gen2` (the tuned planner), or a tune's text (`128x64_db1_wl1`) forced on every shape;
 //! suffixes `@s<N>` (N K slices), `@w<N>` (N stream-K workgroups for an `_sk` tune), `@ck` /
 //! `@uc` (bounds checks kept / dropped); `gen2sk` is generation 2 with the stream-K rule
-//! (`MPSRT_GEMM_SK=1`'s choice). `GEMM_AB_SHAPES`
+//! (`MPSRT_GEMM_SK=1`'s choice), `gen2sk2` with the wave-model rule (`MPSRT_GEMM_SK=2`),
+//! `gen2sk0` with stream-K off whatever the environment says. `GEMM_AB_SHAPES`
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
 //! bias, bias + GELU, bias + residual, as one `[1024, K]` matrix), `b8z` (the same as the engine
-//! runs them: `[8, 128, K]` times a broadcast weight), `b1` (batch 1), `sq` (4096³, no
+//! runs them: `[8, 128, K]` times a broadcast weight), `b16z` (batch 16 so), `b1` (batch 1), `sq` (4096³, no
 //! epilogue), `att` (b8's per-head attention products, 96 of `q·kᵀ` and `p·v`).
 //! Each (variant, shape) is first checked against the legacy kernel's output on the same
 //! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
@@ -31,9 +32,9 @@ fn parse(label: &str) -> std::result::Result<GemmOverride, String> {
     let mut o = match head {
         "gen1" => GemmOverride { generation: Some(1), ..Default::default() },
         "gen2" => GemmOverride { generation: Some(2), ..Default::default() },
-        "gen2sk" => {
-            GemmOverride { generation: Some(2), stream_k: Some(true), ..Default::default() }
-        }
+        "gen2sk" => GemmOverride { generation: Some(2), stream_k: Some(1), ..Default::default() },
+        "gen2sk0" => GemmOverride { generation: Some(2), stream_k: Some(0), ..Default::default() },
+        "gen2sk2" => GemmOverride { generation: Some(2), stream_k: Some(2), ..Default::default() },
         t => GemmOverride {
             generation: Some(2),
             tune: Some(GemmTune::parse(t)?),
@@ -123,6 +124,7 @@ fn shapes(sets: &str) -> Result<Vec<Shape>> {
         let (m, z) = match set {
             "b8" => (1024, 1),
             "b8z" => (1024, 8),
+            "b16z" => (2048, 16),
             "b1" => (128, 1),
             "sq" => {
                 v.push(Shape::new("4096^3", [4096, 4096, 4096], 1, (false, false, false))?);

@@ -531,7 +531,7 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         }
     }
     let f32x = dtype == DType::F32;
-    let plan = tiled_choice([mm, nn, k], z, tile128_min(), splitk_target());
+    let plan = tiled_choice([mm, nn, k], z, f32x, tile128_min(), splitk_target());
     let limit = window::limits(&dev).0;
     // Split-K (f32, and f16 unless `MPSRT_GEMM_SPLITK_F16=0`: the partials are f32 either
     // way): the slices are an extra, outermost batch dim (A and B advance by a slice of K), so

@@ -115,6 +115,86 @@ pub fn plan_stream_k(mnk: [usize; 3], batch: usize, wgs: usize, min_steps: usize
     ok.then_some(wgs)
 }
 
+/// Stream-K's block in the wave-model rule ([`plan_stream_k_model`]): 128×64, one stage, 8×4
+/// warps, 16-deep slabs (BERT b8's Q/K/V `[1024, 2304, 768]` 0.1283 ms at 264 workgroups
+/// against generation 2's 0.1466 on the H100, call A of the eleventh session).
+pub const SK_TUNE_64: GemmTune =
+    GemmTune { bm: 128, bn: 64, db: false, wl: true, k16: true, sk: true };
+
+/// FLOPs per byte of DRAM traffic at the tiled kernels' speed on the H100 (~32 TFLOP/s f32
+/// over ~2.5 TB/s achieved): what one byte of partial sums costs in products not done.
+const FLOP_PER_BYTE: f64 = 12.8;
+
+/// TFLOP/s of a tune at full waves on the H100 (4096³, in-process A/B, tenth session calls 1–2
+/// and eleventh call A): 128×128 16-deep 37.2, 128×64 double-buffered 32.0, 128×64 16-deep
+/// single-stage (stream-K's block) 31.9, 64×64 29.0.
+fn full_wave_tflops(t: GemmTune) -> f64 {
+    match (t.bm, t.bn) {
+        (128, 128) => 37.2,
+        (128, 64) if t.k16 && !t.db => 31.9,
+        (128, 64) | (64, 128) => 32.0,
+        _ => 29.0,
+    }
+}
+
+/// The wave model's predicted TFLOP/s of generation 2's launch (`tune`, `slices`) of
+/// `[m, n, k]` over `batch` matrices on `sms` compute units (two workgroups each), and of
+/// stream-K with [`SK_TUNE_64`] over `2 · sms` workgroups: `(generation 2, stream-K)`.
+///
+/// - Waves at SM granularity: a workgroup alone on its SM ran about as fast as two share it
+///   (FFN up `[1024, 3072, 768]`: 384 blocks of 128×64 = 1.45 waves of 264 ran 30.8 TFLOP/s,
+///   0.96 of the block's full-wave 32.0), so an SM's time is its count of workgroups, and the
+///   grid's efficiency is `g / (sms · ⌈g / sms⌉)`.
+/// - Split-K writes `S·M·N` partial floats and reads them back: `8·S·M·N` bytes against
+///   `2·M·N·K` FLOPs, a relative cost `4·S·FLOP_PER_BYTE / K`.
+/// - Stream-K balances every SM but each workgroup writes up to two partial blocks that the
+///   fix-up reads back (`16·BM·BN` bytes against `32·BM·BN` FLOPs per 16-deep step): a relative
+///   cost `FLOP_PER_BYTE / (2 · steps per workgroup)`.
+///
+/// Against call A's b8 products (TFLOP/s predicted / measured): Q/K/V generation 2 24.6 / 24.7,
+/// stream-K 28.4 / 28.2; FFN up 31.0 / 30.8, 29.2 / 28.1; FFN down 29.1 / 28.7, 29.2 / 27.8;
+/// attention output 24.4 / 22.8, 23.4 / 21.6. Pure.
+pub fn gemm_rate_model(
+    [m, n, k]: [usize; 3],
+    batch: usize,
+    (tune, slices): (GemmTune, usize),
+    sms: usize,
+) -> (f64, f64) {
+    let sms = sms.max(1);
+    let tiles = |bm: u32, bn: u32| m.div_ceil(bm as usize) * n.div_ceil(bn as usize) * batch;
+    let g = tiles(tune.bm, tune.bn) * slices.max(1);
+    let wave = g as f64 / (sms * g.div_ceil(sms)).max(1) as f64;
+    let split =
+        if slices > 1 { 4.0 * slices as f64 * FLOP_PER_BYTE / k.max(1) as f64 } else { 0.0 };
+    let gen2 = full_wave_tflops(tune) * wave / (1.0 + split);
+    let steps = tiles(SK_TUNE_64.bm, SK_TUNE_64.bn) * k.div_ceil(16);
+    let per_wg = steps as f64 / (2 * sms) as f64;
+    let sk = full_wave_tflops(SK_TUNE_64) / (1.0 + FLOP_PER_BYTE / (2.0 * per_wg.max(1e-9)));
+    (gen2, sk)
+}
+
+/// Stream-K takes a product from generation 2 when the wave model predicts it this much faster
+/// (the model's error on call A's eight b8 points is ≤ 8%, its ranking right on all four).
+const SK_MODEL_MARGIN: f64 = 1.05;
+
+/// `MPSRT_GEMM_SK=2`'s rule: stream-K with [`SK_TUNE_64`] over `target` workgroups (two per SM)
+/// where [`gemm_rate_model`] predicts it ≥ 5% faster than generation 2's own launch
+/// (`plan_gemm_tuned(mnk, batch, target)`) and the step arithmetic fits 31 bits. On BERT b8
+/// only Q/K/V qualifies (generation 2's 576 split workgroups fill 4.4 of 5 SM rounds and pay
+/// the partial sums; stream-K 52 steps per workgroup); FFN up/down and the attention output
+/// keep generation 2 (as measured), and so do b1's products and large squares. Pure.
+pub fn plan_stream_k_model(mnk: [usize; 3], batch: usize, target: usize) -> Option<usize> {
+    let [m, n, k] = mnk;
+    if target < 2 || m * n * k * batch == 0 {
+        return None;
+    }
+    let plan = plan_gemm_tuned(mnk, batch, target);
+    let (gen2, sk) = gemm_rate_model(mnk, batch, plan, target / 2);
+    let steps = m.div_ceil(128) * n.div_ceil(64) * batch * k.div_ceil(16);
+    let fits = (target as u64) * (steps as u64) < 1 << 31 && steps >= target;
+    (fits && sk >= SK_MODEL_MARGIN * gen2).then_some(target)
+}
+
 /// A per-process replacement of the planner's choice for every tiled GEMM (benchmarks:
 /// [`set_gemm_override`]); `None` fields keep the planner's / the environment's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -131,8 +211,9 @@ pub struct GemmOverride {
     /// Stream-K workgroups for a forced `_sk` tune (else `MPSRT_GEMM_SK_WGS`, else the
     /// split-K target).
     pub sk_wgs: Option<usize>,
-    /// Generation 2's stream-K rule on or off (else `MPSRT_GEMM_SK`).
-    pub stream_k: Option<bool>,
+    /// Generation 2's stream-K rule (else `MPSRT_GEMM_SK`): 0 off, 1 [`plan_stream_k`]
+    /// (128×128 blocks wherever they leave a partial wave), 2 [`plan_stream_k_model`].
+    pub stream_k: Option<u8>,
 }
 
 static OVERRIDE: Mutex<GemmOverride> = Mutex::new(GemmOverride {
@@ -174,16 +255,37 @@ fn k16_min() -> usize {
     *K.get_or_init(|| super::env_knob("MPSRT_GEMM_K16_MIN", 0))
 }
 
-/// `MPSRT_GEMM_SK` (default 0: off; 1: [`plan_stream_k`] picks stream-K where it fits),
+/// `MPSRT_GEMM_SK` (default 0: off; 1: [`plan_stream_k`] picks stream-K where it fits; 2:
+/// [`plan_stream_k_model`] where the wave model predicts a gain; f32 only),
 /// `MPSRT_GEMM_SK_WGS` (its workgroups; default the split-K target, 264) and
 /// `MPSRT_GEMM_SK_MIN_STEPS` (16-deep K steps per workgroup at least; default 16), read once.
-fn sk_env() -> (bool, Option<usize>, usize) {
-    static E: OnceLock<(bool, Option<usize>, usize)> = OnceLock::new();
+fn sk_env() -> (u8, Option<usize>, usize) {
+    static E: OnceLock<(u8, Option<usize>, usize)> = OnceLock::new();
     *E.get_or_init(|| {
-        let on = super::env_knob("MPSRT_GEMM_SK", 0) == 1;
+        let on = super::env_knob("MPSRT_GEMM_SK", 0).min(2) as u8;
         let w = super::env_knob("MPSRT_GEMM_SK_WGS", 0);
         (on, (w > 0).then_some(w), super::env_knob("MPSRT_GEMM_SK_MIN_STEPS", 16))
     })
+}
+
+/// Stream-K rule `rule` (`MPSRT_GEMM_SK`: 0 none, 1 [`plan_stream_k`] with `wgs` workgroups
+/// and `min_steps`, 2 [`plan_stream_k_model`] — f32 only, at `target`: its rates are f32
+/// measurements at two workgroups per SM) for a product that generation 2 plans: the stream-K
+/// tune and its workgroups, or `None` (generation 2's choice stands). Pure.
+pub(crate) fn stream_k_pick(
+    rule: u8,
+    mnk: [usize; 3],
+    batch: usize,
+    f32x: bool,
+    target: usize,
+    wgs: usize,
+    min_steps: usize,
+) -> Option<(GemmTune, usize)> {
+    match rule {
+        1 => plan_stream_k(mnk, batch, wgs, min_steps).map(|w| (SK_TUNE, w)),
+        2 if f32x && target > 0 => plan_stream_k_model(mnk, batch, target).map(|w| (SK_TUNE_64, w)),
+        _ => None,
+    }
 }
 
 /// What one tiled GEMM launch runs.
@@ -198,12 +300,13 @@ pub(crate) struct TiledChoice {
     pub sk_wgs: usize,
 }
 
-/// The tiled GEMM's choice for `[m, n, k]` over `batch` matrices: the override, else the
+/// The tiled GEMM's choice for `[m, n, k]` over `batch` matrices (`f32x`: f32 operands): the override, else the
 /// environment, else the generation's planner (`tile128_min` / `target`: generation 1's
 /// thresholds; generation 2 plans with `target`, or `tile128_min` unsplit when `target` is 0).
 pub(crate) fn tiled_choice(
     mnk: [usize; 3],
     batch: usize,
+    f32x: bool,
     tile128_min: usize,
     target: usize,
 ) -> TiledChoice {
@@ -236,15 +339,15 @@ pub(crate) fn tiled_choice(
         slices = if s >= 1 && mnk[2].is_multiple_of(s) { s } else { 1 };
     }
     let checked = o.checked.or(env_checked).unwrap_or(gen != 2);
-    let (sk_env_on, sk_w, sk_min) = sk_env();
-    let sk_on = o.stream_k.unwrap_or(sk_env_on);
+    let (sk_env_rule, sk_w, sk_min) = sk_env();
+    let sk_rule = o.stream_k.unwrap_or(sk_env_rule);
     let wgs = o.sk_wgs.or(sk_w).unwrap_or(if target == 0 { tile128_min } else { target });
     let mut sk_wgs = 0;
     if tune.sk {
         (slices, sk_wgs) = (1, wgs);
-    } else if gen == 2 && sk_on && o.tune.or(env_tune).is_none() {
-        if let Some(w) = plan_stream_k(mnk, batch, wgs, sk_min) {
-            (tune, slices, sk_wgs) = (SK_TUNE, 1, w);
+    } else if gen == 2 && o.tune.or(env_tune).is_none() && o.slices.is_none() {
+        if let Some((t, w)) = stream_k_pick(sk_rule, mnk, batch, f32x, target, wgs, sk_min) {
+            (tune, slices, sk_wgs) = (t, 1, w);
         }
     }
     TiledChoice { tune, slices, checked, sk_wgs }
@@ -300,5 +403,51 @@ mod tests {
                 }
             }
         }
+    }
+    /// The wave model against call A's in-process b8 A/B on the H100 (TFLOP/s, generation 2
+    /// and 128x64_db0_wl1_k16_sk@w264): within 8%, and the rule picks stream-K exactly where
+    /// it measured faster.
+    #[test]
+    fn stream_k_wave_model_matches_call_a_and_picks_only_qkv() {
+        let measured = [
+            ([128, 2304, 768], 24.72, 28.24),
+            ([128, 768, 768], 22.78, 21.62),
+            ([128, 3072, 768], 30.80, 28.13),
+            ([128, 768, 3072], 28.67, 27.77),
+        ];
+        for (mnk, g, sk) in measured {
+            let (pg, psk) = gemm_rate_model(mnk, 8, plan_gemm_tuned(mnk, 8, 264), 132);
+            for (p, m) in [(pg, g), (psk, sk)] {
+                assert!((p / m - 1.0).abs() < 0.08, "{mnk:?}: predicted {p:.2}, measured {m}");
+            }
+            let chose = plan_stream_k_model(mnk, 8, 264).is_some();
+            assert_eq!(chose, sk > g * 1.05, "{mnk:?}");
+        }
+        // The same products as one [1024, K] matrix.
+        assert_eq!(plan_stream_k_model([1024, 2304, 768], 1, 264), Some(264));
+        assert_eq!(plan_stream_k_model([1024, 3072, 768], 1, 264), None);
+        // b1 (M = 128): too few steps per workgroup; large squares: full waves.
+        for n in [768, 2304, 3072] {
+            assert_eq!(plan_stream_k_model([128, n, 768], 1, 264), None);
+        }
+        assert_eq!(plan_stream_k_model([128, 768, 3072], 1, 264), None);
+        assert_eq!(plan_stream_k_model([4096, 4096, 4096], 1, 264), None);
+        // Attention's per-head products (K 64 / 128) stay tiled.
+        assert_eq!(plan_stream_k_model([128, 128, 64], 96, 264), None);
+        assert_eq!(plan_stream_k_model([128, 64, 128], 96, 264), None);
+        // b16's Q/K/V: 288 blocks of 128×128 are 2.2 SM rounds (the model predicts stream-K;
+        // call B measures it).
+        assert_eq!(plan_stream_k_model([128, 2304, 768], 16, 264), Some(264));
+        // Degenerate inputs, and a step count past 31 bits.
+        assert_eq!(plan_stream_k_model([0, 768, 768], 1, 264), None);
+        assert_eq!(plan_stream_k_model([1024, 2304, 768], 1, 0), None);
+        // The knob's values: off, the 128×128 rule, the model (f32 only, not with split-K off).
+        let qkv = [128, 2304, 768];
+        assert_eq!(stream_k_pick(0, qkv, 8, true, 264, 264, 16), None);
+        assert_eq!(stream_k_pick(1, qkv, 8, true, 264, 264, 16), Some((SK_TUNE, 264)));
+        assert_eq!(stream_k_pick(2, qkv, 8, true, 264, 264, 16), Some((SK_TUNE_64, 264)));
+        assert_eq!(stream_k_pick(2, qkv, 8, false, 264, 264, 16), None);
+        assert_eq!(stream_k_pick(2, qkv, 8, true, 0, 264, 16), None);
+        assert_eq!(stream_k_pick(2, [128, 3072, 768], 8, true, 264, 264, 16), None);
     }
 }
