@@ -701,6 +701,26 @@ impl CoopTune {
     }
 }
 
+/// The 11th session's candidate rules, for the model-level A/B of call B: the current rule
+/// ([`default_coop_variant`](crate::matmul_coop::default_coop_variant)) with register
+/// prefetch (`rp1`) on the 128×128 tune (`MPSRT_COOP_PLANNER=11`; call A, H100, one
+/// process: 4096³ 235.8–238.3 vs 224.1–227.4 TFLOP/s, 2048×3072×768 175.5–181.4 vs
+/// 171.7–176.0), and with `small_too` on the 64×64 K-64 tune as well (`12`); 8×8 tiles:
+/// generation 1. Pure.
+pub fn default_coop_variant_rp(
+    size: u32,
+    mnk: [usize; 3],
+    small_too: bool,
+) -> crate::matmul_coop::CoopVariant {
+    use crate::matmul_coop::CoopVariant;
+    match crate::matmul_coop::default_coop_variant(size, mnk) {
+        CoopVariant::Family(t) if t.bk == 32 || small_too => {
+            CoopVariant::Family(CoopTune { rp: true, ..t })
+        }
+        v => v,
+    }
+}
+
 /// The 8th session's planner default, kept for A/B (`MPSRT_COOP_PLANNER=8`): the 128×128
 /// tune from 128 blocks of 128×128, below them the 64×64 tune with K 32 and no vector store
 /// (`w2x2_t2x2_k32_cl1_vs4_uc1`); 8×8 tiles: generation 1. Pure.

@@ -94,3 +94,26 @@ fn wide_block_timing_probes_render() {
         wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
     }
 }
+
+#[test]
+fn register_prefetch_planner_candidates_are_the_current_rule_plus_rp1() {
+    use mpsrt_kernels::default_coop_variant;
+    use mpsrt_kernels::matmul_coop_tune::default_coop_variant_rp;
+    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1").unwrap();
+    let small = "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1";
+    let small_rp = CoopVariant::parse(&format!("{small}_rp1")).unwrap();
+    for small_too in [false, true] {
+        let rule = |mnk| default_coop_variant_rp(16, mnk, small_too);
+        // From 128 blocks of 128×128: 4096³, BERT b8's QKV (144) and FFN-up (192) products.
+        for mnk in [[4096; 3], [2048, 3072, 768], [1024, 2304, 768], [1024, 3072, 768]] {
+            assert_eq!(rule(mnk), big, "{mnk:?}");
+        }
+        // Below: the 64×64 K-64 tune, with rp1 only when asked.
+        for mnk in [[1024, 768, 768], [1024, 768, 3072]] {
+            let want = if small_too { small_rp } else { CoopVariant::parse(small).unwrap() };
+            assert_eq!(rule(mnk), want, "{mnk:?}");
+            assert_eq!(default_coop_variant(16, mnk), CoopVariant::parse(small).unwrap());
+        }
+        assert_eq!(default_coop_variant_rp(8, [4096; 3], small_too), CoopVariant::Gen1);
+    }
+}

@@ -174,8 +174,10 @@ pub(crate) fn coop_small_m() -> bool {
 }
 
 /// `MPSRT_COOP_PLANNER`: `8` or `9` take that session's default tunes per shape
-/// (`default_coop_variant_8th` / `_9th`) instead of this one's (`default_coop_variant`), for
-/// model-level A/B; unset or anything else: the current rule.
+/// (`default_coop_variant_8th` / `_9th`) instead of this one's (`default_coop_variant`), `11`
+/// / `12` the 11th session's candidates (`default_coop_variant_rp`: register prefetch on the
+/// 128×128 tune / on both tunes), for model-level A/B; unset or anything else: the current
+/// rule.
 fn coop_planner() -> usize {
     static E: OnceLock<usize> = OnceLock::new();
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 10))
@@ -239,6 +241,7 @@ pub(crate) fn coop_spec_sliced(
             match coop_planner() {
                 8 => t::default_coop_variant_8th(spec.size, [m, n, k]),
                 9 => t::default_coop_variant_9th(spec.size, [m, n, k]),
+                11 | 12 => t::default_coop_variant_rp(spec.size, [m, n, k], coop_planner() == 12),
                 _ => default_coop_variant(spec.size, [m, n, k]),
             }
         }
