@@ -78,6 +78,8 @@ fn tiny_bert_fuses_and_matches_the_unfused_cpu_plan() {
     // GELU chain is one Gelu node.
     assert_eq!(count("Sqrt") + count("Div") + count("Mul") + count("Erf"), 0, "{ops:?}");
     assert_eq!(count("Gelu"), 2, "{ops:?}");
+    // The index-built padding mask's `And(true, mask)` is the mask itself.
+    assert_eq!(count("And"), 0, "{ops:?}");
     // Q, K and V: one GEMM over the concatenated weights, sliced (views) per projection.
     assert_eq!((count("MatMul"), count("Slice")), (2 * 4, 2 * 3), "{ops:?}");
     assert!(plan.init_steps.is_empty(), "{:?}", plan.init_steps);
@@ -151,5 +153,67 @@ fn tiny_bert_f16_keeps_the_fusions() {
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 2e-2, "{place:?} [{i}]: {a} vs {b}");
         }
+    }
+}
+
+/// transformers' index-built padding mask: a `Gather` over the flattened mask at the constant
+/// `b·S + s` (all rows, in order) is the mask reshaped — a view on the GPU — and `And(m, true)`
+/// is `m` (the node is merged away); a gather at any other constant order still gathers. Values
+/// against the unfused CPU plan on every place.
+#[test]
+fn identity_gather_and_and_true_keep_the_values() {
+    use mpsrt_graph::{BinaryOp, Dim, Graph, HostTensor, Op};
+    let mut g = Graph::new();
+    let x = g.add_input("x", mpsrt_core::DType::F32, vec![Dim::Known(6), Dim::Known(2)]).unwrap();
+    let mf = g.add_input("m", mpsrt_core::DType::F32, vec![Dim::Known(2), Dim::Known(3)]).unwrap();
+    let ident = g.add_initializer("ident", HostTensor::from_i64(vec![2, 3], &[0, 1, 2, 3, 4, 5]));
+    let perm = g.add_initializer("perm", HostTensor::from_i64(vec![2, 3], &[5, 0, 4, 1, 3, 2]));
+    let truth = HostTensor::from_f64(mpsrt_core::DType::Bool, vec![1], &[1.0]);
+    let truth = g.add_initializer("true", truth).unwrap();
+    let (one, zero) = (HostTensor::from_f32(vec![], &[1.0]), HostTensor::from_f32(vec![], &[0.0]));
+    let (one, zero) =
+        (g.add_initializer("one", one).unwrap(), g.add_initializer("zero", zero).unwrap());
+    let v = |g: &mut Graph, n: &str, dt| g.add_value(n, dt, None).unwrap();
+    let (y1, y2) =
+        (v(&mut g, "y1", mpsrt_core::DType::F32), v(&mut g, "y2", mpsrt_core::DType::F32));
+    let (a, w) = (v(&mut g, "a", mpsrt_core::DType::Bool), v(&mut g, "w", mpsrt_core::DType::F32));
+    g.add_node("g1", Op::Gather { axis: 0 }, vec![x, ident.unwrap()], vec![y1]);
+    g.add_node("g2", Op::Gather { axis: 0 }, vec![x, perm.unwrap()], vec![y2]);
+    let m = v(&mut g, "mb", mpsrt_core::DType::Bool);
+    g.add_node("cast", Op::Cast { to: mpsrt_core::DType::Bool }, vec![mf], vec![m]);
+    g.add_node("and", Op::Binary(BinaryOp::And), vec![truth, m], vec![a]);
+    g.add_node("where", Op::Where, vec![a, one, zero], vec![w]);
+    g.outputs = vec![y1, y2, w];
+    let plan = Session::from_graph(g.clone(), Place::Cpu, SessionOptions::default()).unwrap();
+    let plan = plan.plan_for(&[vec![6, 2], vec![2, 3]]).unwrap();
+    let ops: Vec<String> = plan.graph.nodes.iter().map(|n| n.op.name()).collect();
+    assert!(!ops.iter().any(|o| o == "And"), "{ops:?}");
+    let xs: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+    let ms = [1.0f32, 0.0, 1.0, 1.0, 0.0, 0.0];
+    let f: HashMap<String, Tensor> = [
+        ("x".to_string(), Tensor::from_slice(&xs, &[6, 2], Place::Cpu).unwrap()),
+        ("m".to_string(), Tensor::from_slice(&ms, &[2, 3], Place::Cpu).unwrap()),
+    ]
+    .into_iter()
+    .collect();
+    let all = |s: &Session| -> Vec<Vec<f32>> {
+        s.run(&f)
+            .unwrap()
+            .into_iter()
+            .map(|(_, t)| t.to(Place::Cpu).unwrap().to_vec().unwrap())
+            .collect()
+    };
+    let unfused = SessionOptions { fusion: false, ..SessionOptions::default() };
+    let want = all(&Session::from_graph(g.clone(), Place::Cpu, unfused).unwrap());
+    assert_eq!(want[0], xs);
+    assert_eq!(want[1][..4], [xs[10], xs[11], xs[0], xs[1]]);
+    assert_eq!(want[2], [1.0, 0.0, 1.0, 1.0, 0.0, 0.0]);
+    let mut places = vec![Place::Cpu];
+    if gpu() {
+        places.push(Place::Gpu(0));
+    }
+    for place in places {
+        let got = all(&Session::from_graph(g.clone(), place, SessionOptions::default()).unwrap());
+        assert_eq!(got, want, "{place:?}");
     }
 }

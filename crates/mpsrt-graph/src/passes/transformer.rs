@@ -19,6 +19,7 @@
 
 use crate::ir::{Graph, HostTensor, Node, ValueId};
 use crate::op::{BinaryOp, Op, ReduceKind, UnaryOp};
+use mpsrt_core::DType;
 
 struct Ctx<'a> {
     g: &'a Graph,
@@ -407,6 +408,11 @@ fn merge_duplicates(g: &mut Graph) -> usize {
             }
         }
         let n = &g.nodes[i];
+        if let Some(x) = and_true_operand(g, n) {
+            remap.insert(n.outputs[0], x);
+            merged += 1;
+            continue;
+        }
         let pure =
             matches!(n.op, Op::Where | Op::Cast { .. } | Op::Expand | Op::Unary(_) | Op::Binary(_));
         if !pure || n.outputs.len() != 1 || g.outputs.contains(&n.outputs[0]) {
@@ -427,6 +433,35 @@ fn merge_duplicates(g: &mut Graph) -> usize {
         }
     }
     merged
+}
+
+/// `And(x, true)` (either order) whose constant is one element of rank ≤ `x`'s: the output is
+/// `x` itself. transformers' index-built padding mask ANDs the mask with a constant `true`
+/// (one dispatch per run for nothing); `MPSRT_AND_TRUE=0` keeps the node.
+fn and_true_operand(g: &Graph, n: &Node) -> Option<ValueId> {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| std::env::var("MPSRT_AND_TRUE").map_or(true, |v| v.trim() != "0"));
+    if !on || n.op != Op::Binary(BinaryOp::And) || n.inputs.len() != 2 || n.outputs.len() != 1 {
+        return None;
+    }
+    if g.outputs.contains(&n.outputs[0]) {
+        return None;
+    }
+    let is_true = |v: ValueId| {
+        g.initializers
+            .get(&v)
+            .is_some_and(|t| t.dtype == DType::Bool && t.bytes.len() == 1 && t.bytes[0] != 0)
+    };
+    let (c, x) = match (is_true(n.inputs[0]), is_true(n.inputs[1])) {
+        (true, _) => (n.inputs[0], n.inputs[1]),
+        (_, true) => (n.inputs[1], n.inputs[0]),
+        _ => return None,
+    };
+    let rank_c = g.initializers.get(&c)?.shape.len();
+    let xv = g.value(x);
+    let rank_x = xv.shape.as_ref()?.len();
+    (xv.dtype == DType::Bool && g.value(n.outputs[0]).dtype == DType::Bool && rank_c <= rank_x)
+        .then_some(x)
 }
 
 fn fuse_chains(g: &mut Graph) -> usize {
