@@ -476,7 +476,14 @@ fn build_bias(
         }
         None => None,
     };
-    let j_idx = t::arange(0.0, total as f64, 1.0, DType::I32, place)?.reshape(&[1, -1])?;
+    // Key positions only where a causal/window/padding rule reads them: on a GPU the arange is
+    // an upload, one extra command per layer in every replay (BERT's plain padding mask has none).
+    let window = a.left_window_size >= 0 || a.right_window_size >= 0;
+    let j_idx = if a.is_causal || window || nonpad.is_some() {
+        t::arange(0.0, total as f64, 1.0, DType::I32, place)?.reshape(&[1, -1])?
+    } else {
+        return Ok(mask);
+    };
     let mut allowed: Option<Tensor> = None;
     let mut and = |c: Tensor| -> Result<()> {
         allowed = Some(match allowed.take() {
@@ -485,7 +492,6 @@ fn build_bias(
         });
         Ok(())
     };
-    let window = a.left_window_size >= 0 || a.right_window_size >= 0;
     if a.is_causal || window {
         let i_idx = t::arange(0.0, sq as f64, 1.0, DType::I32, place)?.reshape(&[-1, 1])?;
         // Absolute query positions: [q, 1], or [batch, q, 1] with a per-batch offset.

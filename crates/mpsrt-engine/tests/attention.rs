@@ -360,3 +360,34 @@ fn repeated_mask_preparation_is_merged() {
         }
     }
 }
+
+/// The f32 composed attention with a plain padding mask replays as its dispatches alone: no
+/// per-run upload (the key-position `arange` is built only for causal/window/padding-length
+/// rules; BERT-base replayed 12 such copies, one per layer).
+#[test]
+fn composed_f32_attention_replays_without_uploads() {
+    if !mpsrt_runtime::gpu_available() {
+        return;
+    }
+    let shape = [2, 2, 32, 32];
+    let g = with_nan_guard(pattern(DType::F32, shape, true), DType::F32);
+    let s = Session::from_graph(g, Place::Gpu(0), SessionOptions::default()).unwrap();
+    let s = s.with_replay(true);
+    let f = feeds(DType::F32, shape, true, Place::Gpu(0));
+    for _ in 0..3 {
+        s.run(&f).unwrap();
+    }
+    let st = s.replay_status(&[
+        vec![2, 2, 32, 32],
+        vec![2, 2, 32, 32],
+        vec![2, 2, 32, 32],
+        vec![2, 1, 1, 32],
+    ]);
+    let st = st.unwrap();
+    let count = |what: &str| -> usize {
+        let end = st.find(&format!(" {what}")).unwrap_or_else(|| panic!("{st}"));
+        st[..end].rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(st.starts_with("ready"), "{st}");
+    assert_eq!(count("dispatches,"), count("commands,"), "{st}");
+}
