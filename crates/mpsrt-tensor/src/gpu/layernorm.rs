@@ -20,7 +20,9 @@ static LN: SpecCache<LayerNormSpec> = OnceLock::new();
 /// decode 304 vs 311 tokens/s, prefill 6.3 vs 5.9 ms; BERT f32 b1 3.21 vs 2.98 ms, one noisy run).
 ///
 /// `MPSRT_LAYERNORM_SEG=2`: the flat form (one row per workgroup of 32–256 threads, rows of
-/// ≤ 1024 vec4s in registers, one barrier per reduction; eleventh session, A/B pending).
+/// ≤ 1024 vec4s in registers, one barrier per reduction): slower on the H100 (eleventh session
+/// call A, BERT-base f32 b8: 9.9 us per norm against 7.6, p50 7.42/7.42/7.32 ms against
+/// 7.27/7.24/7.29 with the row form, alternated fresh processes), so it stays opt-in.
 fn seg_form() -> u8 {
     match std::env::var("MPSRT_LAYERNORM_SEG").as_deref().map(str::trim) {
         Ok("1") => 1,
