@@ -72,3 +72,24 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (src < gv(9u) || src >= gv(10u)) { return; }
     GY[g - gv(7u)] = GX[u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i))];
 }
+
+// gather4 — `gather` on vec4 units (rows of a multiple of 4 words at a 4-word offset): the
+//   same metadata with `inner`, offsets and counts in vec4s; its own bindings 0 and 2.
+@group(0) @binding(0) var<storage, read> GX4: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> GY4: array<vec4<u32>>;
+
+@compute @workgroup_size(256)
+fn gather4(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let idx = gid.x + gid.y * gv(5u);
+    if (idx >= gv(4u)) { return; }
+    let axis_len = gv(0u);
+    let inner = gv(1u);
+    let nidx = gv(2u);
+    let g = idx + gv(6u);
+    let i = g % inner;
+    let j = (g / inner) % nidx;
+    let o = g / (inner * nidx);
+    let src = u32(GI[j - gv(8u)]);
+    if (src < gv(9u) || src >= gv(10u)) { return; }
+    GY4[g - gv(7u)] = GX4[u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i))];
+}

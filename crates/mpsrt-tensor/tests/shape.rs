@@ -282,3 +282,29 @@ fn large_cpu_concat_matches_hand_interleaving() {
     }
     assert_eq!(f(&got), want);
 }
+
+/// f32 rows of a multiple of 4 at a 4-aligned offset gather as vec4s on GPUs (`gather4`); an
+/// offset of 2 takes the word kernel. Embedding-style tables, values against the CPU.
+#[test]
+fn gather_vec4_rows_match_cpu() {
+    let idx = Tensor::from_slice(&[9i64, 0, -1, 3, 3, 7], &[2, 3], Place::Cpu).unwrap();
+    let table = tensor(&values(10 * 12 + 4, 5, true), &[10 * 12 + 4], DType::F32);
+    let views = |t: &Tensor| -> Vec<(usize, Tensor)> {
+        [0usize, 4, 2]
+            .into_iter()
+            .map(|o| {
+                let v = t.slice(0, Some(o as isize), Some((o + 120) as isize), 1).unwrap();
+                (o, v.reshape(&[10, 12]).unwrap())
+            })
+            .collect()
+    };
+    let cpu_views = views(&table);
+    for p in gpus() {
+        let gpu_table = table.to(p).unwrap();
+        for ((o, x), (_, xg)) in cpu_views.iter().zip(views(&gpu_table)) {
+            let cpu = gather(x, &idx, 0).unwrap();
+            assert_eq!(cpu.shape(), [2, 3, 12]);
+            same(&format!("f32 gather at offset {o}"), &cpu, &gather(&xg, &idx, 0).unwrap());
+        }
+    }
+}

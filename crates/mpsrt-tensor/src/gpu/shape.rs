@@ -244,6 +244,12 @@ pub(crate) fn empty(op: &str, device: usize, shape: &[usize], dtype: DType) -> R
     Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), Layout::contiguous(shape), dtype))
 }
 
+/// `MPSRT_GATHER_VEC4` (default on), read once: 4-aligned rows gather as vec4s.
+fn gather_vec4() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPSRT_GATHER_VEC4").map_or(true, |v| v.trim() != "0"))
+}
+
 /// `x` (4-byte dtype) viewed as (outer, axis_len, inner) gathered at `idx` (normalised, in
 /// bounds) into the final `shape`.
 pub(crate) fn gather(
@@ -263,24 +269,31 @@ pub(crate) fn gather(
     let dev = mpsrt_runtime::gpu_device(device)?;
     let idx32: Vec<i32> = idx.iter().map(|&i| i as i32).collect();
     let ibuf = dev.upload(op, bytemuck::cast_slice(&idx32))?;
-    let pipeline = dev.static_pipeline(SOURCE, "gather")?;
     let [outer, axis_len, inner] = dims;
     let (xb, yb) = (buffer(op, &x)?, buffer(op, &y)?);
-    let x_off = x.layout().offset;
+    // Rows of a multiple of 4 words at a 4-word offset move as vec4s (`gather4`: a quarter of
+    // the threads and 16-byte accesses; BERT's word embeddings, 768 floats a row):
+    // `MPSRT_GATHER_VEC4=0` off. Below, `inner`, `x_off` and the points count these units.
+    let v4 = inner % 4 == 0 && x.layout().offset % 4 == 0 && gather_vec4();
+    let (unit, entry) = if v4 { (4, "gather4") } else { (1, "gather") };
+    let pipeline = dev.static_pipeline(SOURCE, entry)?;
+    let (inner_w, inner) = (inner, inner / unit);
+    let x_off = x.layout().offset / unit;
+    let eb = 4 * unit;
     let (limit, align) = window::limits(&dev);
     // Rows of x one pass binds: all of them when x fits, else as many as one binding holds
     // (an embedding table past the limit): each pass gathers only the indices in its rows.
     let rows_per = if window::fits(xb, limit) {
         axis_len
     } else {
-        (limit.saturating_sub(align) / (4 * inner.max(1) as u64)) as usize
+        (limit.saturating_sub(align) / (4 * inner_w.max(1) as u64)) as usize
     };
     if rows_per == 0 {
         return Err(Error::oom(
             op,
             format!(
                 "one gathered row of {} bytes exceeds the adapter's max_storage_buffer_binding_size of {limit} bytes",
-                4 * inner
+                4 * inner_w
             ),
         ));
     }
@@ -295,7 +308,7 @@ pub(crate) fn gather(
         let access = [
             Access {
                 buffer: xb,
-                elem_bytes: 4,
+                elem_bytes: eb,
                 offset: (x_off + lo * inner) as isize,
                 strides: vec![(axis_len * inner) as isize, 0, 0],
                 extent: (0, ((hi - lo) * inner) as isize - 1),
@@ -307,7 +320,7 @@ pub(crate) fn gather(
                 strides: vec![0, 1, 0],
                 extent: (0, 0),
             },
-            Access::dense(yb, 4, 0, &pdims),
+            Access::dense(yb, eb, 0, &pdims),
         ];
         for w in window::plan(op, &dev, &pdims, 1, u32::MAX as usize / 2, &access)? {
             let wg = grid(
