@@ -391,6 +391,12 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 /// (192) 149.4 vs 130.0, and with the 64×64 tune 1024×768×3072 117.2 vs 104.8, 1024×768×768
 /// 83.0 vs 77.9. `MPSRT_COOP_PLANNER=9` restores the 9th session's rule
 /// (`matmul_coop_tune::default_coop_variant_9th`).
+///
+/// 11th session (H100, in-process A/B, 4 rounds per call, every variant checked): the
+/// 128×128 tune holds the next slab in registers (`rp1`, see [`large_coop_variant`]); the
+/// 64×64 K-64 tune does not (with `rp1` call B: 1024×768×768 76.8–82.1 vs 80.1–83.0 TFLOP/s,
+/// 1024×768×3072 108.2–116.3 vs 96.1–114.6: no win). `MPSRT_COOP_PLANNER=10` restores the
+/// rule without `rp1` (`matmul_coop_tune::default_coop_variant_10th`).
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
@@ -408,18 +414,24 @@ pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
 /// Output blocks of 128×128 from which [`default_coop_variant`] takes the 128×128 tune.
 pub const COOP_LARGE_BLOCKS: usize = 128;
 
-/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3`; generation 1 for 8×8 tiles): the default from
+/// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3_rp1`; generation 1 for 8×8 tiles): the default from
 /// [`COOP_LARGE_BLOCKS`] blocks, and what split-K slices run. The vector f16 store (`ov1`,
 /// whole blocks) measured in the 9th session's call 3 (H100, in-process A/B, every check
 /// passed): 4096³ 208.6 vs 199.1–199.4 TFLOP/s, 2048×3072×768 143.8 vs 118.8–119.7; staging
 /// in 8-byte units (`su1`) in the 10th session's calls 1 and 2: 4096³ 220.3 / 222.0 vs 204.1 /
 /// 208.5 in the same process; with A's half-warps on rows 4 apart (`su3`, conflict-free A
 /// stores) in call 3: 227.4 vs 223.9 (`su1`) and 210.1 (`ov1` alone), 2048×3072×768 176.5
-/// vs 172.5 and 147.6.
+/// vs 172.5 and 147.6. The next slab held in registers under the products (`rp1`, one slab,
+/// two barriers per step; 11th session, H100, one process, 4 rounds): call A 4096³
+/// 235.8–238.3 vs 224.1–227.4 TFLOP/s, 2048×3072×768 175.5–181.4 vs 171.7–176.0; call B
+/// 235.9–239.0 vs 224.8–227.2 and 169.0–183.2 vs 166.4–175.3, BERT b8's 1024×3072×768
+/// 162.6–165.8 vs 150.2–157.8 and 1024×2304×768 119.9–127.3 vs 116.4–124.0 (same registers,
+/// 228, and workgroup memory, 23040 B). Edge blocks keep the checked `rp1` loop.
 pub fn large_coop_variant(size: u32) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let d = CoopTune::default();
-    CoopVariant::Family(CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, su: 3, ..d })
+    let t = CoopTune { fi: true, cl: true, vs: 4, uc: true, ov: true, su: 3, ..d };
+    CoopVariant::Family(CoopTune { rp: true, ..t })
 }

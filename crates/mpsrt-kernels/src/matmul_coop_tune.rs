@@ -701,12 +701,9 @@ impl CoopTune {
     }
 }
 
-/// The 11th session's candidate rules, for the model-level A/B of call B: the current rule
-/// ([`default_coop_variant`](crate::matmul_coop::default_coop_variant)) with register
-/// prefetch (`rp1`) on the 128×128 tune (`MPSRT_COOP_PLANNER=11`; call A, H100, one
-/// process: 4096³ 235.8–238.3 vs 224.1–227.4 TFLOP/s, 2048×3072×768 175.5–181.4 vs
-/// 171.7–176.0), and with `small_too` on the 64×64 K-64 tune as well (`12`); 8×8 tiles:
-/// generation 1. Pure.
+/// The 11th session's candidate rules for call B's model-level A/B: `rp1` on the 128×128 tune
+/// (`MPSRT_COOP_PLANNER=11`, now the default rule) and with `small_too` on the 64×64 K-64
+/// tune too (`12`: no win on BERT's shapes in call B); 8×8 tiles: generation 1. Pure.
 pub fn default_coop_variant_rp(
     size: u32,
     mnk: [usize; 3],
@@ -717,6 +714,16 @@ pub fn default_coop_variant_rp(
         CoopVariant::Family(t) if t.bk == 32 || small_too => {
             CoopVariant::Family(CoopTune { rp: true, ..t })
         }
+        v => v,
+    }
+}
+
+/// The 10th session's planner default, kept for A/B (`MPSRT_COOP_PLANNER=10`): the current
+/// rule without register prefetch on the 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3`). Pure.
+pub fn default_coop_variant_10th(size: u32, mnk: [usize; 3]) -> crate::matmul_coop::CoopVariant {
+    use crate::matmul_coop::CoopVariant;
+    match crate::matmul_coop::default_coop_variant(size, mnk) {
+        CoopVariant::Family(t) => CoopVariant::Family(CoopTune { rp: false, ..t }),
         v => v,
     }
 }

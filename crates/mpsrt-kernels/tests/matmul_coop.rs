@@ -297,7 +297,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     // 16×16 (NVIDIA): the measured best per shape class (H200, session12 call 2; the 64×64
     // tune's K 64 from the H100's 9th-session A/B, below 256 blocks); 8×8: generation 1.
     // Both defaults are trusted (no MPSRT_COOP_EXPERIMENTAL needed).
-    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3").unwrap();
+    let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1").unwrap();
     assert_eq!(default_coop_variant(16, [4096; 3]), big);
     assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
     assert_eq!(mpsrt_kernels::large_coop_variant(16), big);
@@ -309,6 +309,14 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(default_coop_variant(16, [1024; 3]), small);
     assert_eq!(default_coop_variant(16, [1024, 768, 3072]), small);
     assert_eq!(default_coop_variant(16, [1920, 1024, 768]), small);
+    // The 10th session's rule (no register prefetch), kept for A/B (MPSRT_COOP_PLANNER=10).
+    let tenth = mpsrt_kernels::matmul_coop_tune::default_coop_variant_10th;
+    let big10 = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3").unwrap();
+    for mnk in [[4096; 3], [1024, 2304, 768], [2048, 3072, 768]] {
+        assert_eq!(tenth(16, mnk), big10, "{mnk:?}");
+    }
+    assert_eq!(tenth(16, [1024, 768, 3072]), small);
+    assert_eq!(tenth(8, [4096; 3]), CoopVariant::Gen1);
     // The 9th session's rule, kept for A/B (MPSRT_COOP_PLANNER=9).
     let ninth = mpsrt_kernels::matmul_coop_tune::default_coop_variant_9th;
     let (big9, small9) = ("fi1_cl1_vs4_uc1_ov1", "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1");
