@@ -3,7 +3,8 @@
 //! at the same clock.
 //!
 //! `GEMM_AB` lists the variants, `;`-separated: `gen1` (the legacy planner, checked modules),
-//! `gen2` (the tuned planner), or a tune's text (`128x64_db1_wl1`) forced on every shape;
+//! `gen2` (the tuned planner, with the environment's stream-K rule: the wave model unless
+//! `MPSRT_GEMM_SK` says otherwise), or a tune's text (`128x64_db1_wl1`) forced on every shape;
 //! suffixes `@s<N>` (N K slices), `@w<N>` (N stream-K workgroups for an `_sk` tune), `@ck` /
 //! `@uc` (bounds checks kept / dropped); `gen2sk` is generation 2 with the stream-K rule
 //! (`MPSRT_GEMM_SK=1`'s choice), `gen2sk2` with the wave-model rule (`MPSRT_GEMM_SK=2`),

@@ -255,14 +255,21 @@ fn k16_min() -> usize {
     *K.get_or_init(|| super::env_knob("MPSRT_GEMM_K16_MIN", 0))
 }
 
-/// `MPSRT_GEMM_SK` (default 0: off; 1: [`plan_stream_k`] picks stream-K where it fits; 2:
-/// [`plan_stream_k_model`] where the wave model predicts a gain; f32 only),
+/// The stream-K rule when `MPSRT_GEMM_SK` is unset: the wave model ([`plan_stream_k_model`]).
+/// H100 call B of the eleventh session (in one process, ms): BERT b8's Q/K/V 0.1472 → 0.1293,
+/// b16's 0.2933 → 0.2418, the other b8/b16 products unchanged (the rule does not fire); end to
+/// end (p50, alternated fresh processes) BERT-base f32 b8 7.248 / 6.995 / 7.114 → 7.035 /
+/// 6.991 / 6.935 ms, b16 13.61 → 12.63, b1 and ResNet-50 within noise.
+pub(crate) const SK_DEFAULT_RULE: usize = 2;
+
+/// `MPSRT_GEMM_SK` (default [`SK_DEFAULT_RULE`], 2: [`plan_stream_k_model`] where the wave
+/// model predicts a gain, f32 only; 0: off; 1: [`plan_stream_k`] picks stream-K where it fits),
 /// `MPSRT_GEMM_SK_WGS` (its workgroups; default the split-K target, 264) and
 /// `MPSRT_GEMM_SK_MIN_STEPS` (16-deep K steps per workgroup at least; default 16), read once.
 fn sk_env() -> (u8, Option<usize>, usize) {
     static E: OnceLock<(u8, Option<usize>, usize)> = OnceLock::new();
     *E.get_or_init(|| {
-        let on = super::env_knob("MPSRT_GEMM_SK", 0).min(2) as u8;
+        let on = super::env_knob("MPSRT_GEMM_SK", SK_DEFAULT_RULE).min(2) as u8;
         let w = super::env_knob("MPSRT_GEMM_SK_WGS", 0);
         (on, (w > 0).then_some(w), super::env_knob("MPSRT_GEMM_SK_MIN_STEPS", 16))
     })
@@ -436,7 +443,7 @@ mod tests {
         assert_eq!(plan_stream_k_model([128, 128, 64], 96, 264), None);
         assert_eq!(plan_stream_k_model([128, 64, 128], 96, 264), None);
         // b16's Q/K/V: 288 blocks of 128×128 are 2.2 SM rounds (the model predicts stream-K;
-        // call B measures it).
+        // H100 call B measured 0.2418 ms against generation 2's 0.2933).
         assert_eq!(plan_stream_k_model([128, 2304, 768], 16, 264), Some(264));
         // Degenerate inputs, and a step count past 31 bits.
         assert_eq!(plan_stream_k_model([0, 768, 768], 1, 264), None);
@@ -449,5 +456,26 @@ mod tests {
         assert_eq!(stream_k_pick(2, qkv, 8, false, 264, 264, 16), None);
         assert_eq!(stream_k_pick(2, qkv, 8, true, 0, 264, 16), None);
         assert_eq!(stream_k_pick(2, [128, 3072, 768], 8, true, 264, 264, 16), None);
+    }
+
+    /// With `MPSRT_GEMM_SK` unset the wave-model rule is on (H100 call B: BERT b8/b16 faster
+    /// end to end): BERT b8's Q/K/V runs 128×64 stream-K over 264 workgroups, FFN up keeps
+    /// generation 2's tune, and an f16 product is never taken.
+    #[test]
+    fn stream_k_wave_model_is_the_default() {
+        assert_eq!(SK_DEFAULT_RULE, 2);
+        let knobs = ["MPSRT_GEMM_SK", "MPSRT_GEMM_SK_WGS", "MPSRT_GEMM_GEN", "MPSRT_GEMM_TUNE"];
+        if knobs.iter().any(|k| std::env::var_os(k).is_some()) {
+            return; // the environment chose the planner for this process
+        }
+        let qkv = tiled_choice([128, 2304, 768], 8, true, 264, 264);
+        assert_eq!((qkv.tune, qkv.slices, qkv.sk_wgs), (SK_TUNE_64, 1, 264));
+        let up = tiled_choice([128, 3072, 768], 8, true, 264, 264);
+        assert_eq!(
+            (up.tune, up.slices, up.sk_wgs),
+            (plan_gemm_tuned([128, 3072, 768], 8, 264).0, 1, 0)
+        );
+        let half = tiled_choice([128, 2304, 768], 8, false, 264, 264);
+        assert!(!half.tune.sk && half.sk_wgs == 0);
     }
 }
