@@ -488,6 +488,9 @@ impl Loop {
             let pf = (self.ph != 1, self.ph != 2);
             let now = (!pf.0, !pf.1);
             if let Some((loads, stores)) = self.unit_parts_at("nxt", checked, "", true, 0, pf) {
+                if self.rq && !(now.0 || now.1) {
+                    return self.rp_ring(&loads, &stores, &self.unit_vars(checked, pf));
+                }
                 // Register prefetch with `su` staging: the next slab's 8-byte units are
                 // loaded after the barrier that publishes this one and land in the slab at
                 // the top of the next step, so their latency runs under the products.

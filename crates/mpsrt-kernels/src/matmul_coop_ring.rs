@@ -2,6 +2,7 @@
 //! the loop geometry): `un1`, the two-slab loop unrolled by two so both stages are constants,
 //! and the `rq1` register ring, the same loop with two register sets taking turns so a slab's
 //! global loads are issued two K steps before its products. One renderer serves both.
+//! `rp_ring`: the same two register sets ahead of `rp1`'s one slab (`su` staging).
 //!
 //! Both once ended in a branch that ran the odd last step's products (`if (K % 2bk != 0)`),
 //! and both measured wrong on the H100, like the branched `fi1` form: every kernel that failed
@@ -92,6 +93,55 @@ impl Loop {
             c.push_str(&self.products());
             c.push_str(&s);
             c.push_str("    workgroupBarrier();\n    }\n");
+        }
+        c.push_str("    }\n");
+        c
+    }
+}
+
+impl Loop {
+    /// `rp1` with `rq1` (one slab, `su` units, both operands prefetched): two register sets
+    /// take turns, so a slab's global loads are issued two K steps before its products (one
+    /// step with `rp1` alone, whose 4096³ still spends its time in the staging, 11th session
+    /// call A's probes). The loop runs two steps per iteration (K a multiple of `2·bk`,
+    /// [`CoopTune::aligned_k`](crate::matmul_coop_tune::CoopTune::aligned_k)); step `h`
+    /// publishes set `h` between its two barriers, refills it with slab `k0 + (h + 2)·bk`
+    /// (clamped to the last slab: at the end a slab is reloaded that nothing stores) and runs
+    /// its products in a scope of their own. No matrix operation inside an `if`.
+    pub(super) fn rp_ring(&self, loads: &str, stores: &str, vars: &str) -> String {
+        let bk = self.bk;
+        // Set 1: the same code with its own registers (`ua<n>`/`ub<n>` -> `xa<n>`/`xb<n>`).
+        let set1 = |code: &str| {
+            let mut out = String::with_capacity(code.len());
+            let mut rest = code;
+            while let Some(i) = rest.find(['u']) {
+                let reg = rest[i..].starts_with("ua") || rest[i..].starts_with("ub");
+                let word = i == 0 || !rest[..i].ends_with(|c: char| c.is_alphanumeric());
+                let digit = rest[i + 1..].chars().nth(1).is_some_and(|c| c.is_ascii_digit());
+                out.push_str(&rest[..i]);
+                out.push(if reg && word && digit { 'x' } else { 'u' });
+                rest = &rest[i + 1..];
+            }
+            out + rest
+        };
+        let mut c = String::new();
+        c.push_str(vars);
+        c.push_str(&set1(vars));
+        c.push_str("    {\n    let nxt = 0u;\n");
+        c.push_str(loads);
+        let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
+        c.push_str(&set1(loads));
+        let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
+        for h in 0..2u32 {
+            let pick = |code: &str| if h == 0 { code.to_string() } else { set1(code) };
+            c.push_str("    workgroupBarrier();\n    {\n");
+            c.push_str(&pick(stores));
+            c.push_str("    }\n    workgroupBarrier();\n    {\n");
+            let _ = writeln!(c, "    let nxt = min(k0 + {}u, K - {bk}u);", (h + 2) * bk);
+            c.push_str(&pick(loads));
+            c.push_str("    }\n    {\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    }\n");
         }
         c.push_str("    }\n");
         c

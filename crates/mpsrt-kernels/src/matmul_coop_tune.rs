@@ -74,7 +74,8 @@ pub struct CoopTune {
     /// 8 wide only; elsewhere the `db` loop. Wrong on the H100 in the 8th session (max rel
     /// err 1.36) while its odd last step ran inside an `if`; without it (K a multiple of two
     /// steps, [`CoopTune::aligned_k`]) it checked correct there (10th session call 3), and
-    /// stays slower than one slab (122 vs 224 TFLOP/s at 4096³).
+    /// stays slower than one slab (122 vs 224 TFLOP/s at 4096³). With `su` `rp1` (no `ph`):
+    /// two register sets ahead of the one slab (11th session call C candidate, opt-in).
     pub rq: bool,
     /// Extra workgroup memory in KiB (0: none), declared and touched on a path that never
     /// runs (`K == 0xffffffff`), so the driver reserves it: an occupancy probe. With `xs` the
@@ -558,7 +559,7 @@ impl CoopTune {
     /// two steps for the loops unrolled by two (`un1`, `rq1`), which have no branch for an
     /// odd last step (cooperative operations inside an `if` measured wrong on the H100).
     pub fn aligned_k(&self) -> u32 {
-        u32::from(self.bk) * if self.db && (self.un || self.rq) { 2 } else { 1 }
+        u32::from(self.bk) * if (self.db && self.un) || self.rq { 2 } else { 1 }
     }
 
     /// Whether the renderer accepts this tune for tiles of `size`.
@@ -621,8 +622,11 @@ impl CoopTune {
         if self.gl && self.wl {
             return Err(format!("{}: 16-byte loads (gl) are wl's already", self.name()));
         }
-        if self.rq && (!self.db || self.sp) {
-            return Err(format!("{}: the register ring (rq) needs db1 and not sp1", self.name()));
+        if self.rq && !((self.db && !self.sp) || (self.rp && self.su != 0 && self.ph == 0)) {
+            let n = self.name();
+            return Err(format!(
+                "{n}: the register ring (rq) needs db1 (not sp1) or su rp1 (no ph)"
+            ));
         }
         if self.un && (!self.db || self.sp || self.rq) {
             return Err(format!("{}: un (unrolled slabs) needs db1, not sp1 or rq1", self.name()));
