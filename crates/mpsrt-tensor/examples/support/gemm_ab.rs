@@ -12,7 +12,7 @@
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
 //! bias, bias + GELU, bias + residual, as one `[1024, K]` matrix), `b8z` (the same as the engine
 //! runs them: `[8, 128, K]` times a broadcast weight), `b16z` (batch 16 so), `b1` (batch 1), `sq` (4096³, no
-//! epilogue), `att` (b8's per-head attention products, 96 of `q·kᵀ` and `p·v`).
+//! epilogue), `sqk` (4096² at K = 768 and 3072, no epilogue), `att` (b8's per-head attention products, 96 of `q·kᵀ` and `p·v`).
 //! Each (variant, shape) is first checked against the legacy kernel's output on the same
 //! operands, and the legacy output once per shape against the CPU product; then ≥ 0.5 s of
 //! warm-up, then `GEMM_AB_ROUNDS` (5) rounds of ~`GEMM_AB_MS` (20) ms per (shape, variant) in
@@ -129,6 +129,15 @@ fn shapes(sets: &str) -> Result<Vec<Shape>> {
             "b1" => (128, 1),
             "sq" => {
                 v.push(Shape::new("4096^3", [4096, 4096, 4096], 1, (false, false, false))?);
+                continue;
+            }
+            // Full waves at BERT's K (no epilogue): what K = 768 / 3072 cost per block
+            // apart from partial waves.
+            "sqk" => {
+                for k in [768, 3072] {
+                    let name = format!("4096x4096x{k}");
+                    v.push(Shape::new(&name, [4096, 4096, k], 1, (false, false, false))?);
+                }
                 continue;
             }
             _ => continue,

@@ -76,10 +76,25 @@ fn tuned_slices([m, n, k]: [usize; 3], wgs: usize, goal: usize, min_slice: usize
 ///
 /// Pure: shape in, choice out.
 pub fn plan_gemm_tuned(mnk: [usize; 3], batch: usize, target: usize) -> (GemmTune, usize) {
+    plan_gemm_tuned_big(mnk, batch, target, target)
+}
+
+/// [`plan_gemm_tuned`] with 128×128 blocks only from `big_min` of them (generation 2 takes
+/// them from `target`; `MPSRT_GEMM_BIG_MIN`). Why a knob: H100 call B ran BERT b16's FFN up
+/// `[2048, 3072, 768]` (384 blocks of 128×128; call A's stream-K ran them faster over 132
+/// workgroups than 264, as if one were resident per SM) at 30.6 TFLOP/s against 37.2 at 4096³, while b8's 384 blocks of 128×64 ran 30.3–30.8
+/// against that block's 32.0: at K = 768 the large block loses more; 768 blocks of 128×64
+/// (`big_min` 528) is the alternative under test. Pure.
+pub(crate) fn plan_gemm_tuned_big(
+    mnk: [usize; 3],
+    batch: usize,
+    target: usize,
+    big_min: usize,
+) -> (GemmTune, usize) {
     let [m, n, _] = mnk;
     let tiles = |bm: usize, bn: usize| m.div_ceil(bm) * n.div_ceil(bn) * batch;
     let target = target.max(1);
-    if tiles(128, 128) >= target {
+    if tiles(128, 128) >= big_min.max(target) {
         return (GemmTune { bm: 128, bn: 128, db: false, wl: true, k16: true, sk: false }, 1);
     }
     let w = tiles(128, 64);
@@ -262,6 +277,13 @@ fn k16_min() -> usize {
 /// 6.991 / 6.935 ms, b16 13.61 → 12.63, b1 and ResNet-50 within noise.
 pub(crate) const SK_DEFAULT_RULE: usize = 2;
 
+/// `MPSRT_GEMM_BIG_MIN` (default 0: generation 2's own threshold, its split-K target): 128×128
+/// blocks only for products with at least this many (opt-in; see [`plan_gemm_tuned_big`]).
+fn big_min() -> usize {
+    static B: OnceLock<usize> = OnceLock::new();
+    *B.get_or_init(|| super::env_knob("MPSRT_GEMM_BIG_MIN", 0))
+}
+
 /// `MPSRT_GEMM_SK` (default [`SK_DEFAULT_RULE`], 2: [`plan_stream_k_model`] where the wave
 /// model predicts a gain, f32 only; 0: off; 1: [`plan_stream_k`] picks stream-K where it fits),
 /// `MPSRT_GEMM_SK_WGS` (its workgroups; default the split-K target, 264) and
@@ -322,8 +344,8 @@ pub(crate) fn tiled_choice(
     let gen = o.generation.unwrap_or(env_gen);
     let (mut tune, mut slices) = if gen == 2 {
         // Split-K off (`target` 0): the same blocks, unsplit.
-        let (mut t, s) =
-            plan_gemm_tuned(mnk, batch, if target == 0 { tile128_min } else { target });
+        let t0 = if target == 0 { tile128_min } else { target };
+        let (mut t, s) = plan_gemm_tuned_big(mnk, batch, t0, big_min());
         // `MPSRT_GEMM_K16_MIN`: 64×64 blocks keep 8-deep slabs below this K (model-level A/B).
         if (t.bm, t.bn) == (64, 64) && mnk[2] < k16_min() {
             t.k16 = false;
@@ -397,6 +419,17 @@ mod tests {
         assert_eq!(plan_stream_k([128, 2304, 768], 1, 264, 16), None);
         assert_eq!(plan_stream_k([4096, 4096, 4096], 1, 264, 16), None);
         assert_eq!(plan_stream_k([1 << 14, 128, 1 << 20], 1, 264, 16), None);
+        // `MPSRT_GEMM_BIG_MIN` 528: b16's FFN up (384 blocks of 128×128) takes 768 of 128×64,
+        // unsplit; 4096³ (1024) keeps 128×128; at or below the target nothing changes.
+        let b16_up = [128, 3072, 768];
+        assert_eq!(plan_gemm_tuned(b16_up, 16, 264), (big, 1));
+        assert_eq!(plan_gemm_tuned_big(b16_up, 16, 264, 528), (mid, 1));
+        assert_eq!(plan_gemm_tuned_big([4096, 4096, 4096], 1, 264, 528), (big, 1));
+        for big_min in [0, 100, 264] {
+            for (mnk, z) in [(b16_up, 16), ([128, 768, 3072], 16), ([4096, 4096, 768], 1)] {
+                assert_eq!(plan_gemm_tuned_big(mnk, z, 264, big_min), plan_gemm_tuned(mnk, z, 264));
+            }
+        }
         // K = 64 is too short to split.
         assert_eq!(plan_gemm_tuned([128, 4096, 64], 1, 264), (small, 1));
         for m in [1, 7, 64, 128, 300, 1024] {
@@ -464,7 +497,13 @@ mod tests {
     #[test]
     fn stream_k_wave_model_is_the_default() {
         assert_eq!(SK_DEFAULT_RULE, 2);
-        let knobs = ["MPSRT_GEMM_SK", "MPSRT_GEMM_SK_WGS", "MPSRT_GEMM_GEN", "MPSRT_GEMM_TUNE"];
+        let knobs = [
+            "MPSRT_GEMM_SK",
+            "MPSRT_GEMM_SK_WGS",
+            "MPSRT_GEMM_GEN",
+            "MPSRT_GEMM_TUNE",
+            "MPSRT_GEMM_BIG_MIN",
+        ];
         if knobs.iter().any(|k| std::env::var_os(k).is_some()) {
             return; // the environment chose the planner for this process
         }
