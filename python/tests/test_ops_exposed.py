@@ -31,6 +31,8 @@ NOT_OPS = {
     "conv2d_fused": "conv2d + residual + activation fused for the graph engine; equals the "
                     "separate exposed ops",
     "gemm_act": "gemm + activation fused for the graph engine; equals mpsrt.addmm then F.relu/...",
+    "matmul_seq_major": "matmul whose result is stored [B, M, H, N] for the graph engine's "
+                        "attention (values equal mpsrt.matmul; only the memory layout differs)",
     "matmul_kernel_name": "a diagnostic (which GEMM kernel a device would run), not an op",
     "plan_f16_gemm": "the pure kernel planner behind f16 matmul (tested in Rust), not an op",
     "plan_gemm": "the pure tile/split-K planner behind f32 matmul (tested in Rust), not an op",

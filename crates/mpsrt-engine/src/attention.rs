@@ -326,6 +326,9 @@ fn composed_f32(
     };
     let p = t::masked_softmax(&qk, scale, bias.as_ref())?;
     let y = match p_shape {
+        // Sequence-major `[B, S, H, Dv]` storage: the exporter's transpose + reshape (or the
+        // 3-D merge below) after it is a view.
+        None if f32_seq_major() => t::matmul_seq_major(&p, v)?,
         None => t::matmul(&p, v)?,
         Some(g) => {
             let pg = p.reshape(&[bi, hi, g, sq as isize, total as isize])?;
@@ -348,6 +351,14 @@ fn composed_f32(
         outs.push(v.contiguous()?);
     }
     Ok(outs)
+}
+
+/// `MPSRT_ATTENTION_F32_SEQ_MAJOR` (default off until an H100 A/B; read per call, at plan
+/// time): the composed f32 attention's `p·v` stores `[B, S, H, Dv]`
+/// ([`t::matmul_seq_major`]) so the heads' transpose + merge after it is a view — BERT-base
+/// copied 5.8 us per layer at b8 there (H100 call A's `Reshape_3`).
+fn f32_seq_major() -> bool {
+    std::env::var("MPSRT_ATTENTION_F32_SEQ_MAJOR").is_ok_and(|v| v.trim() == "1")
 }
 
 /// Whether the fused kernel computes this node: no softcap, sliding window or external-cache

@@ -328,6 +328,23 @@ pub(crate) fn k_loop(
 impl MatmulSpec {
     /// Render the WGSL source; fails for combinations the launcher never asks for.
     pub fn render(&self) -> Result<String, String> {
+        self.render_out(false)
+    }
+
+    /// [`render`](Self::render) with the output stored at strides from the meta instead of
+    /// contiguous `[batch.., M, N]`: word `MATMUL_META_HEAD + 3·nb` is the row stride, the `nb`
+    /// words after it the (coalesced) batch strides; columns stay unit-stride (`vec_out` needs
+    /// every stride a multiple of 4). Attention's `p·v` writes `[B, S, H, D]` this way, so the
+    /// heads' transpose + merge after it is a view. No stream-K or residual (both index the
+    /// output contiguously).
+    pub fn render_strided_out(&self) -> Result<String, String> {
+        if self.tune.sk || self.has_res {
+            return Err("strided output: no stream-K or residual".into());
+        }
+        self.render_out(true)
+    }
+
+    fn render_out(&self, strided: bool) -> Result<String, String> {
         if !matches!(self.dtype, DType::F32 | DType::F16) {
             return Err(format!("matmul kernels take f32 or f16, got {}", self.dtype));
         }
@@ -365,7 +382,13 @@ impl MatmulSpec {
         header(
             &mut s,
             self.batch_dims,
-            if self.tune.sk { SK_META_WORDS } else { 0 },
+            if self.tune.sk {
+                SK_META_WORDS
+            } else if strided {
+                1 + self.batch_dims
+            } else {
+                0
+            },
             &bufs,
             self.dtype,
         );
@@ -406,8 +429,25 @@ impl MatmulSpec {
         } else {
             k_loop(&mut s, (gm, gn), (qa, qb), &load, &store);
         }
-        s.push_str("  let obase = wid.z * M * N;\n");
-        self.epilogue(&mut s);
+        if strided {
+            // The output offset of batch `z`, decomposed as `boffs` does it.
+            let (h, nb) = (MATMUL_META_HEAD, self.batch_dims);
+            s.push_str("  var rem = wid.z; var obase = 0u;\n");
+            for d in (0..nb).rev() {
+                let (sz, st) = (h + d, h + 3 * nb + 1 + d);
+                let _ = writeln!(
+                    s,
+                    "  {{ let sz = mw({sz}u); obase = obase + (rem % sz) * mw({st}u); rem = rem / sz; }}"
+                );
+            }
+            let _ = writeln!(s, "  let ldo = mw({}u);", h + 3 * nb);
+            let mut e = String::new();
+            self.epilogue(&mut e);
+            s.push_str(&e.replace("m * N + n", "m * ldo + n"));
+        } else {
+            s.push_str("  let obase = wid.z * M * N;\n");
+            self.epilogue(&mut s);
+        }
         s.push_str("}\n");
         Ok(s)
     }

@@ -46,7 +46,7 @@ pub use gpu::matmul::{
     matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, plan_gemm, small_m_prefers_tiled, GemmPlan,
 };
 pub use gpu::matmul_plan::{plan_gemm_tuned, set_gemm_override, GemmOverride};
-pub use matmul::{gemm, gemm_act, linear, matmul, matmul_fused};
+pub use matmul::{gemm, gemm_act, linear, matmul, matmul_fused, matmul_seq_major};
 pub use mpsrt_kernels::GemmTune;
 pub use mpsrt_kernels::{BinaryFn, Expr, UnaryFn, VType};
 pub use norm::{batch_norm, batch_norm_train, group_norm, instance_norm, layer_norm};

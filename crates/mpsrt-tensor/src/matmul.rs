@@ -141,6 +141,49 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     out.reshape(&shape)?.astype(out_d)
 }
 
+/// `a @ b` for 4-D `[B, H, M, K] @ [B, H, K, N]` products (no broadcast), returned as the
+/// `[B, H, M, N]` view of a `[B, M, H, N]` buffer: attention's `p·v`, after which exporters
+/// transpose the heads back and merge them (`[B, M, H·N]`), then a view instead of a copy.
+/// On GPUs the tiled GEMM stores at those strides where it runs the f32 product as one
+/// unsplit dispatch; otherwise (and on the CPU) the plain product is permuted once, the copy
+/// the merge would have made.
+pub fn matmul_seq_major(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = "matmul_seq_major";
+    let place = same_place(op, &[a, b])?;
+    let (sa, sb) = (a.shape(), b.shape());
+    if a.ndim() != 4 || b.ndim() != 4 || sa[..2] != sb[..2] || sa[3] != sb[2] {
+        return Err(Error::shape(
+            op,
+            format!("expected [B, H, M, K] and [B, H, K, N], got {sa:?} and {sb:?}"),
+        ));
+    }
+    let [bb, h, m, k] = [sa[0], sa[1], sa[2], sa[3]];
+    let n = sb[3];
+    let seq = [0, 2, 1, 3];
+    if let Place::Gpu(i) = place {
+        let p = Problem {
+            a: a.layout().clone(),
+            b: b.layout().clone(),
+            a_t: a,
+            b_t: b,
+            batch: vec![bb, h],
+            mnk: [m, n, k],
+            c: None,
+            alpha: 1.0,
+            beta: 0.0,
+            res: None,
+            act: None,
+        };
+        let (hn, mhn) = ((h * n) as isize, (m * h * n) as isize);
+        let out =
+            Layout { shape: vec![bb, h, m, n], strides: vec![mhn, n as isize, hn, 1], offset: 0 };
+        if let Some(y) = gpu::matmul_strided::matmul_strided(op, i, &p, &out)? {
+            return Ok(y);
+        }
+    }
+    matmul(a, b)?.permute(&seq)?.contiguous()?.permute(&seq)
+}
+
 /// ONNX Gemm: `alpha * op(A) @ op(B) + beta * C` with 2-D A and B, `op` = optional transpose,
 /// and C broadcastable to `[M, N]`.
 pub fn gemm(

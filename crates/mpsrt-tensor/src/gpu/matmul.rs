@@ -30,7 +30,10 @@ use crate::Tensor;
 use mpsrt_core::{DType, Error, Layout, Result};
 use mpsrt_kernels::matmul_coop::CoopEpilogue;
 use mpsrt_kernels::CoopMatmulSpec;
-use mpsrt_kernels::{coalesce, gemm_splitk_reduce_kernel, matmul_meta, GemvSpec, MatmulAct};
+use mpsrt_kernels::{
+    coalesce, gemm_splitk_reduce4_kernel, gemm_splitk_reduce_kernel, matmul_meta, GemvSpec,
+    MatmulAct,
+};
 use mpsrt_kernels::{MatmulSpec, OperandLoad};
 use mpsrt_runtime::{Binding, GpuBuffer, GpuDevice, Kernel, Pipeline, Storage};
 use parking_lot::Mutex;
@@ -99,6 +102,9 @@ pub(crate) type SpecCache<S> = OnceLock<Mutex<HashMap<(usize, S), Arc<Pipeline>>
 static GEMM: SpecCache<MatmulSpec> = OnceLock::new();
 /// The same kernels compiled without wgpu's bounds checks (generation 2's default).
 static GEMM_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
+/// Tiled GEMMs storing at meta strides (`MatmulSpec::render_strided_out`), checked.
+static GEMM_STRIDED: SpecCache<MatmulSpec> = OnceLock::new();
+static GEMM_STRIDED_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
 /// Stream-K fix-up passes (`MatmulSpec::render_sk_fixup`), checked and unchecked.
 static GEMM_SK_FIXUP: SpecCache<MatmulSpec> = OnceLock::new();
 static GEMM_SK_FIXUP_UNCHECKED: SpecCache<MatmulSpec> = OnceLock::new();
@@ -110,7 +116,7 @@ static GEMV: SpecCache<GemvSpec> = OnceLock::new();
 /// 1024×3072×768 (192 tiles) 0.237 vs 0.228 — under two waves of the large tile the last
 /// wave's idle SMs cost more than the small tile's lower arithmetic intensity (the default was
 /// 128 before).
-fn tile128_min() -> usize {
+pub(super) fn tile128_min() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
     *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 2 * 132))
 }
@@ -120,7 +126,7 @@ fn tile128_min() -> usize {
 /// reports no compute-unit count; on a smaller GPU the extra workgroups only queue, and the
 /// slices' partial sums stay a small fraction of the operand traffic (see [`plan_gemm`]).
 /// `MPSRT_GEMM_SPLITK=0` turns split-K off (A/B timing).
-fn splitk_target() -> usize {
+pub(super) fn splitk_target() -> usize {
     static T: OnceLock<usize> = OnceLock::new();
     *T.get_or_init(|| {
         if super::env_knob("MPSRT_GEMM_SPLITK", 1) == 0 {
@@ -170,25 +176,30 @@ fn aligned(vals: &[isize]) -> bool {
 }
 
 pub(crate) fn matmul(op: &str, device: usize, p: &Problem<'_>) -> Result<Tensor> {
+    if !oversize(op, device, p)? {
+        return solve(op, device, p, &Wins::default());
+    }
+    // Pieces carry no residual or activation: those apply once, to the assembled product.
+    let r = split(op, device, &p.without_epilogue(), 0)?;
+    epilogue_after(r, p.res, p.act)
+}
+
+/// Whether an operand or the output of `p` is past one binding or the dispatch limits (then
+/// [`matmul`] solves it in pieces).
+pub(super) fn oversize(op: &str, device: usize, p: &Problem<'_>) -> Result<bool> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let (limit, _) = window::limits(&dev);
     let [m, n, _] = p.mnk;
     let z: usize = p.batch.iter().product();
     let maxd = dev.properties().max_compute_workgroups_per_dimension as usize;
     let big = |t: &Tensor| gpu_buffer(op, t).map(|b| !window::fits(b, limit));
-    let oversize = big(p.a_t)?
+    Ok(big(p.a_t)?
         || big(p.b_t)?
         || p.c.as_ref().map(|(c, _)| big(c)).transpose()?.unwrap_or(false)
         || p.res.map(big).transpose()?.unwrap_or(false)
         || ((z * m * n * 4) as u64) > limit
         || z > maxd
-        || m.max(n) > GRID_ROWS * maxd;
-    if !oversize {
-        return solve(op, device, p, &Wins::default());
-    }
-    // Pieces carry no residual or activation: those apply once, to the assembled product.
-    let r = split(op, device, &p.without_epilogue(), 0)?;
-    epilogue_after(r, p.res, p.act)
+        || m.max(n) > GRID_ROWS * maxd)
 }
 
 /// Rows (or columns) of the output per workgroup in the narrowest grid (the GEMV's 8 columns):
@@ -198,7 +209,7 @@ const GRID_ROWS: usize = 8;
 /// Byte windows bound for A, B and C (`None`: the whole buffer); layouts in the problem are
 /// then relative to the window's first element.
 #[derive(Default)]
-struct Wins {
+pub(super) struct Wins {
     a: Option<(u64, u64)>,
     b: Option<(u64, u64)>,
     c: Option<(u64, u64)>,
@@ -370,21 +381,36 @@ fn solve_windowed(op: &str, device: usize, p: &Problem<'_>, align: u64) -> Resul
     solve(op, device, &q, &w)
 }
 
-/// One dispatch; operands with a window in `w` bind only that byte range (offsets in `p` are
-/// then relative to the window's start).
+/// [`solve_to`] with the contiguous output.
 fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
+    solve_to(op, device, p, w, None)
+}
+
+/// One dispatch; operands with a window in `w` bind only that byte range (offsets in `p` are
+/// then relative to the window's start). `out`: the output's layout when not contiguous
+/// (only the unsplit tiled GEMM takes one: [`matmul_strided`] checks that first).
+pub(super) fn solve_to(
+    op: &str,
+    device: usize,
+    p: &Problem<'_>,
+    w: &Wins,
+    out: Option<&Layout>,
+) -> Result<Tensor> {
     let dev = mpsrt_runtime::gpu_device(device)?;
     let [m, n, k] = p.mnk;
     let nb = p.batch.len();
-    let (bs, bst) = coalesce(&p.batch, &[p.a.strides[..nb].to_vec(), p.b.strides[..nb].to_vec()]);
+    let mut lists = vec![p.a.strides[..nb].to_vec(), p.b.strides[..nb].to_vec()];
+    lists.extend(out.map(|o| o.strides[..nb].to_vec()));
+    let (bs, bst) = coalesce(&p.batch, &lists);
     let z: usize = p.batch.iter().product();
     let mut shape = p.batch.clone();
     shape.extend([m, n]);
-    // The product, contiguous `[batch.., M, N]`: f32, or f16 where the cooperative kernel
-    // rounds on the way out.
+    // The product, contiguous `[batch.., M, N]` unless `out` says otherwise: f32, or f16
+    // where the cooperative kernel rounds on the way out.
     let alloc_out = |dt: DType| -> Result<Tensor> {
-        let out = dev.alloc(op, (z * m * n * dt.size()) as u64)?;
-        Ok(Tensor::from_parts(Storage::Gpu(Arc::new(out)), Layout::contiguous(&shape), dt))
+        let buf = dev.alloc(op, (z * m * n * dt.size()) as u64)?;
+        let l = out.cloned().unwrap_or_else(|| Layout::contiguous(&shape));
+        Ok(Tensor::from_parts(Storage::Gpu(Arc::new(buf)), l, dt))
     };
     if z * m * n == 0 {
         return alloc_out(DType::F32);
@@ -591,18 +617,42 @@ fn solve(op: &str, device: usize, p: &Problem<'_>, w: &Wins) -> Result<Tensor> {
         meta.extend([sk_w, kit, gx, gx * gy, gx * gy * z * kit].map(|v| v as u32));
     }
     let split = slices > 1;
+    if let Some(o) = out {
+        if split || tune.sk || p.res.is_some() {
+            return Err(Error::invalid(op, "internal: strided output on a split GEMM"));
+        }
+        // The strided epilogue's words: the row stride, then the coalesced batch strides.
+        meta.push(o.strides[nb] as u32);
+        meta.extend(bst[2].iter().map(|&s| s as u32));
+    }
+    // vec4 stores need 4-aligned row and batch strides.
+    let out_vec = out.is_none_or(|o| o.strides[..=nb].iter().all(|s| s % 4 == 0));
     let spec = MatmulSpec {
         dtype,
         tune,
         a,
         b,
         has_c: p.c.is_some() && !split,
-        vec_out: nn % 4 == 0,
+        vec_out: nn % 4 == 0 && out_vec,
         batch_dims: nbd,
         act: if split { MatmulAct::None } else { act },
         has_res: p.res.is_some() && !split,
     };
-    let pl = if plan.checked {
+    let pl = if out.is_some() && plan.checked {
+        cached(&GEMM_STRIDED, &dev, op, spec, MatmulSpec::render_strided_out)?
+    } else if out.is_some() {
+        // SAFETY: as `gemm_unchecked`; `matmul_strided` checked that `out`'s last element is
+        // inside the `batch·M·N` elements allocated.
+        unsafe {
+            cached_unchecked(
+                &GEMM_STRIDED_UNCHECKED,
+                &dev,
+                op,
+                spec,
+                MatmulSpec::render_strided_out,
+            )?
+        }
+    } else if plan.checked {
         cached(&GEMM, &dev, op, spec, MatmulSpec::render)?
     } else {
         gemm_unchecked(&dev, op, spec)?
@@ -706,10 +756,18 @@ fn splitk_reduce(
         Some((_, l)) => (l.offset, [l.strides[0], l.strides[1]]),
         None => (0, [0, 0]),
     };
-    static REDUCE: SpecCache<(bool, bool, MatmulAct)> = OnceLock::new();
-    let key = (p.c.is_some(), p.res.is_some(), act);
-    let rpl = cached(&REDUCE, dev, op, key, |&(c, r, a)| Ok(gemm_splitk_reduce_kernel(c, r, a)))?;
-    let rwg = super::grid((s.total as u64).div_ceil(256), maxd);
+    static REDUCE: SpecCache<(bool, bool, MatmulAct, u32)> = OnceLock::new();
+    // `MPSRT_GEMM_REDUCE4=1` (opt-in): four outputs per thread, the slice count baked in.
+    let v4 = super::matmul_plan::reduce4() && s.n.is_multiple_of(4) && s.slices <= 16;
+    let key = (p.c.is_some(), p.res.is_some(), act, if v4 { s.slices as u32 } else { 0 });
+    let rpl = cached(&REDUCE, dev, op, key, |&(c, r, a, v)| {
+        Ok(if v > 0 {
+            gemm_splitk_reduce4_kernel(c, r, a, v)
+        } else {
+            gemm_splitk_reduce_kernel(c, r, a)
+        })
+    })?;
+    let rwg = super::grid((s.total as u64).div_ceil(if v4 { 1024 } else { 256 }), maxd);
     let mut words = [0u32; 16];
     words[..10].copy_from_slice(&[
         s.total as u32,

@@ -13,6 +13,7 @@ pub(crate) mod layernorm;
 pub(crate) mod matmul;
 pub(crate) mod matmul_coop;
 pub(crate) mod matmul_plan;
+pub(crate) mod matmul_strided;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
