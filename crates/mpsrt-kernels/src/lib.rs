@@ -18,6 +18,7 @@ pub mod matmul_coop;
 pub mod matmul_coop_family;
 mod matmul_coop_store;
 pub mod matmul_coop_tune;
+mod matmul_reduce4;
 pub mod matmul_sk;
 pub mod matmul_tune;
 pub mod pool_f16;
@@ -46,6 +47,7 @@ pub use matmul_coop::{
     coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
     CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant, COOP_LARGE_BLOCKS,
 };
+pub use matmul_reduce4::gemm_splitk_reduce4_kernel;
 pub use matmul_sk::SK_META_WORDS;
 pub use matmul_tune::GemmTune;
 pub use pool_f16::pool_f16_wgsl;

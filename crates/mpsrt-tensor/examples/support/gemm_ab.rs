@@ -6,7 +6,8 @@
 //! `gen2` (the tuned planner, with the environment's stream-K rule: the wave model unless
 //! `MPSRT_GEMM_SK` says otherwise), or a tune's text (`128x64_db1_wl1`) forced on every shape;
 //! suffixes `@s<N>` (N K slices), `@w<N>` (N stream-K workgroups for an `_sk` tune), `@ck` /
-//! `@uc` (bounds checks kept / dropped); `gen2sk` is generation 2 with the stream-K rule
+//! `@uc` (bounds checks kept / dropped), `@r4` / `@r1` (split-K partials summed in vec4s with
+//! the slice count baked in / by the scalar loop); `gen2sk` is generation 2 with the stream-K rule
 //! (`MPSRT_GEMM_SK=1`'s choice), `gen2sk2` with the wave-model rule (`MPSRT_GEMM_SK=2`),
 //! `gen2sk0` with stream-K off whatever the environment says. `GEMM_AB_SHAPES`
 //! picks shape sets: `b8` (BERT-base's linear layers at batch 8, with the model's epilogues:
@@ -46,6 +47,8 @@ fn parse(label: &str) -> std::result::Result<GemmOverride, String> {
         match p {
             "ck" => o.checked = Some(true),
             "uc" => o.checked = Some(false),
+            "r4" => o.reduce4 = Some(true),
+            "r1" => o.reduce4 = Some(false),
             w if w.starts_with('w') => {
                 o.sk_wgs = Some(w[1..].parse().map_err(|_| format!("{label}: bad workgroups"))?)
             }

@@ -229,6 +229,9 @@ pub struct GemmOverride {
     /// Generation 2's stream-K rule (else `MPSRT_GEMM_SK`): 0 off, 1 [`plan_stream_k`]
     /// (128×128 blocks wherever they leave a partial wave), 2 [`plan_stream_k_model`].
     pub stream_k: Option<u8>,
+    /// Split-K partials summed in vec4s with the slice count baked in (else
+    /// `MPSRT_GEMM_REDUCE4`).
+    pub reduce4: Option<bool>,
 }
 
 static OVERRIDE: Mutex<GemmOverride> = Mutex::new(GemmOverride {
@@ -238,6 +241,7 @@ static OVERRIDE: Mutex<GemmOverride> = Mutex::new(GemmOverride {
     checked: None,
     sk_wgs: None,
     stream_k: None,
+    reduce4: None,
 });
 
 /// Set this process's [`GemmOverride`] (`GemmOverride::default()`: back to the planner).
@@ -276,6 +280,16 @@ fn k16_min() -> usize {
 /// end (p50, alternated fresh processes) BERT-base f32 b8 7.248 / 6.995 / 7.114 → 7.035 /
 /// 6.991 / 6.935 ms, b16 13.61 → 12.63, b1 and ResNet-50 within noise.
 pub(crate) const SK_DEFAULT_RULE: usize = 2;
+
+/// `MPSRT_GEMM_REDUCE4=1` (default 0, read once): split-K partials of products with N a
+/// multiple of 4 are summed four outputs per thread with the slice count baked into the
+/// shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`), for the H100 A/B.
+pub(crate) fn reduce4() -> bool {
+    static R: OnceLock<bool> = OnceLock::new();
+    gemm_override()
+        .reduce4
+        .unwrap_or_else(|| *R.get_or_init(|| super::env_knob("MPSRT_GEMM_REDUCE4", 0) == 1))
+}
 
 /// `MPSRT_GEMM_BIG_MIN` (default 0: generation 2's own threshold, its split-K target): 128×128
 /// blocks only for products with at least this many (opt-in; see [`plan_gemm_tuned_big`]).
