@@ -396,6 +396,40 @@ pub(crate) fn tiled_choice(
     TiledChoice { tune, slices, checked, sk_wgs }
 }
 
+/// 128×128 tiles (8×8 per thread) once the product has this many of them
+/// (`MPSRT_GEMM_TILE128_MIN`, default 264 = 2 × an H100/H200's 132 SMs); fewer, and 64×64
+/// tiles keep more workgroups busy. BERT-base b8 on the H200 (bert call 1, `BENCH_ONLY=bert`):
+/// QKV 1024×2304×768 (144 tiles of 128) 0.2375 ms with 128×128 tiles, 0.191 with 64×64; FFN up
+/// 1024×3072×768 (192 tiles) 0.237 vs 0.228 — under two waves of the large tile the last
+/// wave's idle SMs cost more than the small tile's lower arithmetic intensity (the default was
+/// 128 before).
+pub(super) fn tile128_min() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_TILE128_MIN", 2 * 132))
+}
+
+/// Workgroups a tiled GEMM launch aims for before it splits K (`MPSRT_GEMM_SPLITK_WGS`,
+/// default 264): twice the compute units of the largest GPU tuned for (H100: 132 SMs). wgpu
+/// reports no compute-unit count; on a smaller GPU the extra workgroups only queue, and the
+/// slices' partial sums stay a small fraction of the operand traffic (see [`plan_gemm`]).
+/// `MPSRT_GEMM_SPLITK=0` turns split-K off (A/B timing).
+pub(super) fn splitk_target() -> usize {
+    static T: OnceLock<usize> = OnceLock::new();
+    *T.get_or_init(|| {
+        if super::env_knob("MPSRT_GEMM_SPLITK", 1) == 0 {
+            0
+        } else {
+            super::env_knob("MPSRT_GEMM_SPLITK_WGS", 2 * 132)
+        }
+    })
+}
+
+/// Whether f16 products on the tiled GEMM split K too (`MPSRT_GEMM_SPLITK_F16`, default on).
+pub(super) fn splitk_f16() -> bool {
+    static T: OnceLock<bool> = OnceLock::new();
+    *T.get_or_init(|| super::env_knob("MPSRT_GEMM_SPLITK_F16", 1) != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,9 @@
 //! attention's `p·v` written `[B, S, H, D]` (`mpsrt_tensor::matmul_seq_major`), so the heads'
 //! transpose + merge after it is a view instead of a copy.
 
-use super::matmul::{oversize, solve_to, splitk_target, tile128_min, Wins};
+use super::matmul::{oversize, solve_to, Wins};
 use super::matmul_plan::tiled_choice;
+use super::matmul_plan::{splitk_target, tile128_min};
 use crate::matmul::Problem;
 use crate::Tensor;
 use mpsrt_core::{DType, Layout, Result};
