@@ -75,7 +75,8 @@ pub struct CoopTune {
     /// err 1.36) while its odd last step ran inside an `if`; without it (K a multiple of two
     /// steps, [`CoopTune::aligned_k`]) it checked correct there (10th session call 3), and
     /// stays slower than one slab (122 vs 224 TFLOP/s at 4096³). With `su` `rp1` (no `ph`):
-    /// two register sets ahead of the one slab (11th session call C candidate, opt-in).
+    /// two register sets ahead of the one slab (11th session, H100 call C: 227.5–235.7 TFLOP/s
+    /// at 4096³ vs 233.2–239.9 for `rp1` alone; opt-in).
     pub rq: bool,
     /// Extra workgroup memory in KiB (0: none), declared and touched on a path that never
     /// runs (`K == 0xffffffff`), so the driver reserves it: an occupancy probe. With `xs` the
@@ -519,8 +520,10 @@ impl CoopTune {
     /// 4096³; `pr3`, no products, 325; the default 224–227), so these cut the global traffic
     /// per product by 25% with 256×128 / 128×256 blocks of 8 subgroups of 64×64 (one workgroup
     /// per SM by registers and memory) and keep the next slab in registers under the products:
-    /// `rp1` with `su3` units (`ph1`: B's alone, 8 registers, if 24 spill), or two K-16 slabs with `su1` units (`un1`, unpadded A); and
-    /// `rp1` on the 64×64 K-64 tune that shapes below `COOP_LARGE_BLOCKS` blocks run.
+    /// `rp1` with `su3` units (`ph1`: B's alone, 8 registers, if 24 spill), or two K-16 slabs
+    /// with `su1` units (`un1`, unpadded A); and `rp1` on the 64×64 K-64 tune that shapes below
+    /// `COOP_LARGE_BLOCKS` blocks run. Call B measured every wide block slower (175–204 TFLOP/s
+    /// at 4096³ vs 236–239 for the 128×128 `rp1`): they stay candidates for `COOP_AB` only.
     pub fn wide() -> Vec<CoopTune> {
         [
             "w4x2_t4x4_k32_fi1_cl1_vs4_uc1_ov1_su3_rp1",

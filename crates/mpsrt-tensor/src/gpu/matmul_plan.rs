@@ -283,7 +283,9 @@ pub(crate) const SK_DEFAULT_RULE: usize = 2;
 
 /// `MPSRT_GEMM_REDUCE4=1` (default 0, read once): split-K partials of products with N a
 /// multiple of 4 are summed four outputs per thread with the slice count baked into the
-/// shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`), for the H100 A/B.
+/// shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`). H100 call C (11th session): BERT
+/// b8's split products 3–6% faster in one process, end to end not faster in every round, so
+/// opt-in (README's knob table has the numbers).
 pub(crate) fn reduce4() -> bool {
     static R: OnceLock<bool> = OnceLock::new();
     gemm_override()
