@@ -157,7 +157,9 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                     (j - g) * s
                 );
             }
-            w.push_str("  workgroupBarrier();\n");
+            // `sb1`: the scratch rows are this subgroup's own.
+            let bar = if spec.tune.sb { "subgroupBarrier" } else { "workgroupBarrier" };
+            let _ = writeln!(w, "  {bar}();");
             if vector_out(spec) {
                 // Four consecutive outputs of one row per lane and store (whole blocks).
                 let _ = writeln!(
@@ -178,9 +180,7 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                         "    {{ let e = e4 + {t}u; let n = n4 + {t}u; v.{c} = {val}; }}"
                     );
                 }
-                w.push_str(
-                    "    out[(obase + m * N + n4) >> 2u] = v;\n  }\n  workgroupBarrier();\n",
-                );
+                let _ = writeln!(w, "    out[(obase + m * N + n4) >> 2u] = v;\n  }}\n  {bar}();");
                 continue;
             }
             let _ = writeln!(w, "  for (var e = lane; e < {}u; e = e + {sg}u) {{", row * s);
@@ -191,7 +191,7 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                 g * s
             );
             let _ = writeln!(w, "    if (m < Mr && n < N) {{ out[obase + m * N + n] = {val}; }}");
-            w.push_str("  }\n  workgroupBarrier();\n");
+            let _ = writeln!(w, "  }}\n  {bar}();");
         }
     }
 }

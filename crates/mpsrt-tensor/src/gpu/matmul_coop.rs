@@ -277,7 +277,18 @@ pub(crate) fn coop_spec_sliced(
     if spec.variant == 3 && !spec.aligned {
         // The branched interior path measured wrong on the H100: shapes with edge blocks take
         // the checked loop everywhere.
-        (spec.tune.fi, spec.tune.dg) = (false, false);
+        (spec.tune.fi, spec.tune.dg, spec.tune.pp) = (false, false, 0);
+    }
+    if matches!(spec.tune.pp, 1 | 2) && !(n / spec.block_n() as usize).is_multiple_of(2) {
+        // Pairs take two block columns at a time.
+        spec.tune.pp = 0;
     }
     spec
+}
+
+/// `MPSRT_COOP_SMS`: the SM count persistent cooperative kernels (`CoopTune::pp`) size their
+/// grid by (two workgroups per SM); wgpu does not report it. Default 132 (H100 SXM, H200).
+pub(crate) fn coop_sms() -> u32 {
+    static V: OnceLock<u32> = OnceLock::new();
+    *V.get_or_init(|| super::env_knob("MPSRT_COOP_SMS", 132).clamp(1, 4096) as u32)
 }
