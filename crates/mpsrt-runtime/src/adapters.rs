@@ -24,6 +24,9 @@ pub struct DeviceProperties {
     pub unified_memory: bool,
     pub shader_f16: bool,
     pub subgroups: bool,
+    /// `subgroupBarrier()` is available (`Features::SUBGROUP_BARRIER`; the cooperative GEMM's
+    /// `sb1` store needs it).
+    pub subgroup_barrier: bool,
     pub subgroup_min_size: u32,
     pub subgroup_max_size: u32,
     pub max_buffer_size: u64,
@@ -233,6 +236,7 @@ pub(crate) fn properties(
         unified_memory: unified,
         shader_f16: features.contains(wgpu::Features::SHADER_F16),
         subgroups: features.contains(wgpu::Features::SUBGROUP),
+        subgroup_barrier: features.contains(wgpu::Features::SUBGROUP_BARRIER),
         subgroup_min_size: info.subgroup_min_size,
         subgroup_max_size: info.subgroup_max_size,
         max_buffer_size: limits.max_buffer_size,

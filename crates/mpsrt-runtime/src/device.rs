@@ -208,8 +208,10 @@ impl GpuDevice {
             matches!(info.device_type, wgpu::DeviceType::IntegratedGpu | wgpu::DeviceType::Cpu)
                 || info.backend == wgpu::Backend::Metal;
         // Timestamps only feed `--profile` (`timing.rs`); asking costs nothing elsewhere.
-        let mut wanted =
-            wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY;
+        let mut wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
+            | wgpu::Features::TIMESTAMP_QUERY;
         if unified && config.unified_fast_path {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }

@@ -279,6 +279,10 @@ pub(crate) fn coop_spec_sliced(
         // the checked loop everywhere.
         (spec.tune.fi, spec.tune.dg, spec.tune.pp) = (false, false, 0);
     }
+    if !props.subgroup_barrier {
+        // `sb1` synchronizes with `subgroupBarrier`, a device feature.
+        spec.tune.sb = false;
+    }
     if matches!(spec.tune.pp, 1 | 2) && !(n / spec.block_n() as usize).is_multiple_of(2) {
         // Pairs take two block columns at a time.
         spec.tune.pp = 0;
