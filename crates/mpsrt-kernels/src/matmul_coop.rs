@@ -159,16 +159,6 @@ impl CoopMatmulSpec {
         WM * WN * self.subgroup
     }
 
-    /// The dispatch grid for `z` matrices of `[m, n]` outputs: one workgroup per block, or for
-    /// persistent pairs (`CoopTune::pp`, whole blocks) `2·sms` workgroups that loop over them.
-    pub fn grid(&self, m: usize, n: usize, z: usize, sms: u32) -> [u32; 3] {
-        if self.variant == 3 && crate::matmul_coop_family::persistent(self) != 0 {
-            return [2 * sms.max(1), 1, z as u32];
-        }
-        let (bm, bn) = (self.block_m() as usize, self.block_n() as usize);
-        [n.div_ceil(bn) as u32, m.div_ceil(bm) as u32, z as u32]
-    }
-
     /// Workgroup-memory bytes the kernel declares.
     pub fn shared_bytes(&self) -> u32 {
         if self.variant == 3 {

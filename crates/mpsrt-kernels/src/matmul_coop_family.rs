@@ -140,16 +140,11 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
             writeln!(w, "var<workgroup> Cs: array<{acc}, {}>;", u32::from(t.wm) * wn * row * s * s);
     }
     w.push_str("var<workgroup> Wfull: u32;\n");
-    let pp = persistent(spec);
-    if pp != 0 {
-        // The persistent loop's trip count, read back uniform (`workgroupUniformLoad`).
-        w.push_str("var<workgroup> Wcnt: u32;\n");
-    }
     w.push_str(&extra_shared(spec, true));
     let _ = writeln!(w, "@compute @workgroup_size({nt})");
     w.push_str("fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,\n");
     w.push_str("        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32");
-    w.push_str(if t.sw != 0 || pp != 0 {
+    w.push_str(if t.sw != 0 {
         ",\n        @builtin(num_workgroups) nwg: vec3<u32>) {\n"
     } else {
         ") {\n"
@@ -158,9 +153,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     w.push_str(&extra_shared(spec, false));
     w.push_str("  let abase = mi(4u) + bo.x; let bbase = mi(5u) + bo.y;\n");
     w.push_str("  let sam = mi(6u); let sak = mi(7u); let sbk = mi(8u); let sbn = mi(9u);\n");
-    if pp != 0 {
-        persistent_head(&mut w, pp, bm, bn);
-    } else if t.sw == 0 {
+    if t.sw == 0 {
         let _ = writeln!(w, "  let m0 = wid.y * {bm}u; let n0 = wid.x * {bn}u;");
     } else {
         // Grouped order: block `pid` of a group of `sw` block-rows walks down, then right.
@@ -218,6 +211,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         aligned: spec.aligned,
         su: t.su,
         pr: t.pr,
+        el: t.el,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -262,76 +256,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     if t.pr == 1 && t.su != 0 && spec.aligned {
         w.push_str("  }\n");
     }
-    if pp != 0 {
-        // The end of the persistent loop's block.
-        w.push_str("  }\n");
-    }
     w.push_str("}\n");
     Ok(w)
-}
-
-/// The persistent-pairs mode (`CoopTune::pp`) this kernel renders: only on the unguarded
-/// whole-block path (`fi1`, `aligned`), where no block has an edge; 0 elsewhere.
-pub(crate) fn persistent(spec: &CoopMatmulSpec) -> u8 {
-    if spec.tune.fi && spec.aligned {
-        spec.tune.pp
-    } else {
-        0
-    }
-}
-
-/// The head of the persistent loop (`pp1..3`): the block grid from M and N (whole blocks),
-/// each workgroup's share of it, and the loop over that share, whose body (everything from
-/// the accumulators to the store) computes block `(m0, n0)`. The dispatch is `[2·S, 1, z]`
-/// (`nwg.x` = 2·S); pairs need an even number of block columns (the launcher's check).
-fn persistent_head(w: &mut String, pp: u8, bm: u32, bn: u32) {
-    let _ = writeln!(w, "  let gx = N / {bn}u; let gy = Mr / {bm}u;");
-    match pp {
-        1 | 2 => {
-            // Pair p takes block pairs q = p, p + S, ...: row q / hx, columns 2·(q % hx) + h.
-            w.push_str(
-                "  let S = nwg.x / 2u; let hx = gx / 2u; let np = gy * hx;
-",
-            );
-            w.push_str(if pp == 1 {
-                "  let h = wid.x / S; let p = wid.x % S;
-"
-            } else {
-                "  let h = wid.x % 2u; let p = wid.x / 2u;
-"
-            });
-            w.push_str(
-                "  if (tid == 0u) { Wcnt = select(0u, (np - p + S - 1u) / S, p < np); }
-",
-            );
-        }
-        _ => {
-            w.push_str(
-                "  let S = nwg.x; let np = gx * gy; let h = 0u; let p = wid.x;
-",
-            );
-            w.push_str(
-                "  if (tid == 0u) { Wcnt = select(0u, (np - p + S - 1u) / S, p < np); }
-",
-            );
-        }
-    }
-    // naga counts `workgroup_id` as non-uniform: the trip count is read back uniform, so the
-    // barriers and cooperative operations in the body stay in uniform control flow.
-    w.push_str(
-        "  let cnt = workgroupUniformLoad(&Wcnt);
-",
-    );
-    w.push_str(
-        "  for (var it = 0u; it < cnt; it = it + 1u) {
-  let q = p + it * S;
-",
-    );
-    if pp == 3 {
-        let _ = writeln!(w, "  let m0 = (q / gx) * {bm}u; let n0 = (q % gx) * {bn}u;");
-    } else {
-        let _ = writeln!(w, "  let m0 = (q / hx) * {bm}u; let n0 = ((q % hx) * 2u + h) * {bn}u;");
-    }
 }
 
 /// The K loop's geometry, shared by its renderings.
@@ -389,6 +315,8 @@ struct Loop {
     /// Timing probe (`CoopTune::pr`): 2 no global loads in the loop, 3 the last slab's
     /// products only (1 is the store's, in [`render`]).
     pr: u8,
+    /// Early loads (`CoopTune::el`).
+    el: bool,
 }
 
 impl Loop {
@@ -581,9 +509,18 @@ impl Loop {
                     c.push_str(&l);
                     c.push_str(&s);
                 }
-                c.push_str("    }\n    workgroupBarrier();\n    {\n");
-                let _ = writeln!(c, "    let nxt = min(k0 + {bk}u, K - {bk}u);");
-                c.push_str(&loads);
+                let nxt = format!("    let nxt = min(k0 + {bk}u, K - {bk}u);\n");
+                if self.el && !(now.0 || now.1) {
+                    // `el1`: the next slab's loads right behind the stores, in flight across
+                    // the barrier that publishes this slab.
+                    c.push_str(&nxt);
+                    c.push_str(&loads);
+                    c.push_str("    }\n    workgroupBarrier();\n    {\n");
+                } else {
+                    c.push_str("    }\n    workgroupBarrier();\n    {\n");
+                    c.push_str(&nxt);
+                    c.push_str(&loads);
+                }
                 c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
                 c.push_str(&self.products());
                 c.push_str("    }\n");

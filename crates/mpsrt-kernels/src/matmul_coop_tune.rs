@@ -155,18 +155,10 @@ pub struct CoopTune {
     /// slab but runs the products of the last one only (loads, stores and barriers alone).
     /// Which share of a step each part takes says which one to attack.
     pub pr: u8,
-    /// Persistent pairs (issue 23, 12th session; whole blocks only): the launcher dispatches
-    /// `2·S` workgroups (`S` = `MPSRT_COOP_SMS`, the SM count, 132 on the H100/H200), each
-    /// loops over output blocks, and a pair of workgroups takes two horizontally adjacent
-    /// blocks at a time, so both read the same A slabs at about the same moment: where the
-    /// pair shares an SM, one of the two A reads hits the SM's L1 (NVIDIA's Vulkan driver
-    /// leaves ~200 KiB of it beside its ~48 KiB of workgroup memory) and the L2 traffic per
-    /// product falls by a quarter, as with 256×128 blocks but at two workgroups per SM
-    /// (the 11th session's probes put 4096³ at the L2's bandwidth: no global loads 410
-    /// TFLOP/s, no products 325). Which workgroups share an SM is the hardware's choice:
-    /// `pp1` pairs `w` with `w + S` (the CTA scheduler filling every SM once before placing
-    /// second workgroups), `pp2` pairs `2i` with `2i + 1`, `pp3` loops without pairing.
-    pub pp: u8,
+    /// Early loads (with `su` `rp1`, no `ph`/`rq`): the next slab's global loads are issued
+    /// right after this slab's stores, before the barrier that publishes it, so the barrier's
+    /// wait runs with them in flight (without it they start after that barrier).
+    pub el: bool,
     /// The f16 store's per-subgroup scratch synchronized with `subgroupBarrier` instead of
     /// `workgroupBarrier` (each subgroup reads back only its own tiles): the 4×4 tiles' store
     /// takes 32 workgroup barriers, where the subgroups wait for each other.
@@ -208,7 +200,7 @@ impl Default for CoopTune {
             oc: 0,
             pa: None,
             pr: 0,
-            pp: 0,
+            el: false,
             sb: false,
         }
     }
@@ -260,9 +252,6 @@ impl CoopTune {
         if self.pr != 0 {
             n.push_str(&format!("_pr{}", self.pr));
         }
-        if self.pp != 0 {
-            n.push_str(&format!("_pp{}", self.pp));
-        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -277,6 +266,7 @@ impl CoopTune {
             (self.ov, "_ov1"),
             (self.da, "_da1"),
             (self.sb, "_sb1"),
+            (self.el, "_el1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -289,7 +279,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0/1/2/3, pp0/1/2/3, sb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0/1/2/3, el0/1, sb0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -307,8 +297,8 @@ impl CoopTune {
                 t.pa = Some(v.parse().map_err(|_| bad(tok))?);
             } else if let Some(v) = tok.strip_prefix("pr") {
                 t.pr = v.parse().map_err(|_| bad(tok))?;
-            } else if let Some(v) = tok.strip_prefix("pp") {
-                t.pp = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("el") {
+                t.el = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("sb") {
                 t.sb = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("su") {
@@ -494,9 +484,9 @@ impl CoopTune {
         if !matches!(self.oc, 0 | 2 | 3) {
             return Err(format!("{}: oc (workgroups per SM) is 2 or 3", self.name()));
         }
-        if self.pp > 3 || (self.pp != 0 && (!self.fi || self.sw != 0 || self.lp != 0)) {
+        if self.el && !(self.rp && self.su != 0 && self.ph == 0 && !self.rq) {
             return Err(format!(
-                "{}: persistent pairs (pp1..pp3) are for the unguarded whole-block path (fi1), without sw or lp",
+                "{}: early loads (el1) are for the su rp1 loop (no ph, no rq)",
                 self.name()
             ));
         }

@@ -15,7 +15,7 @@
 //! to the assembled product.
 
 use super::matmul_coop::{
-    cached_coop, coop_enabled, coop_epilogue, coop_small_m, coop_sms, coop_spec, coop_spec_sliced,
+    cached_coop, coop_enabled, coop_epilogue, coop_small_m, coop_spec, coop_spec_sliced,
     coop_splitk_target,
 };
 pub use super::matmul_coop::{
@@ -477,7 +477,8 @@ pub(super) fn solve_to(
             let spec = coop_spec_sliced(spec, [mm, nn, ks], slices, props, true, true);
             let spec = CoopMatmulSpec { out_f16: false, ..spec };
             let pl = cached_coop(&dev, op, spec)?;
-            let wg = spec.grid(mm, nn, z * slices, coop_sms());
+            let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
+            let wg = [nn.div_ceil(bn) as u32, mm.div_ceil(bm) as u32, (z * slices) as u32];
             let part = dev.alloc(op, (slices * z * mm * nn * 4) as u64)?;
             let binds = [abuf, bbuf, Binding::from(&part)];
             dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&smeta), wg)?;
@@ -516,7 +517,7 @@ pub(super) fn solve_to(
                 binds.push(Binding::from(&**gpu_buffer(op, r)?));
             }
             binds.push(Binding::from(&**outb));
-            let wg = spec.grid(mm, nn, z, coop_sms());
+            let wg = [gx as u32, gy as u32, z as u32];
             dev.dispatch(op, &pl, &binds, bytemuck::cast_slice(&meta), wg)?;
             return Ok(result);
         }

@@ -102,6 +102,17 @@ pub(crate) fn f16_out_auto(_tune: &mpsrt_kernels::CoopTune) -> bool {
     true
 }
 
+/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1`: the planner's generation-3 kernels store through
+/// subgroup barriers (`CoopTune::sb`) / issue the next slab's loads before the publishing
+/// barrier (`CoopTune::el`, on the `su` `rp1` loop). Model-level A/B of the 12th session's
+/// candidates; both default off.
+pub(crate) fn coop_sb_el() -> (bool, bool) {
+    static E: OnceLock<(bool, bool)> = OnceLock::new();
+    *E.get_or_init(|| {
+        (super::env_knob("MPSRT_COOP_SB", 0) != 0, super::env_knob("MPSRT_COOP_EL", 0) != 0)
+    })
+}
+
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
 /// epilogue (default; checked against the f32 CPU on the H200, session 13 call 2:
 /// `gemm_f16_epilogue_check`) or the tiled GEMM (`MPSRT_COOP_EPILOGUE=0`).
@@ -233,7 +244,9 @@ pub(crate) fn coop_spec_sliced(
     vec_b: bool,
 ) -> CoopMatmulSpec {
     let [m, n, k] = mnk;
-    let variant = coop_override().variant.or_else(coop_variant_from_env).unwrap_or_else(|| {
+    let forced = coop_override().variant.or_else(coop_variant_from_env);
+    let variant_is_planned = forced.is_none();
+    let variant = forced.unwrap_or_else(|| {
         if slices > 1 {
             large_coop_variant(spec.size)
         } else {
@@ -277,22 +290,18 @@ pub(crate) fn coop_spec_sliced(
     if spec.variant == 3 && !spec.aligned {
         // The branched interior path measured wrong on the H100: shapes with edge blocks take
         // the checked loop everywhere.
-        (spec.tune.fi, spec.tune.dg, spec.tune.pp) = (false, false, 0);
+        (spec.tune.fi, spec.tune.dg) = (false, false);
+    }
+    if variant_is_planned && spec.variant == 3 {
+        // 12th-session candidates on the planner's choice (`MPSRT_COOP_SB`, `MPSRT_COOP_EL`).
+        let (sb, el) = coop_sb_el();
+        spec.tune.sb |= sb;
+        spec.tune.el |=
+            el && spec.tune.rp && spec.tune.su != 0 && spec.tune.ph == 0 && !spec.tune.rq;
     }
     if !props.subgroup_barrier {
         // `sb1` synchronizes with `subgroupBarrier`, a device feature.
         spec.tune.sb = false;
     }
-    if matches!(spec.tune.pp, 1 | 2) && !(n / spec.block_n() as usize).is_multiple_of(2) {
-        // Pairs take two block columns at a time.
-        spec.tune.pp = 0;
-    }
     spec
-}
-
-/// `MPSRT_COOP_SMS`: the SM count persistent cooperative kernels (`CoopTune::pp`) size their
-/// grid by (two workgroups per SM); wgpu does not report it. Default 132 (H100 SXM, H200).
-pub(crate) fn coop_sms() -> u32 {
-    static V: OnceLock<u32> = OnceLock::new();
-    *V.get_or_init(|| super::env_knob("MPSRT_COOP_SMS", 132).clamp(1, 4096) as u32)
 }

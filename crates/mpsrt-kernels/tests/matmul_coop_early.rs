@@ -1,0 +1,96 @@
+//! Issue 23, 12th session: the subgroup-synchronized f16 store (`sb1`: each subgroup reads
+//! back only its own scratch rows, so `subgroupBarrier` replaces the store's 32 workgroup
+//! barriers) and early loads (`el1`: on the `su` `rp1` loop the next slab's global loads are
+//! issued right behind this slab's stores, before the barrier that publishes it). Renders,
+//! validates with naga, translates to MSL and SPIR-V; barrier and load placement.
+
+use mpsrt_core::DType;
+use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
+
+fn wgsl_to_spv(src: &str) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    let flags = naga::valid::ValidationFlags::all();
+    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
+        .validate(&module)
+        .map_err(|e| format!("{e:?}"))?;
+    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+        .map(|_| ())
+        .map_err(|e| format!("SPIR-V translation error: {e}"))
+}
+
+fn render(text: &str, aligned: bool) -> (CoopTune, String) {
+    let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
+    let base = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+    let t = CoopTune::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    assert_eq!(CoopVariant::parse(&t.name()), Ok(CoopVariant::Family(t)), "{text}");
+    let s = CoopMatmulSpec { out_f16: true, ..base }.with_variant(CoopVariant::Family(t), 49152);
+    assert_eq!((s.variant, s.tune), (3, t), "{text}");
+    let s = CoopMatmulSpec { aligned, vec_a: true, vec_b: true, ..s };
+    assert!(s.shared_bytes() <= 23552, "{text}: two workgroups per SM");
+    let src = s.render().unwrap_or_else(|e| panic!("{text}: {e}"));
+    wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
+    wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
+    (t, src)
+}
+
+/// The K loop's body (from its head to the end of the loop at the kernel's top level) and
+/// what follows it (the store).
+fn split(src: &str) -> (&str, &str) {
+    let body = src.split("for (var k0").nth(1).unwrap();
+    body.split_once("\n    }\n  }\n").unwrap()
+}
+
+#[test]
+fn subgroup_barrier_store_and_early_loads_render() {
+    for text in [
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_sb1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_el1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_el1_sb1",
+        "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1_sb1",
+    ] {
+        let (t, src) = render(text, true);
+        let (k_loop, store) = split(&src);
+        // The store: two barriers per group of tiles, per subgroup with sb1.
+        let tiles = u32::from(t.tm) * u32::from(t.tn);
+        let (sub, wg) = (
+            store.matches("subgroupBarrier()").count(),
+            store.matches("workgroupBarrier()").count(),
+        );
+        assert_eq!(
+            (sub as u32, wg as u32),
+            if t.sb { (2 * tiles, 0) } else { (0, 2 * tiles) },
+            "{text}"
+        );
+        assert!(!k_loop.contains("subgroupBarrier"), "{text}: the K loop keeps workgroup barriers");
+        if t.rp {
+            // Two barriers per step; the next slab's first global load comes before the
+            // second (el1) or after it.
+            assert_eq!(k_loop.matches("workgroupBarrier()").count(), 2, "{text}");
+            let second = k_loop.match_indices("workgroupBarrier()").nth(1).unwrap().0;
+            let load = k_loop.find("ua0 = a[").unwrap();
+            let store0 = k_loop.find("As[(ta0").unwrap();
+            assert!(store0 < load, "{text}: this slab's stores come first");
+            assert_eq!(load < second, t.el, "{text}: early loads");
+        }
+    }
+}
+
+#[test]
+fn early_loads_need_the_su_register_prefetch_loop() {
+    for bad in [
+        "fi1_cl1_vs4_uc1_ov1_su3_el1",
+        "fi1_cl1_vs4_uc1_ov1_rp1_el1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_ph1_el1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_el1",
+    ] {
+        let t = CoopTune::parse(bad).unwrap();
+        assert!(t.check(16).is_err(), "{bad}");
+    }
+    // Edge blocks (checked loops): el1 renders what rp1 alone does (past the header line,
+    // which names the tune).
+    let (_, src) = render("cl1_vs4_uc1_ov1_su3_rp1_el1", false);
+    let (_, plain) = render("cl1_vs4_uc1_ov1_su3_rp1", false);
+    assert_eq!(src.split_once('\n').unwrap().1, plain.split_once('\n').unwrap().1);
+}
