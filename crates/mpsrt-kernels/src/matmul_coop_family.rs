@@ -327,7 +327,32 @@ impl Loop {
     fn probe(&self, loads: &str, stores: &str) -> String {
         let bk = self.bk;
         let mut c = String::new();
-        if self.pr == 2 {
+        if self.pr >= 4 {
+            // The slab staged once; `pr4` then runs the products (fragment loads from the
+            // slab and matrix products) every step with no staging or barrier, `pr5` loads
+            // the fragments once too and runs only the matrix products.
+            c.push_str("    {\n    let k0 = 0u;\n");
+            c.push_str(loads);
+            c.push_str(stores);
+            c.push_str("    }\n    workgroupBarrier();\n    let ab = 0u; let bb = 0u;\n");
+            let products = self.products();
+            let (frags, mmas): (Vec<&str>, Vec<&str>) =
+                products.lines().partition(|l| l.contains("coopLoadT"));
+            if self.pr == 5 {
+                frags.iter().for_each(|l| {
+                    let _ = writeln!(c, "{l}");
+                });
+            }
+            let _ = writeln!(c, "    for (var k1 = 0u; k1 < K; k1 = k1 + {bk}u) {{");
+            if self.pr == 4 {
+                c.push_str(&products);
+            } else {
+                mmas.iter().for_each(|l| {
+                    let _ = writeln!(c, "{l}");
+                });
+            }
+            c.push_str("    }\n");
+        } else if self.pr == 2 {
             c.push_str("    let k0 = 0u;\n");
             c.push_str(loads);
             c.push_str("    for (var k1 = 0u; k1 < K; k1 = k1 + ");

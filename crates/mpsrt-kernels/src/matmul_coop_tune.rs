@@ -152,7 +152,10 @@ pub struct CoopTune {
     /// whole-block loop with `su` staging: `pr1` stores the output only on a path that never
     /// runs (`K == 0xffffffff`: the K loop without the store), `pr2` loads the first slab
     /// once and re-stages it every step (no global loads in the loop), `pr3` stages every
-    /// slab but runs the products of the last one only (loads, stores and barriers alone).
+    /// slab but runs the products of the last one only (loads, stores and barriers alone);
+    /// `pr4` stages one slab and runs its products every step (fragment loads from workgroup
+    /// memory and matrix products, no staging, no barrier), `pr5` only the matrix products
+    /// on fragments loaded once (the matrix units' rate through this driver).
     /// Which share of a step each part takes says which one to attack.
     pub pr: u8,
     /// Early loads (with `su` `rp1`, no `ph`/`rq`): the next slab's global loads are issued
@@ -279,7 +282,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0/1/2/3, el0/1, sb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..5, el0/1, sb0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -416,9 +419,9 @@ impl CoopTune {
         if self.pa.is_some_and(|p| !p.is_multiple_of(8) || p > 16) {
             return Err(format!("{}: A's pad (pa) must be 0, 8 or 16 halves", self.name()));
         }
-        if self.pr > 3 || (self.pr != 0 && (self.su == 0 || self.rp)) {
+        if self.pr > 5 || (self.pr != 0 && (self.su == 0 || self.rp)) {
             return Err(format!(
-                "{}: the timing probe (pr1..pr3) is for the one-slab su loop (not rp1)",
+                "{}: the timing probe (pr1..pr5) is for the one-slab su loop (not rp1)",
                 self.name()
             ));
         }

@@ -1,5 +1,5 @@
-//! The tiled GEMM's split-K reduction in vec4s with the slice count baked in (opt-in,
-//! `MPSRT_GEMM_REDUCE4=1` in mpsrt-tensor): each thread sums four outputs' partials with
+//! The tiled GEMM's split-K reduction in vec4s with the slice count baked in (the default,
+//! `MPSRT_GEMM_REDUCE4=0` turns it off in mpsrt-tensor): each thread sums four outputs' partials with
 //! `slices` independent 16-byte loads instead of one output's with a loop of dependent
 //! scalar loads whose trip count comes from the uniform — BERT b8's attention output and FFN
 //! down (four slices of `[1024, 768]`) reduce 786 432 outputs per layer each.

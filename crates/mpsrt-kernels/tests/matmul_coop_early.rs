@@ -94,3 +94,17 @@ fn early_loads_need_the_su_register_prefetch_loop() {
     let (_, plain) = render("cl1_vs4_uc1_ov1_su3_rp1", false);
     assert_eq!(src.split_once('\n').unwrap().1, plain.split_once('\n').unwrap().1);
 }
+
+#[test]
+fn product_rate_probes_render() {
+    // `pr4`: fragment loads and products every step; `pr5`: products only (fragments once).
+    for (text, loads_in_loop) in
+        [("fi1_cl1_vs4_uc1_ov1_su3_pr4", true), ("fi1_cl1_vs4_uc1_ov1_su3_pr5", false)]
+    {
+        let (_, src) = render(text, true);
+        let body = src.split("for (var k1").nth(1).unwrap().split("\n    }\n").next().unwrap();
+        assert_eq!(body.matches("coopMultiplyAdd").count(), 32, "{text}");
+        assert_eq!(body.contains("coopLoadT"), loads_in_loop, "{text}");
+        assert!(!body.contains("Barrier"), "{text}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The vec4 split-K reduction (`MPSRT_GEMM_REDUCE4=1`, opt-in): split products with N a
+//! The vec4 split-K reduction (`MPSRT_GEMM_REDUCE4`, default on): split products with N a
 //! multiple of 4 — C as a bias row, a full matrix and a column with alpha/beta, activations,
 //! bias + residual + GELU as BERT's layers run them, 2–4 slices — and one with N = 30 (the
 //! scalar reduction) against the CPU. The knob is read once per process: this binary sets it

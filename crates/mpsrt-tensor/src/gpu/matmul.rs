@@ -723,7 +723,7 @@ fn splitk_reduce(
         None => (0, [0, 0]),
     };
     static REDUCE: SpecCache<(bool, bool, MatmulAct, u32)> = OnceLock::new();
-    // `MPSRT_GEMM_REDUCE4=1` (opt-in): four outputs per thread, the slice count baked in.
+    // `MPSRT_GEMM_REDUCE4` (default on): four outputs per thread, the slice count baked in.
     let v4 = super::matmul_plan::reduce4() && s.n.is_multiple_of(4) && s.slices <= 16;
     let key = (p.c.is_some(), p.res.is_some(), act, if v4 { s.slices as u32 } else { 0 });
     let rpl = cached(&REDUCE, dev, op, key, |&(c, r, a, v)| {

@@ -281,16 +281,18 @@ fn k16_min() -> usize {
 /// 6.991 / 6.935 ms, b16 13.61 → 12.63, b1 and ResNet-50 within noise.
 pub(crate) const SK_DEFAULT_RULE: usize = 2;
 
-/// `MPSRT_GEMM_REDUCE4=1` (default 0, read once): split-K partials of products with N a
-/// multiple of 4 are summed four outputs per thread with the slice count baked into the
-/// shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`). H100 call C (11th session): BERT
-/// b8's split products 3–6% faster in one process, end to end not faster in every round, so
-/// opt-in (README's knob table has the numbers).
+/// `MPSRT_GEMM_REDUCE4` (default 1, `0` turns it off; read once): split-K partials of products
+/// with N a multiple of 4 are summed four outputs per thread with the slice count baked into
+/// the shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`). H100 call C (11th session):
+/// BERT b8's split products 3–6% faster in one process, end to end not faster in every round
+/// (opt-in then); 12th session, H200, alternated fresh processes, BERT-base f32 b8 p50:
+/// 6.633 / 6.780 / 6.755 vs 6.838 / 6.863 ms (call 1) and 6.847 / 6.817 / 6.795 vs 6.990 /
+/// 6.979 / 6.962 (call 2) — faster in every pair, now the default.
 pub(crate) fn reduce4() -> bool {
     static R: OnceLock<bool> = OnceLock::new();
     gemm_override()
         .reduce4
-        .unwrap_or_else(|| *R.get_or_init(|| super::env_knob("MPSRT_GEMM_REDUCE4", 0) == 1))
+        .unwrap_or_else(|| *R.get_or_init(|| super::env_knob("MPSRT_GEMM_REDUCE4", 1) != 0))
 }
 
 /// `MPSRT_GEMM_BIG_MIN` (default 0: generation 2's own threshold, its split-K target): 128×128
