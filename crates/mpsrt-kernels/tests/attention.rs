@@ -3,24 +3,11 @@
 //! workgroup-memory limit and declines what the kernel does not do.
 
 use mpsrt_core::DType;
-use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::validate::{wgsl_to_msl, wgsl_to_spv};
 use mpsrt_kernels::AttnSpec;
 
 /// naga's SPIR-V translation (what wgpu hands Vulkan): its writer can fail, even panic, on
 /// modules that validate and translate to MSL.
-fn wgsl_to_spv(src: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    let flags = naga::valid::ValidationFlags::all();
-    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
-        .validate(&module)
-        .map_err(|e| format!("{e:?}"))?;
-    let opts = naga::back::spv::Options::default();
-    match std::panic::catch_unwind(|| naga::back::spv::write_vec(&module, &info, &opts, None)) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("SPIR-V translation error: {e}")),
-        Err(_) => Err("SPIR-V translation panicked in naga".into()),
-    }
-}
 
 #[test]
 fn every_attention_kernel_validates_and_translates_to_msl() {

@@ -2,22 +2,12 @@
 //! back only its own scratch rows, so `subgroupBarrier` replaces the store's 32 workgroup
 //! barriers) and early loads (`el1`: on the `su` `rp1` loop the next slab's global loads are
 //! issued right behind this slab's stores, before the barrier that publishes it). Renders,
-//! validates with naga, translates to MSL and SPIR-V; barrier and load placement.
+//! validates with naga, translates to SPIR-V and MSL (`wgsl_to_msl` does both); barrier and load
+//! placement.
 
 use mpsrt_core::DType;
 use mpsrt_kernels::validate::wgsl_to_msl;
 use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
-
-fn wgsl_to_spv(src: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    let flags = naga::valid::ValidationFlags::all();
-    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
-        .validate(&module)
-        .map_err(|e| format!("{e:?}"))?;
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .map(|_| ())
-        .map_err(|e| format!("SPIR-V translation error: {e}"))
-}
 
 fn render(text: &str, aligned: bool) -> (CoopTune, String) {
     let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
@@ -30,7 +20,6 @@ fn render(text: &str, aligned: bool) -> (CoopTune, String) {
     assert!(s.shared_bytes() <= 23552, "{text}: two workgroups per SM");
     let src = s.render().unwrap_or_else(|e| panic!("{text}: {e}"));
     wgsl_to_msl(&src).unwrap_or_else(|e| panic!("{text}: {e}\n{src}"));
-    wgsl_to_spv(&src).unwrap_or_else(|e| panic!("{text}: {e}"));
     (t, src)
 }
 

@@ -4,22 +4,8 @@
 //! forms, with the f16 store and the f32 store, and fit NVIDIA's 48 KiB.
 
 use mpsrt_core::DType;
-use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::validate::{wgsl_to_msl, wgsl_to_spv};
 use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
-
-fn wgsl_to_spv(src: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    let flags = naga::valid::ValidationFlags::all();
-    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
-        .validate(&module)
-        .map_err(|e| format!("{e:?}"))?;
-    let opts = naga::back::spv::Options::default();
-    match std::panic::catch_unwind(|| naga::back::spv::write_vec(&module, &info, &opts, None)) {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("SPIR-V translation error: {e}")),
-        Err(_) => Err("SPIR-V translation panicked in naga".into()),
-    }
-}
 
 /// The first `if` whose block (or `else` block) contains a matrix product, if any: a
 /// cooperative-matrix value updated in a branch and merged after it.

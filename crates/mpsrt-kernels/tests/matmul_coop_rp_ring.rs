@@ -8,19 +8,8 @@
 //! translates to MSL and SPIR-V.
 
 use mpsrt_core::DType;
-use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::validate::{wgsl_to_msl, wgsl_to_spv};
 use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
-
-fn wgsl_to_spv(src: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    let flags = naga::valid::ValidationFlags::all();
-    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
-        .validate(&module)
-        .map_err(|e| format!("{e:?}"))?;
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .map(|_| ())
-        .map_err(|e| format!("SPIR-V translation error: {e}"))
-}
 
 fn spec(text: &str, aligned: bool, vec_a: bool, vec_b: bool) -> (CoopMatmulSpec, String) {
     let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];

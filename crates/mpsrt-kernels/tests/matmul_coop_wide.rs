@@ -6,19 +6,8 @@
 //! path load the next slab after the last barrier and before the products.
 
 use mpsrt_core::DType;
-use mpsrt_kernels::validate::wgsl_to_msl;
+use mpsrt_kernels::validate::{wgsl_to_msl, wgsl_to_spv};
 use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopMatmulSpec, CoopTune, CoopVariant};
-
-fn wgsl_to_spv(src: &str) -> Result<(), String> {
-    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
-    let flags = naga::valid::ValidationFlags::all();
-    let info = naga::valid::Validator::new(flags, naga::valid::Capabilities::all())
-        .validate(&module)
-        .map_err(|e| format!("{e:?}"))?;
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .map(|_| ())
-        .map_err(|e| format!("SPIR-V translation error: {e}"))
-}
 
 fn base() -> CoopMatmulSpec {
     let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];

@@ -286,8 +286,8 @@ pub(crate) const SK_DEFAULT_RULE: usize = 2;
 /// the shader (`mpsrt_kernels::gemm_splitk_reduce4_kernel`). H100 call C (11th session):
 /// BERT b8's split products 3–6% faster in one process, end to end not faster in every round
 /// (opt-in then); 12th session, H200, alternated fresh processes, BERT-base f32 b8 p50:
-/// 6.633 / 6.780 / 6.755 vs 6.838 / 6.863 ms (call 1) and 6.847 / 6.817 / 6.795 vs 6.990 /
-/// 6.979 / 6.962 (call 2) — faster in every pair, now the default.
+/// 6.633 / 6.780 / 6.755 vs 6.907 / 6.838 / 6.863 ms (call 1) and 6.847 / 6.817 / 6.795 vs 6.990 /
+/// 6.979 / 6.962 (call 2) — faster in all six pairs, now the default.
 pub(crate) fn reduce4() -> bool {
     static R: OnceLock<bool> = OnceLock::new();
     gemm_override()
