@@ -212,6 +212,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         su: t.su,
         pr: t.pr,
         el: t.el,
+        ad: t.ad,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -317,6 +318,8 @@ struct Loop {
     pr: u8,
     /// Early loads (`CoopTune::el`).
     el: bool,
+    /// Affine unit addresses (`CoopTune::ad`).
+    pub(super) ad: bool,
 }
 
 impl Loop {

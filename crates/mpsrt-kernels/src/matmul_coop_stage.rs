@@ -446,6 +446,28 @@ impl Loop {
             }
         };
         let (na, nb) = (if sel.0 { ua / nt } else { 0 }, if sel.1 { ub / nt } else { 0 });
+        // `ad1`: unit j of a thread is unit 0 moved by a uniform number of rows (`nt` threads
+        // cover whole rows), so one per-thread offset per operand and uniform steps replace the
+        // per-unit index arithmetic (registers: two register sets, `rq1`, spilled at 255).
+        let a_rows = if pairs {
+            (nt % 64 == 0).then_some(nt / 8)
+        } else {
+            (!blocks && nt % qa == 0).then_some(nt / qa)
+        };
+        let b_rows = (nt % qb == 0).then_some(nt / qb);
+        if let (true, Some(ra), Some(rb)) = (self.ad, a_rows, b_rows) {
+            if (ra * as_) % 4 == 0 && (rb * bs_) % 4 == 0 {
+                return Some(self.affine_parts(
+                    k0,
+                    decl,
+                    own_idx,
+                    (na, nb),
+                    (ra, rb),
+                    (&oa, &ob),
+                    &a_rc,
+                ));
+            }
+        }
         let mut c = String::new();
         for j in 0..na {
             let (r, u) = a_rc(&format!("tid + {}u", j * nt));
@@ -472,5 +494,61 @@ impl Loop {
             );
         }
         Some((c, st))
+    }
+
+    /// [`unit_parts_at`](Self::unit_parts_at)'s `ad1` form: unit `j` of A is unit 0 moved down
+    /// `j·rows.0` rows (B: `j·rows.1`), so the loads add uniform row steps to one per-thread
+    /// offset and the stores constant slab offsets. `a_rc` gives unit 0's row and unit.
+    #[allow(clippy::too_many_arguments)]
+    fn affine_parts(
+        &self,
+        k0: &str,
+        decl: &str,
+        own_idx: bool,
+        (na, nb): (u32, u32),
+        (ra, rb): (u32, u32),
+        (oa, ob): (&str, &str),
+        a_rc: &dyn Fn(&str) -> (String, String),
+    ) -> (String, String) {
+        let Loop { as_, bs_, bn, .. } = *self;
+        let qb = bn / 4;
+        let (r0, u0) = a_rc("tid");
+        let mut c = String::new();
+        if na > 0 {
+            let _ = writeln!(c, "    let ra0 = {r0}; let ca0 = {u0};");
+            // Byte offsets and steps are multiples of 4 halves (the vector path): indices in
+            // `vec4<f16>` units.
+            let _ = writeln!(c, "    let gia = u32(abase + i32(m0 + ra0) * sam + i32({k0} + ca0 * 4u)) >> 2u; let gsa = u32({ra} * sam) >> 2u;");
+        }
+        for j in 0..na {
+            let _ = writeln!(c, "    {decl}ua{j} = a[gia + {j}u * gsa];");
+        }
+        if nb > 0 {
+            let _ = writeln!(c, "    let gib = u32(bbase + i32({k0} + tid / {qb}u) * sbk + i32(n0 + (tid % {qb}u) * 4u)) >> 2u; let gsb = u32({rb} * sbk) >> 2u;");
+        }
+        for j in 0..nb {
+            let _ = writeln!(c, "    {decl}ub{j} = b[gib + {j}u * gsb];");
+        }
+        let mut st = String::new();
+        let (ri, ci) = if own_idx { ("ta0", "tc0") } else { ("ra0", "ca0") };
+        if na > 0 {
+            if own_idx {
+                let _ = writeln!(st, "    let ta0 = {r0}; let tc0 = {u0};");
+            }
+            let _ = writeln!(st, "    let spa = ({oa}{ri} * {as_}u + {ci} * 4u) >> 2u;");
+        }
+        for j in 0..na {
+            let _ = writeln!(st, "    As[spa + {}u] = ua{j};", j * ra * as_ / 4);
+        }
+        if nb > 0 {
+            let _ = writeln!(
+                st,
+                "    let spb = ({ob}(tid / {qb}u) * {bs_}u + (tid % {qb}u) * 4u) >> 2u;"
+            );
+        }
+        for j in 0..nb {
+            let _ = writeln!(st, "    Bs[spb + {}u] = ub{j};", j * rb * bs_ / 4);
+        }
+        (c, st)
     }
 }

@@ -162,6 +162,12 @@ pub struct CoopTune {
     /// right after this slab's stores, before the barrier that publishes it, so the barrier's
     /// wait runs with them in flight (without it they start after that barrier).
     pub el: bool,
+    /// Affine unit addresses (with `su` staging, where the workgroup's threads cover whole slab
+    /// rows): a thread's unit `j` is its unit 0 moved by `j` uniform row steps, so the loads
+    /// take one per-thread offset plus uniform steps and the stores constant slab offsets,
+    /// instead of per-unit index arithmetic the compiler keeps in registers (`rq1`'s two
+    /// register sets spilled at 255 registers).
+    pub ad: bool,
     /// The f16 store's per-subgroup scratch synchronized with `subgroupBarrier` instead of
     /// `workgroupBarrier` (each subgroup reads back only its own tiles): the 4×4 tiles' store
     /// takes 32 workgroup barriers, where the subgroups wait for each other.
@@ -204,6 +210,7 @@ impl Default for CoopTune {
             pa: None,
             pr: 0,
             el: false,
+            ad: false,
             sb: false,
         }
     }
@@ -270,6 +277,7 @@ impl CoopTune {
             (self.da, "_da1"),
             (self.sb, "_sb1"),
             (self.el, "_el1"),
+            (self.ad, "_ad1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -282,7 +290,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..5, el0/1, sb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..5, el0/1, ad0/1, sb0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -300,6 +308,8 @@ impl CoopTune {
                 t.pa = Some(v.parse().map_err(|_| bad(tok))?);
             } else if let Some(v) = tok.strip_prefix("pr") {
                 t.pr = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("ad") {
+                t.ad = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("el") {
                 t.el = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("sb") {
@@ -486,6 +496,9 @@ impl CoopTune {
         }
         if !matches!(self.oc, 0 | 2 | 3) {
             return Err(format!("{}: oc (workgroups per SM) is 2 or 3", self.name()));
+        }
+        if self.ad && self.su == 0 {
+            return Err(format!("{}: affine unit addresses (ad1) are for su staging", self.name()));
         }
         if self.el && !(self.rp && self.su != 0 && self.ph == 0 && !self.rq) {
             return Err(format!(

@@ -97,3 +97,46 @@ fn product_rate_probes_render() {
         assert!(!body.contains("Barrier"), "{text}");
     }
 }
+
+/// `su3`'s row of unit `v` (`Loop::unit_parts_at`'s `pairs` form), mirrored.
+fn su3_row(v: u32) -> u32 {
+    (v / 64) * 8 + ((v / 32) % 2) * 2 + ((v % 32) / 16) + ((v % 16) / 8) * 4
+}
+
+#[test]
+fn affine_unit_addresses_render_and_step_whole_rows() {
+    // The identity `ad1` rests on: a thread's unit j is its unit 0 moved down j·nt/8 rows
+    // (`su3`), j·nt/q rows with q units a row (`su1`, A and B), the unit in the row unchanged.
+    for nt in [128u32, 256] {
+        for tid in 0..nt {
+            for j in 0..8 {
+                assert_eq!(su3_row(tid + j * nt), su3_row(tid) + j * nt / 8, "su3 nt {nt}");
+                assert_eq!((tid + j * nt) % 8, tid % 8);
+                for q in [8u32, 16, 32] {
+                    assert_eq!((tid + j * nt) / q, tid / q + j * nt / q, "q {q}");
+                    assert_eq!((tid + j * nt) % q, tid % q);
+                }
+            }
+        }
+    }
+    for text in [
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_ad1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_ad1",
+        "fi1_cl1_vs4_uc1_ov1_su3_rp1_el1_ad1",
+        "w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1_ad1",
+    ] {
+        let (t, src) = render(text, true);
+        let k_loop = src.split("for (var k0").nth(1).unwrap();
+        // One per-thread offset per operand and set, uniform steps, constant slab offsets.
+        assert!(k_loop.contains("ua1 = a[gia + 1u * gsa]"), "{text}");
+        assert!(k_loop.contains("ub1 = b[gib + 1u * gsb]"), "{text}");
+        let rows = if t.su == 3 { 16 } else { 128 / (u32::from(t.bk) / 4) };
+        let a_step = rows * (u32::from(t.bk) + 8) / 4;
+        assert!(k_loop.contains(&format!("As[spa + {a_step}u] = ua1;")), "{text}: {a_step}");
+        assert!(!k_loop.contains("let ra1"), "{text}: no per-unit index");
+        if t.rq {
+            assert!(k_loop.contains("xa1 = a[gia + 1u * gsa]"), "{text}: second set");
+        }
+    }
+    assert!(CoopTune::parse("fi1_cl1_vs4_uc1_ov1_ad1").unwrap().check(16).is_err());
+}

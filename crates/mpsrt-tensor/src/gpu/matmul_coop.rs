@@ -113,6 +113,13 @@ pub(crate) fn coop_sb_el() -> (bool, bool) {
     })
 }
 
+/// `MPSRT_COOP_AD=1`: the planner's `su`-staged kernels address their units affinely
+/// (`CoopTune::ad`): model-level A/B of the 12th session's candidate; default off.
+pub(crate) fn coop_ad() -> bool {
+    static E: OnceLock<bool> = OnceLock::new();
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_AD", 0) != 0)
+}
+
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
 /// epilogue (default; checked against the f32 CPU on the H200, session 13 call 2:
 /// `gemm_f16_epilogue_check`) or the tiled GEMM (`MPSRT_COOP_EPILOGUE=0`).
@@ -296,6 +303,7 @@ pub(crate) fn coop_spec_sliced(
         // 12th-session candidates on the planner's choice (`MPSRT_COOP_SB`, `MPSRT_COOP_EL`).
         let (sb, el) = coop_sb_el();
         spec.tune.sb |= sb;
+        spec.tune.ad |= coop_ad() && spec.tune.su != 0;
         spec.tune.el |=
             el && spec.tune.rp && spec.tune.su != 0 && spec.tune.ph == 0 && !spec.tune.rq;
     }
