@@ -44,8 +44,9 @@ pub use matmul::{
     OperandLoad, MATMUL_META_HEAD,
 };
 pub use matmul_coop::{
-    coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
-    CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant, COOP_LARGE_BLOCKS,
+    coop_variant_from_env, deep_coop_variant, default_coop_variant, large_coop_variant,
+    plan_coop_matmul, CoopConfig, CoopDecline, CoopMatmulSpec, CoopTune, CoopVariant,
+    COOP_LARGE_BLOCKS,
 };
 pub use matmul_reduce4::gemm_splitk_reduce4_kernel;
 pub use matmul_sk::SK_META_WORDS;

@@ -397,17 +397,54 @@ pub fn coop_variant_from_env() -> Option<CoopVariant> {
 /// 64×64 K-64 tune does not (with `rp1` call B: 1024×768×768 76.8–82.1 vs 80.1–83.0 TFLOP/s,
 /// 1024×768×3072 108.2–116.3 vs 96.1–114.6: no win). `MPSRT_COOP_PLANNER=10` restores the
 /// rule without `rp1` (`matmul_coop_tune::default_coop_variant_10th`).
+///
+/// 12th session (H100, in-process A/B, 3–4 rounds, every variant checked;
+/// `bench/results/2026-11-26-h100/session18/probe2`, `probe3`): addressing each thread's staging
+/// units affinely (`ad1`: one per-thread offset and uniform row steps) takes the two register
+/// sets of `rq1` from 255 registers with a spill (and 24576 B of workgroup memory: one
+/// workgroup per SM) to 255 without one at 23040 B, so the 128×128 tune's loads run two K
+/// steps ahead at two workgroups per SM: 4096³ 271.6 / 270.9 vs 237.9 / 238.1 TFLOP/s, 8192³
+/// 283.9 vs 250.0, 4096²×1024 237.9 vs 220.9, 2048²×4096 258.0 vs 229.9, 4096²×768 230.6 vs
+/// 210.2, 1024×3072×3072 192.6 vs 176.4 — but slower where K is short and the blocks few
+/// (2048×3072×768, 384 blocks: 168.1 vs 179.4; BERT b8's 1024×3072×768 and 1024×2304×768:
+/// 155.6 / 119.6 vs 165.9 / 127.6), so it runs from K ≥ [`COOP_DEEP_MIN_K`] or
+/// [`COOP_DEEP_MIN_BLOCKS`] blocks ([`deep_coop_variant`]). The 64×64 tune takes `ad1` too:
+/// 1024×768×3072 116.4 / 110.5 vs 113.3 / 108.9, 1024×768×768 86.3 / 78.9 vs 84.5 / 78.0 (calls
+/// 2 / 3). `MPSRT_COOP_PLANNER=11` restores the 11th session's rule
+/// (`matmul_coop_tune::default_coop_variant_11th`).
 pub fn default_coop_variant(size: u32, mnk: [usize; 3]) -> CoopVariant {
     if size != 16 {
         return CoopVariant::Gen1;
     }
     let blocks = mnk[0].div_ceil(128) * mnk[1].div_ceil(128);
     if blocks >= COOP_LARGE_BLOCKS {
-        large_coop_variant(size)
+        if mnk[2] >= COOP_DEEP_MIN_K || blocks >= COOP_DEEP_MIN_BLOCKS {
+            deep_coop_variant(size)
+        } else {
+            large_coop_variant(size)
+        }
     } else {
         let d = CoopTune::default();
         let t = CoopTune { tm: 2, tn: 2, bk: 64, fi: true, cl: true, vs: 4, uc: true, ..d };
-        CoopVariant::Family(CoopTune { ov: true, su: 1, ..t })
+        CoopVariant::Family(CoopTune { ov: true, su: 1, ad: true, ..t })
+    }
+}
+
+/// K from which [`default_coop_variant`] takes [`deep_coop_variant`] at any block count ≥
+/// [`COOP_LARGE_BLOCKS`].
+pub const COOP_DEEP_MIN_K: usize = 1024;
+/// Output blocks of 128×128 from which [`default_coop_variant`] takes [`deep_coop_variant`] at
+/// any K (about two waves of two workgroups per SM on the H100's 132 SMs).
+pub const COOP_DEEP_MIN_BLOCKS: usize = 512;
+
+/// The 128×128 tune with two register sets taking turns (`rq1`, each slab's global loads issued
+/// two K steps ahead) on affine unit addresses (`ad1`): `fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_ad1`
+/// (generation 1 for 8×8 tiles). Whole blocks need K to be a multiple of 64
+/// ([`CoopTune::aligned_k`]); elsewhere the launcher drops `fi` and the checked `rp1` loop runs.
+pub fn deep_coop_variant(size: u32) -> CoopVariant {
+    match large_coop_variant(size) {
+        CoopVariant::Family(t) => CoopVariant::Family(CoopTune { rq: true, ad: true, ..t }),
+        v => v,
     }
 }
 

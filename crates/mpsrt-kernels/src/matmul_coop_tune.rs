@@ -525,7 +525,7 @@ pub fn default_coop_variant_rp(
     small_too: bool,
 ) -> crate::matmul_coop::CoopVariant {
     use crate::matmul_coop::CoopVariant;
-    match crate::matmul_coop::default_coop_variant(size, mnk) {
+    match default_coop_variant_11th(size, mnk) {
         CoopVariant::Family(t) if t.bk == 32 || small_too => {
             CoopVariant::Family(CoopTune { rp: true, ..t })
         }
@@ -537,8 +537,19 @@ pub fn default_coop_variant_rp(
 /// rule without register prefetch on the 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3`). Pure.
 pub fn default_coop_variant_10th(size: u32, mnk: [usize; 3]) -> crate::matmul_coop::CoopVariant {
     use crate::matmul_coop::CoopVariant;
-    match crate::matmul_coop::default_coop_variant(size, mnk) {
+    match default_coop_variant_11th(size, mnk) {
         CoopVariant::Family(t) => CoopVariant::Family(CoopTune { rp: false, ..t }),
+        v => v,
+    }
+}
+
+/// The 11th session's planner default, kept for A/B (`MPSRT_COOP_PLANNER=11`): the current
+/// rule without the two register sets and affine addresses (`rq1`, `ad1`): the 128×128 tune
+/// `fi1_cl1_vs4_uc1_ov1_su3_rp1` from 128 blocks, the 64×64 K-64 tune without `ad1` below. Pure.
+pub fn default_coop_variant_11th(size: u32, mnk: [usize; 3]) -> crate::matmul_coop::CoopVariant {
+    use crate::matmul_coop::CoopVariant;
+    match crate::matmul_coop::default_coop_variant(size, mnk) {
+        CoopVariant::Family(t) => CoopVariant::Family(CoopTune { rq: false, ad: false, ..t }),
         v => v,
     }
 }

@@ -285,24 +285,37 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     // tune's K 64 from the H100's 9th-session A/B, below 256 blocks); 8×8: generation 1.
     // Both defaults are trusted (no MPSRT_COOP_EXPERIMENTAL needed).
     let big = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1").unwrap();
-    assert_eq!(default_coop_variant(16, [4096; 3]), big);
-    assert_eq!(default_coop_variant(16, [2048, 3072, 768]), big);
+    let deep = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_ad1").unwrap();
     assert_eq!(mpsrt_kernels::large_coop_variant(16), big);
-    // BERT-base b8's QKV (144 blocks) and FFN-up (192) products take it from 128 blocks.
-    assert_eq!(default_coop_variant(16, [1024, 2304, 768]), big);
-    assert_eq!(default_coop_variant(16, [1024, 3072, 768]), big);
-    assert_eq!(default_coop_variant(16, [2048, 1024, 768]), big);
-    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1").unwrap();
+    assert_eq!(mpsrt_kernels::deep_coop_variant(16), deep);
+    // Two register sets from K 1024 or 512 blocks (12th session, H100).
+    for mnk in [[4096; 3], [8192; 3], [4096, 4096, 768], [2048, 2048, 4096], [1024, 3072, 3072]] {
+        assert_eq!(default_coop_variant(16, mnk), deep, "{mnk:?}");
+    }
+    // Short K and few blocks: BERT-base b8's QKV (144 blocks) and FFN-up (192) products, and
+    // 2048×3072×768 (384), keep one register set.
+    for mnk in [[2048, 3072, 768], [1024, 2304, 768], [1024, 3072, 768], [2048, 1024, 768]] {
+        assert_eq!(default_coop_variant(16, mnk), big, "{mnk:?}");
+    }
+    let small = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1_ad1").unwrap();
     assert_eq!(default_coop_variant(16, [1024; 3]), small);
     assert_eq!(default_coop_variant(16, [1024, 768, 3072]), small);
     assert_eq!(default_coop_variant(16, [1920, 1024, 768]), small);
+    // The 11th session's rule, kept for A/B (MPSRT_COOP_PLANNER=11).
+    let eleventh = mpsrt_kernels::matmul_coop_tune::default_coop_variant_11th;
+    let small11 = CoopVariant::parse("w2x2_t2x2_k64_fi1_cl1_vs4_uc1_ov1_su1").unwrap();
+    for mnk in [[4096; 3], [2048, 3072, 768], [1024, 2304, 768]] {
+        assert_eq!(eleventh(16, mnk), big, "{mnk:?}");
+    }
+    assert_eq!(eleventh(16, [1024, 768, 3072]), small11);
+    assert_eq!(eleventh(8, [4096; 3]), CoopVariant::Gen1);
     // The 10th session's rule (no register prefetch), kept for A/B (MPSRT_COOP_PLANNER=10).
     let tenth = mpsrt_kernels::matmul_coop_tune::default_coop_variant_10th;
     let big10 = CoopVariant::parse("fi1_cl1_vs4_uc1_ov1_su3").unwrap();
     for mnk in [[4096; 3], [1024, 2304, 768], [2048, 3072, 768]] {
         assert_eq!(tenth(16, mnk), big10, "{mnk:?}");
     }
-    assert_eq!(tenth(16, [1024, 768, 3072]), small);
+    assert_eq!(tenth(16, [1024, 768, 3072]), small11);
     assert_eq!(tenth(8, [4096; 3]), CoopVariant::Gen1);
     // The 9th session's rule, kept for A/B (MPSRT_COOP_PLANNER=9).
     let ninth = mpsrt_kernels::matmul_coop_tune::default_coop_variant_9th;
@@ -317,7 +330,7 @@ fn unverified_tunes_fall_back_and_the_default_follows_the_measurements() {
     assert_eq!(old(16, [1024, 768, 768]), old_small);
     assert_eq!(old(8, [4096; 3]), CoopVariant::Gen1);
     assert_eq!(default_coop_variant(8, [4096; 3]), CoopVariant::Gen1);
-    for v in [big, small] {
+    for v in [big, deep, small] {
         let CoopVariant::Family(t) = v else { unreachable!() };
         assert!(t.unverified().is_none(), "{}", t.name());
         assert_eq!(p.with_variant(v, 49152).tune, t, "{}", t.name());

@@ -101,7 +101,8 @@ fn register_prefetch_planner_candidates_are_the_current_rule_plus_rp1() {
         for mnk in [[1024, 768, 768], [1024, 768, 3072]] {
             let want = if small_too { small_rp } else { CoopVariant::parse(small).unwrap() };
             assert_eq!(rule(mnk), want, "{mnk:?}");
-            assert_eq!(default_coop_variant(16, mnk), CoopVariant::parse(small).unwrap());
+            let current = CoopVariant::parse(&format!("{small}_ad1")).unwrap();
+            assert_eq!(default_coop_variant(16, mnk), current);
         }
         assert_eq!(default_coop_variant_rp(8, [4096; 3], small_too), CoopVariant::Gen1);
     }

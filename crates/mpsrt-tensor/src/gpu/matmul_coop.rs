@@ -191,14 +191,15 @@ pub(crate) fn coop_small_m() -> bool {
     *E.get_or_init(|| super::env_knob("MPSRT_COOP_SMALL_M", 1) != 0)
 }
 
-/// `MPSRT_COOP_PLANNER`: `8`, `9` or `10` take that session's default tunes per shape
-/// (`default_coop_variant_8th` / `_9th` / `_10th`: `10` is the rule without register prefetch
-/// on the 128×128 tune) instead of this one's (`default_coop_variant`), `12` also prefetches
-/// on the 64×64 K-64 tune (`default_coop_variant_rp`), for model-level A/B; unset or anything
-/// else: the current rule.
+/// `MPSRT_COOP_PLANNER`: `8`, `9`, `10` or `11` take that session's default tunes per shape
+/// (`default_coop_variant_8th` / `_9th` / `_10th` / `_11th`: `10` is the rule without register
+/// prefetch on the 128×128 tune, `11` without the 12th session's two register sets and affine
+/// addresses) instead of this one's (`default_coop_variant`), `12` the 11th session's rule with
+/// register prefetch on the 64×64 K-64 tune too (`default_coop_variant_rp`), for model-level
+/// A/B; unset or anything else: the current rule.
 fn coop_planner() -> usize {
     static E: OnceLock<usize> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 11))
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_PLANNER", 0))
 }
 
 pub(crate) fn coop_enabled() -> bool {
@@ -262,6 +263,7 @@ pub(crate) fn coop_spec_sliced(
                 8 => t::default_coop_variant_8th(spec.size, [m, n, k]),
                 9 => t::default_coop_variant_9th(spec.size, [m, n, k]),
                 10 => t::default_coop_variant_10th(spec.size, [m, n, k]),
+                11 => t::default_coop_variant_11th(spec.size, [m, n, k]),
                 12 => t::default_coop_variant_rp(spec.size, [m, n, k], true),
                 _ => default_coop_variant(spec.size, [m, n, k]),
             }
