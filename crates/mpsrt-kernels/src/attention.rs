@@ -71,7 +71,7 @@ impl AttnSpec {
         self.dv.div_ceil(16)
     }
 
-    /// Render the WGSL. Bindings: q, k, v, [mask], out, then the metadata uniform with words
+    /// Render the WGSL. Bindings: q, k, v, \[mask\], out, then the metadata uniform with words
     /// 0 `Sq`, 1 `Skv`, 2 `groups`, 3 `scale` (f32 bits), 4 causal flag, 5 causal offset (i32),
     /// then `(offset, batch, head, seq, col)` element strides (i32) of q at 8, k at 13, v at 18,
     /// mask at 23 (`(b, h, query, key)`) and out at 28.

@@ -118,7 +118,7 @@ impl AttnCoopSpec {
         }
     }
 
-    /// Render the WGSL. Bindings: q, k, v (`array<f16>`), [mask], out (`array<u32>`, packed
+    /// Render the WGSL. Bindings: q, k, v (`array<f16>`), \[mask\], out (`array<u32>`, packed
     /// f16), then the same 36-word metadata block as the scalar kernel
     /// ([`crate::AttnSpec::render`]): 0 `Sq`, 1 `Skv`, 2 `groups`, 3 `scale` bits, 4 causal,
     /// 5 causal offset, `(offset, batch, head, seq, col)` strides of q at 8, k at 13, v at 18,

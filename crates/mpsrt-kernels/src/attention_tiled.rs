@@ -64,7 +64,7 @@ impl AttnTiledSpec {
     }
 
     /// Render the WGSL. Bindings and the 36-word metadata block are those of
-    /// [`crate::AttnSpec::render`] (q, k, v, [mask], out, uniform).
+    /// [`crate::AttnSpec::render`] (q, k, v, \[mask\], out, uniform).
     pub fn render(&self) -> Result<String, String> {
         if AttnTiledSpec::plan(self.io, self.d, self.dv, self.mask, u32::MAX) != Some(*self) {
             return Err(format!("unsupported tiled attention {self:?}"));

@@ -15,7 +15,7 @@
 //!
 //! With `residual`, the row is `x + r` (SkipLayerNormalization: a transformer's residual add
 //! before its norm) and, with `sum_out`, that sum is stored too for a later consumer. Bindings
-//! in order: `x`, [`r`], `gamma`, [`beta`], `y`, [`s`], then the metadata uniform
+//! in order: `x`, \[`r`\], `gamma`, \[`beta`\], `y`, \[`s`\], then the metadata uniform
 //! (`rows`, `n` in vec4 units or elements, `eps` bits, the element count of a row; then the
 //! offsets of `x`, `r`, `gamma`, `beta` in the same units).
 

@@ -138,7 +138,7 @@ impl MatmulAct {
 
     /// The activation's code in the direct conv kernels' metadata (`conv.wgsl` `direct_act`,
     /// the depthwise+pool and 1×1-GEMV kernels): `None` for the GELUs, which only the GEMM
-    /// epilogues (rendered from [`wgsl`](Self::wgsl)) apply — those paths apply them after.
+    /// epilogues (rendered from `MatmulAct::wgsl`) apply — those paths apply them after.
     pub fn direct_code(self) -> Option<u32> {
         Some(match self {
             MatmulAct::None => 0,

@@ -16,7 +16,7 @@
 //! split into three coalesced dims `[d0, d1, d2]` with a mask stride each, plus the key stride;
 //! its elements are read as scalars (a padding mask is a few KiB, cached).
 //!
-//! Bindings: `x`, [`mask`], `y`, then the metadata uniform (3 × vec4 words): `rows`, units per
+//! Bindings: `x`, \[`mask`\], `y`, then the metadata uniform (3 × vec4 words): `rows`, units per
 //! row, `scale` bits, `x` offset (units); mask offset, key stride, `d1`, `d2`; mask strides of
 //! `d0`, `d1`, `d2`, and a spare word.
 
