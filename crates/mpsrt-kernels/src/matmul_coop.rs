@@ -453,7 +453,8 @@ pub const COOP_LARGE_BLOCKS: usize = 128;
 
 /// The 128×128 tune (`fi1_cl1_vs4_uc1_ov1_su3_rp1`; generation 1 for 8×8 tiles): the default from
 /// [`COOP_LARGE_BLOCKS`] blocks where K < [`COOP_DEEP_MIN_K`] and the blocks are fewer than
-/// [`COOP_DEEP_MIN_BLOCKS`] ([`deep_coop_variant`] elsewhere), and what split-K slices run. The vector f16 store (`ov1`,
+/// [`COOP_DEEP_MIN_BLOCKS`] ([`deep_coop_variant`] elsewhere), and what split-K slices run.
+/// The vector f16 store (`ov1`,
 /// whole blocks) measured in the 9th session's call 3 (H100, in-process A/B, every check
 /// passed): 4096³ 208.6 vs 199.1–199.4 TFLOP/s, 2048×3072×768 143.8 vs 118.8–119.7; staging
 /// in 8-byte units (`su1`) in the 10th session's calls 1 and 2: 4096³ 220.3 / 222.0 vs 204.1 /

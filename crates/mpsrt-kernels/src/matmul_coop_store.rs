@@ -146,6 +146,8 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
         val = format!("f16({val})");
     }
     let _ = writeln!(w, "  let cs = sg * {}u;", row * s);
+    // `sb1`: the scratch rows are this subgroup's own.
+    let bar = if spec.tune.sb { "subgroupBarrier" } else { "workgroupBarrier" };
     for i in 0..tm {
         for g in (0..tn).step_by(cw as usize) {
             for j in g..g + cw {
@@ -157,8 +159,6 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                     (j - g) * s
                 );
             }
-            // `sb1`: the scratch rows are this subgroup's own.
-            let bar = if spec.tune.sb { "subgroupBarrier" } else { "workgroupBarrier" };
             let _ = writeln!(w, "  {bar}();");
             if vector_out(spec) {
                 // Four consecutive outputs of one row per lane and store (whole blocks).

@@ -57,10 +57,11 @@ fn gv(i: u32) -> u32 {
     return GM.w[i >> 2u][i & 3u];
 }
 
-@compute @workgroup_size(256)
-fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
+// The element thread `gid` of `gather` / `gather4` moves, in the bindings' units: (destination,
+// source, 1), or z = 0 past the end or for an index outside this window's rows.
+fn gather_at(gid: vec3<u32>) -> vec3<u32> {
     let idx = gid.x + gid.y * gv(5u);
-    if (idx >= gv(4u)) { return; }
+    if (idx >= gv(4u)) { return vec3<u32>(0u); }
     let axis_len = gv(0u);
     let inner = gv(1u);
     let nidx = gv(2u);
@@ -69,8 +70,14 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
     let j = (g / inner) % nidx;
     let o = g / (inner * nidx);
     let src = u32(GI[j - gv(8u)]);
-    if (src < gv(9u) || src >= gv(10u)) { return; }
-    GY[g - gv(7u)] = GX[u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i))];
+    if (src < gv(9u) || src >= gv(10u)) { return vec3<u32>(0u); }
+    return vec3<u32>(g - gv(7u), u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i)), 1u);
+}
+
+@compute @workgroup_size(256)
+fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let e = gather_at(gid);
+    if (e.z == 1u) { GY[e.x] = GX[e.y]; }
 }
 
 // gather4 — `gather` on vec4 units (rows of a multiple of 4 words at a 4-word offset): the
@@ -80,16 +87,6 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 @compute @workgroup_size(256)
 fn gather4(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let idx = gid.x + gid.y * gv(5u);
-    if (idx >= gv(4u)) { return; }
-    let axis_len = gv(0u);
-    let inner = gv(1u);
-    let nidx = gv(2u);
-    let g = idx + gv(6u);
-    let i = g % inner;
-    let j = (g / inner) % nidx;
-    let o = g / (inner * nidx);
-    let src = u32(GI[j - gv(8u)]);
-    if (src < gv(9u) || src >= gv(10u)) { return; }
-    GY4[g - gv(7u)] = GX4[u32(i32(gv(3u)) + i32((o * axis_len + src) * inner + i))];
+    let e = gather_at(gid);
+    if (e.z == 1u) { GY4[e.x] = GX4[e.y]; }
 }

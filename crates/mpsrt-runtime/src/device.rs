@@ -208,10 +208,8 @@ impl GpuDevice {
             matches!(info.device_type, wgpu::DeviceType::IntegratedGpu | wgpu::DeviceType::Cpu)
                 || info.backend == wgpu::Backend::Metal;
         // Timestamps only feed `--profile` (`timing.rs`); asking costs nothing elsewhere.
-        let mut wanted = wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::SUBGROUP_BARRIER
-            | wgpu::Features::TIMESTAMP_QUERY;
+        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY;
+        wanted |= wgpu::Features::SUBGROUP | wgpu::Features::SUBGROUP_BARRIER;
         if unified && config.unified_fast_path {
             wanted |= wgpu::Features::MAPPABLE_PRIMARY_BUFFERS;
         }

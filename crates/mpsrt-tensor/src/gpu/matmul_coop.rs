@@ -10,7 +10,7 @@ use mpsrt_core::{DType, Result};
 use mpsrt_kernels::matmul_coop_tune::coop_override;
 use mpsrt_kernels::{
     coop_variant_from_env, default_coop_variant, large_coop_variant, plan_coop_matmul, CoopConfig,
-    CoopDecline, CoopMatmulSpec,
+    CoopDecline, CoopMatmulSpec, CoopTune,
 };
 use mpsrt_runtime::{DeviceProperties, GpuDevice, Pipeline};
 use std::sync::{Arc, OnceLock};
@@ -98,26 +98,20 @@ pub(crate) fn coop_f16_out() -> Option<bool> {
 
 /// The unset `MPSRT_COOP_F16_OUT`'s choice for a tune: f16 output for every tune since its
 /// scratch stays within the two-workgroup budget (see [`coop_f16_out`]).
-pub(crate) fn f16_out_auto(_tune: &mpsrt_kernels::CoopTune) -> bool {
+pub(crate) fn f16_out_auto(_tune: &CoopTune) -> bool {
     true
 }
 
-/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1`: the planner's generation-3 kernels store through
-/// subgroup barriers (`CoopTune::sb`) / issue the next slab's loads before the publishing
-/// barrier (`CoopTune::el`, on the `su` `rp1` loop). Model-level A/B of the 12th session's
-/// candidates; both default off.
-pub(crate) fn coop_sb_el() -> (bool, bool) {
-    static E: OnceLock<(bool, bool)> = OnceLock::new();
+/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1` / `MPSRT_COOP_AD=1`: the planner's generation-3
+/// kernels store through subgroup barriers (`CoopTune::sb`) / issue the next slab's loads
+/// before the publishing barrier (`CoopTune::el`) / address their staging units affinely
+/// (`CoopTune::ad`), each where the tune takes it. Model-level A/B of the 12th session's
+/// candidates; all default off.
+fn coop_candidate_knobs() -> [bool; 3] {
+    static E: OnceLock<[bool; 3]> = OnceLock::new();
     *E.get_or_init(|| {
-        (super::env_knob("MPSRT_COOP_SB", 0) != 0, super::env_knob("MPSRT_COOP_EL", 0) != 0)
+        ["MPSRT_COOP_SB", "MPSRT_COOP_EL", "MPSRT_COOP_AD"].map(|k| super::env_knob(k, 0) != 0)
     })
-}
-
-/// `MPSRT_COOP_AD=1`: the planner's `su`-staged kernels address their units affinely
-/// (`CoopTune::ad`): model-level A/B of the 12th session's candidate; default off.
-pub(crate) fn coop_ad() -> bool {
-    static E: OnceLock<bool> = OnceLock::new();
-    *E.get_or_init(|| super::env_knob("MPSRT_COOP_AD", 0) != 0)
 }
 
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
@@ -302,12 +296,13 @@ pub(crate) fn coop_spec_sliced(
         (spec.tune.fi, spec.tune.dg) = (false, false);
     }
     if variant_is_planned && spec.variant == 3 {
-        // 12th-session candidates on the planner's choice (`MPSRT_COOP_SB`, `MPSRT_COOP_EL`).
-        let (sb, el) = coop_sb_el();
-        spec.tune.sb |= sb;
-        spec.tune.ad |= coop_ad() && spec.tune.su != 0;
-        spec.tune.el |=
-            el && spec.tune.rp && spec.tune.su != 0 && spec.tune.ph == 0 && !spec.tune.rq;
+        // 12th-session candidates on the planner's choice, each only where the tune's own
+        // check accepts it (`el1` needs the one-register-set `su` loop, `ad1` `su` staging).
+        let [sb, el, ad] = coop_candidate_knobs();
+        let (t, ok) = (spec.tune, |c: CoopTune| c.check(spec.size).is_ok());
+        spec.tune.sb |= sb && ok(CoopTune { sb: true, ..t });
+        spec.tune.el |= el && ok(CoopTune { el: true, ..t });
+        spec.tune.ad |= ad && ok(CoopTune { ad: true, ..t });
     }
     if !props.subgroup_barrier {
         // `sb1` synchronizes with `subgroupBarrier`, a device feature.
