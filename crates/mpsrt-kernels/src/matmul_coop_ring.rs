@@ -127,6 +127,9 @@ impl Loop {
         let mut c = String::new();
         c.push_str(vars);
         c.push_str(&set1(vars));
+        // With `lp`: every thread touches its share of slab `k + lp` each step (L1 prefetch).
+        let (lp_decl, _) = self.l1_prefetch_by(false, "k0", true);
+        c.push_str(&lp_decl);
         c.push_str("    {\n    let nxt = 0u;\n");
         c.push_str(loads);
         let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
@@ -137,9 +140,16 @@ impl Loop {
             c.push_str("    workgroupBarrier();\n    {\n");
             c.push_str(&pick(stores));
             c.push_str("    }\n    workgroupBarrier();\n    {\n");
-            let _ = writeln!(c, "    let nxt = min(k0 + {}u, K - {bk}u);", (h + 2) * bk);
+            if self.pr == 6 {
+                // Timing probe: every refill reads slab 0 (L1-resident after the first).
+                c.push_str("    let nxt = 0u;\n");
+            } else {
+                let _ = writeln!(c, "    let nxt = min(k0 + {}u, K - {bk}u);", (h + 2) * bk);
+            }
             c.push_str(&pick(loads));
-            c.push_str("    }\n    {\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str("    }\n");
+            c.push_str(&self.l1_prefetch_by(false, &format!("k0 + {}u", h * bk), true).1);
+            c.push_str("    {\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());
             c.push_str("    }\n");
         }

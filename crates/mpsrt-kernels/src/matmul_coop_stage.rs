@@ -309,6 +309,13 @@ impl Loop {
     /// 16-byte loads run `lp` steps later. Only where both operands are 8 wide and every
     /// block is whole (`!checked`); empty otherwise.
     pub(super) fn l1_prefetch(&self, checked: bool, k0: &str) -> (String, String) {
+        self.l1_prefetch_by(checked, k0, false)
+    }
+
+    /// [`Loop::l1_prefetch`], with `all`: every thread touches its share of the slab every
+    /// step (half as many loads in flight per thread, held one step; the register ring's
+    /// form, where registers are the scarce resource), with no branch.
+    pub(super) fn l1_prefetch_by(&self, checked: bool, k0: &str, all: bool) -> (String, String) {
         let Loop { bm, bn, bk, nt, lp, sgs, .. } = *self;
         let vec = self.va && self.vb && !self.gl && !self.wl;
         if lp == 0 || checked || !self.aligned || !vec || bk % 16 != 0 {
@@ -316,18 +323,26 @@ impl Loop {
         }
         // Sectors (16 halves) per slab row, the slab's A and total sectors, prefetching threads.
         let (qa, qb) = (bk / 16, bn / 16);
-        let (a_sec, tot, half) = (bm * qa, bm * qa + bk * qb, nt / 2);
+        let (a_sec, tot, half) = (bm * qa, bm * qa + bk * qb, if all { nt } else { nt / 2 });
         let n = tot.div_ceil(half);
         let mut decl = String::new();
         for t in 0..n {
             let _ = writeln!(decl, "    var lq{t} = f16(0.0);");
         }
         let mut c = String::new();
-        let _ = writeln!(c, "    if ((((({k0}) / {bk}u) ^ sg) & 1u) == 0u) {{");
+        if all {
+            c.push_str("    {\n");
+        } else {
+            let _ = writeln!(c, "    if ((((({k0}) / {bk}u) ^ sg) & 1u) == 0u) {{");
+        }
         let sum: Vec<String> = (0..n).map(|t| format!("lq{t}")).collect();
         let _ = writeln!(c, "      lsum = lsum + {};", sum.join(" + "));
         let _ = writeln!(c, "      let kp = min({k0} + {}u, K - {bk}u);", lp * bk);
-        let _ = writeln!(c, "      let h = (sg >> 1u) * {sgs}u + lane;");
+        if all {
+            let _ = writeln!(c, "      let h = sg * {sgs}u + lane;");
+        } else {
+            let _ = writeln!(c, "      let h = (sg >> 1u) * {sgs}u + lane;");
+        }
         let a_ld = format!(
             "a[u32(abase + i32(m0 + s / {qa}u) * sam + i32(kp + (s % {qa}u) * 16u)) >> 2u].x"
         );
