@@ -519,6 +519,17 @@ impl Loop {
             let pf = (self.ph != 1, self.ph != 2);
             let now = (!pf.0, !pf.1);
             if let Some((loads, stores)) = self.unit_parts_at("nxt", checked, "", true, 0, pf) {
+                // Timing probes `pr7` / `pr8`: B's / A's refills read slab 0 (L1), the other
+                // operand's the real next slab (which operand's L2 traffic costs more).
+                let loads = if matches!(self.pr, 7 | 8) {
+                    let k = |slab0: bool| if slab0 { "0u" } else { "nxt" };
+                    let part = |k: &str, sel| self.unit_parts_at(k, checked, "", true, 0, sel);
+                    let a = part(k(self.pr == 8), (true, false)).map(|p| p.0).unwrap_or_default();
+                    let b = part(k(self.pr == 7), (false, true)).map(|p| p.0).unwrap_or_default();
+                    a + &b
+                } else {
+                    loads
+                };
                 if self.rq && !(now.0 || now.1) {
                     return self.rp_ring(&loads, &stores, &self.unit_vars(checked, pf));
                 }
@@ -526,6 +537,9 @@ impl Loop {
                 // loaded after the barrier that publishes this one and land in the slab at
                 // the top of the next step, so their latency runs under the products.
                 c.push_str(&self.unit_vars(checked, pf));
+                // With `lp`: every thread touches its share of slab `k + lp` each step.
+                let lp = self.l1_prefetch_by(checked, "k0", true);
+                c.push_str(&lp.0);
                 c.push_str("    {\n    let nxt = 0u;\n");
                 c.push_str(&loads);
                 let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
@@ -549,7 +563,9 @@ impl Loop {
                     c.push_str(&nxt);
                     c.push_str(&loads);
                 }
-                c.push_str("    }\n    let ab = 0u; let bb = 0u;\n");
+                c.push_str("    }\n");
+                c.push_str(&lp.1);
+                c.push_str("    let ab = 0u; let bb = 0u;\n");
                 c.push_str(&self.products());
                 c.push_str("    }\n");
                 return c;

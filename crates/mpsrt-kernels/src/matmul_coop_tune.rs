@@ -123,8 +123,8 @@ pub struct CoopTune {
     /// that never runs (a load the compiler cannot drop). Bytes in flight without the 32
     /// staging registers per slab that register prefetch costs: the 4×4 tiles' 218 registers
     /// and the ~48 KiB of workgroup memory per SM leave no room for a deeper register pipeline.
-    /// On the `su` `rp1` `rq1` ring every thread touches its share each step (one register
-    /// per 32-byte sector held one step: four at 128×128, K 32).
+    /// On the `su` `rp1` loop and its `rq1` ring every thread touches its share each step (one
+    /// register per 32-byte sector held one step: four at 128×128, K 32).
     pub lp: u8,
     /// Staging in 8-byte units (one-slab whole-block loop, both operands 8 wide in `vs4`
     /// slabs): lane `i` of a warp loads and stores unit `i` of a run of 32 consecutive
@@ -159,7 +159,8 @@ pub struct CoopTune {
     /// memory and matrix products, no staging, no barrier), `pr5` only the matrix products
     /// on fragments loaded once (the matrix units' rate through this driver). `pr6` (the
     /// `su` `rp1` `rq1` ring) refills its register sets from slab 0 every step: the whole
-    /// kernel with its global loads served by L1 instead of L2.
+    /// kernel with its global loads served by L1 instead of L2; `pr7` only B's refills, `pr8`
+    /// only A's.
     /// Which share of a step each part takes says which one to attack.
     pub pr: u8,
     /// Early loads (with `su` `rp1`, no `ph`/`rq`): the next slab's global loads are issued
@@ -294,7 +295,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..6, el0/1, ad0/1, sb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -434,12 +435,12 @@ impl CoopTune {
             return Err(format!("{}: A's pad (pa) must be 0, 8 or 16 halves", self.name()));
         }
         let ring = self.rp && self.rq && self.su != 0 && self.ph == 0;
-        if self.pr > 6
-            || (self.pr == 6 && !ring)
-            || (!matches!(self.pr, 0 | 6) && (self.su == 0 || self.rp))
+        if self.pr > 8
+            || (self.pr >= 6 && !ring)
+            || (matches!(self.pr, 1..=5) && (self.su == 0 || self.rp))
         {
             return Err(format!(
-                "{}: the timing probe (pr1..pr5) is for the one-slab su loop (not rp1), pr6 for su rp1 rq1",
+                "{}: the timing probe (pr1..pr5) is for the one-slab su loop (not rp1), pr6..pr8 for su rp1 rq1",
                 self.name()
             ));
         }
@@ -488,10 +489,11 @@ impl CoopTune {
         if self.xs > 40 {
             return Err(format!("{}: extra workgroup memory (xs) is at most 40 KiB", self.name()));
         }
-        let lp_loop = ((!self.db || self.un || self.rq) && !self.rp && !self.da) || ring;
+        let rp_su = self.rp && self.su != 0 && self.ph == 0;
+        let lp_loop = ((!self.db || self.un || self.rq) && !self.rp && !self.da) || rp_su;
         if self.lp > 4 || (self.lp != 0 && (!lp_loop || self.wm * self.wn < 2)) {
             return Err(format!(
-                "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not rp1 or da1), the unrolled two-slab one (db1 with un1 or rq1) or the su rp1 rq1 ring, of at least two subgroups",
+                "{}: L1 prefetch (lp) is 1..4 steps, on the one-slab loop (not rp1 or da1), the unrolled two-slab one (db1 with un1 or rq1) or the su rp1 loop, of at least two subgroups",
                 self.name()
             ));
         }
