@@ -213,6 +213,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         pr: t.pr,
         el: t.el,
         ad: t.ad,
+        kr: t.kr,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -316,10 +317,33 @@ struct Loop {
     /// Timing probe (`CoopTune::pr`): 2 no global loads in the loop, 3 the last slab's
     /// products only (1 is the store's, in [`render`]).
     pr: u8,
+    /// K rotation (`kr1`): slab starts go through [`Loop::slab`].
+    kr: bool,
     /// Early loads (`CoopTune::el`).
     el: bool,
     /// Affine unit addresses (`CoopTune::ad`).
     pub(super) ad: bool,
+}
+
+impl Loop {
+    /// `kr1`'s declaration of the block's K rotation `kr` (a multiple of `bk`; empty without).
+    fn rotation(&self) -> String {
+        let Loop { bm, bn, bk, .. } = *self;
+        if !self.kr {
+            return String::new();
+        }
+        format!("    let kr = ((m0 / {bm}u + n0 / {bn}u) % (K / {bk}u)) * {bk}u;\n")
+    }
+
+    /// The slab start that the loop's step `k` (in `0..K`) reads: `k`, or with `kr1` `k`
+    /// rotated by `kr` and wrapped (K is a multiple of `bk`).
+    fn slab(&self, k: &str) -> String {
+        if self.kr {
+            format!("({k} + kr) % K")
+        } else {
+            k.to_string()
+        }
+    }
 }
 
 impl Loop {
@@ -540,7 +564,8 @@ impl Loop {
                 // With `lp`: every thread touches its share of slab `k + lp` each step.
                 let lp = self.l1_prefetch_by(checked, "k0", true);
                 c.push_str(&lp.0);
-                c.push_str("    {\n    let nxt = 0u;\n");
+                c.push_str(&self.rotation());
+                let _ = writeln!(c, "    {{\n    let nxt = {};", self.slab("0u"));
                 c.push_str(&loads);
                 let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {bk}u) {{");
                 c.push_str("    workgroupBarrier();\n    {\n");
@@ -551,7 +576,10 @@ impl Loop {
                     c.push_str(&l);
                     c.push_str(&s);
                 }
-                let nxt = format!("    let nxt = min(k0 + {bk}u, K - {bk}u);\n");
+                let nxt = format!(
+                    "    let nxt = {};\n",
+                    self.slab(&format!("min(k0 + {bk}u, K - {bk}u)"))
+                );
                 if self.el && !(now.0 || now.1) {
                     // `el1`: the next slab's loads right behind the stores, in flight across
                     // the barrier that publishes this slab.

@@ -130,9 +130,11 @@ impl Loop {
         // With `lp`: every thread touches its share of slab `k + lp` each step (L1 prefetch).
         let (lp_decl, _) = self.l1_prefetch_by(false, "k0", true);
         c.push_str(&lp_decl);
-        c.push_str("    {\n    let nxt = 0u;\n");
+        c.push_str(&self.rotation());
+        let _ = writeln!(c, "    {{\n    let nxt = {};", self.slab("0u"));
         c.push_str(loads);
-        let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
+        let next = self.slab(&format!("min({bk}u, K - {bk}u)"));
+        let _ = writeln!(c, "    }}\n    {{\n    let nxt = {next};");
         c.push_str(&set1(loads));
         let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
         for h in 0..2u32 {
@@ -144,7 +146,8 @@ impl Loop {
                 // Timing probe: every refill reads slab 0 (L1-resident after the first).
                 c.push_str("    let nxt = 0u;\n");
             } else {
-                let _ = writeln!(c, "    let nxt = min(k0 + {}u, K - {bk}u);", (h + 2) * bk);
+                let k = format!("min(k0 + {}u, K - {bk}u)", (h + 2) * bk);
+                let _ = writeln!(c, "    let nxt = {};", self.slab(&k));
             }
             c.push_str(&pick(loads));
             c.push_str("    }\n");

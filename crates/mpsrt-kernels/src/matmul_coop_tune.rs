@@ -177,6 +177,12 @@ pub struct CoopTune {
     /// `workgroupBarrier` (each subgroup reads back only its own tiles): the 4×4 tiles' store
     /// takes 32 workgroup barriers, where the subgroups wait for each other.
     pub sb: bool,
+    /// K rotation (the `su` `rp1` loop and its `rq1` ring): block `(i, j)` walks its K slabs
+    /// starting at slab `(i + j) mod (K / bk)` and wraps, so the workgroups of a wave that
+    /// share an A slab (one block-row) or a B slab (one block-column) read it at different
+    /// times instead of all at once (the same L2 lines hit by 32 SMs together), and
+    /// concurrent requests spread over more address bits. f32 sums in another order.
+    pub kr: bool,
 }
 
 impl Default for CoopTune {
@@ -217,6 +223,7 @@ impl Default for CoopTune {
             el: false,
             ad: false,
             sb: false,
+            kr: false,
         }
     }
 }
@@ -281,6 +288,7 @@ impl CoopTune {
             (self.ov, "_ov1"),
             (self.da, "_da1"),
             (self.sb, "_sb1"),
+            (self.kr, "_kr1"),
             (self.el, "_el1"),
             (self.ad, "_ad1"),
         ] {
@@ -295,7 +303,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -319,6 +327,8 @@ impl CoopTune {
                 t.el = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("sb") {
                 t.sb = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("kr") {
+                t.kr = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("su") {
                 t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
@@ -513,6 +523,12 @@ impl CoopTune {
         if self.el && !(self.rp && self.su != 0 && self.ph == 0 && !self.rq) {
             return Err(format!(
                 "{}: early loads (el1) are for the su rp1 loop (no ph, no rq)",
+                self.name()
+            ));
+        }
+        if self.kr && !(rp_su && self.pr == 0) {
+            return Err(format!(
+                "{}: K rotation (kr1) is for the su rp1 loop and its rq1 ring (no ph, no probe)",
                 self.name()
             ));
         }
