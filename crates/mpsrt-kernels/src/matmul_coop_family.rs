@@ -214,6 +214,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         el: t.el,
         ad: t.ad,
         kr: t.kr,
+        ap: t.ap,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -319,6 +320,8 @@ struct Loop {
     pr: u8,
     /// K rotation (`kr1`): slab starts go through [`Loop::slab`].
     kr: bool,
+    /// A's slabs fetched in pairs on the ring (`ap1`, [`Loop::rp_ring_apair`]).
+    ap: bool,
     /// Early loads (`CoopTune::el`).
     el: bool,
     /// Affine unit addresses (`CoopTune::ad`).
@@ -554,6 +557,11 @@ impl Loop {
                 } else {
                     loads
                 };
+                let b_only = self.unit_parts_at("nxt", checked, "", true, 0, (false, true));
+                if let (true, Some((bl, bs))) = (self.ap, b_only) {
+                    let vars = self.unit_vars(checked, (false, true));
+                    return self.rp_ring_apair(&bl, &bs, &vars);
+                }
                 if self.rq && !(now.0 || now.1) {
                     return self.rp_ring(&loads, &stores, &self.unit_vars(checked, pf));
                 }

@@ -2,7 +2,8 @@
 //! the loop geometry): `un1`, the two-slab loop unrolled by two so both stages are constants,
 //! and the `rq1` register ring, the same loop with two register sets taking turns so a slab's
 //! global loads are issued two K steps before its products. One renderer serves both.
-//! `rp_ring`: the same two register sets ahead of `rp1`'s one slab (`su` staging).
+//! `rp_ring`: the same two register sets ahead of `rp1`'s one slab (`su` staging);
+//! `rp_ring_apair`: that ring with A fetched two slabs at a time (`ap1`, whole 128-byte lines).
 //!
 //! Both once ended in a branch that ran the odd last step's products (`if (K % 2bk != 0)`),
 //! and both measured wrong on the H100, like the branched `fi1` form: every kernel that failed
@@ -153,6 +154,91 @@ impl Loop {
             c.push_str("    }\n");
             c.push_str(&self.l1_prefetch_by(false, &format!("k0 + {}u", h * bk), true).1);
             c.push_str("    {\n    let ab = 0u; let bb = 0u;\n");
+            c.push_str(&self.products());
+            c.push_str("    }\n");
+        }
+        c.push_str("    }\n");
+        c
+    }
+}
+
+impl Loop {
+    /// `rp_ring` with A's slabs fetched in pairs (`ap1`; 128×128 blocks of 128 threads, K 32):
+    /// at K 32 a slab row of A is 64 bytes, half a 128-byte line, so each warp load touched four
+    /// lines where B's touch two (13th session: A's loads cost about twice B's). Here every
+    /// other step loads A's next two slabs as whole lines — a half-warp on one row's 128 bytes
+    /// — into one 16-unit register group; each step stores its half. Lane `l` of a 16-lane
+    /// group takes line unit `(l + 8·(j % 2)) % 16` for its unit `j`, so every thread holds
+    /// eight units of each slab and all lanes store every step; unit `j` of group `g` sits on
+    /// row `(j / 2)·16 + (j % 2)·4 + g % 4 + (g / 4)·8`, so a half-warp stores rows four apart
+    /// (distinct banks). The pair is loaded one step before its first slab is stored (B: two).
+    /// Registers as `rp_ring`: 32 for A's pair, 2 × 16 for B's sets.
+    pub(super) fn rp_ring_apair(&self, b_loads: &str, b_stores: &str, b_vars: &str) -> String {
+        let Loop { bk, as_, .. } = *self;
+        let set1 = |code: &str| code.replace("ub", "xb");
+        let mut c = String::new();
+        c.push_str(b_vars);
+        c.push_str(&set1(b_vars));
+        for j in 0..16 {
+            let _ = writeln!(c, "    var pa{j} = vec4<f16>();");
+        }
+        // Per-thread: 16-lane group, line unit, row of unit 0, the two store offsets.
+        c.push_str("    let pg = tid / 16u; let pc = tid % 16u;\n");
+        c.push_str("    let pr0 = pg % 4u + (pg / 4u) * 8u;\n");
+        c.push_str("    let pce = i32(pc * 4u); let pco = i32(((pc + 8u) % 16u) * 4u);\n");
+        c.push_str("    let podd = pc >= 8u;\n");
+        let _ = writeln!(
+            c,
+            "    let ps0 = ((pr0 + select(0u, 4u, podd)) * {as_}u + (pc % 8u) * 4u) >> 2u;"
+        );
+        let _ = writeln!(
+            c,
+            "    let ps1 = ((pr0 + select(4u, 0u, podd)) * {as_}u + (pc % 8u) * 4u) >> 2u;"
+        );
+        let pair_loads = |kk: &str| {
+            let mut l = format!("    let pgb = abase + i32(m0 + pr0) * sam + i32({kk});\n");
+            for j in 0..16u32 {
+                let row = (j / 2) * 16 + (j % 2) * 4;
+                let col = if j % 2 == 0 { "pce" } else { "pco" };
+                let _ = writeln!(l, "    pa{j} = a[u32(pgb + {row} * sam + {col}) >> 2u];");
+            }
+            l
+        };
+        // Slab `e` of the pair: unit `2i` or `2i + 1`, whichever this lane's line unit puts there.
+        let pair_store = |e: u32| {
+            let mut st = String::new();
+            let (base, odd) = if e == 0 { ("ps0", "podd") } else { ("ps1", "!podd") };
+            for i in 0..8u32 {
+                let _ = writeln!(
+                    st,
+                    "    As[{base} + {}u] = select(pa{}, pa{}, {odd});",
+                    i * 16 * as_ / 4,
+                    2 * i,
+                    2 * i + 1
+                );
+            }
+            st
+        };
+        c.push_str("    {\n");
+        c.push_str(&pair_loads("0u"));
+        c.push_str("    let nxt = 0u;\n");
+        c.push_str(b_loads);
+        let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
+        c.push_str(&set1(b_loads));
+        let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
+        for h in 0..2u32 {
+            let pick = |code: &str| if h == 0 { code.to_string() } else { set1(code) };
+            c.push_str("    workgroupBarrier();\n    {\n");
+            c.push_str(&pair_store(h));
+            c.push_str(&pick(b_stores));
+            c.push_str("    }\n    workgroupBarrier();\n    {\n");
+            if h == 1 {
+                let kk = format!("min(k0 + {}u, K - {}u)", 2 * bk, 2 * bk);
+                c.push_str(&pair_loads(&kk));
+            }
+            let _ = writeln!(c, "    let nxt = min(k0 + {}u, K - {bk}u);", (h + 2) * bk);
+            c.push_str(&pick(b_loads));
+            c.push_str("    }\n    {\n    let ab = 0u; let bb = 0u;\n");
             c.push_str(&self.products());
             c.push_str("    }\n");
         }

@@ -183,6 +183,10 @@ pub struct CoopTune {
     /// times instead of all at once (the same L2 lines hit by 32 SMs together), and
     /// concurrent requests spread over more address bits. f32 sums in another order.
     pub kr: bool,
+    /// A pairs (the `su` `rp1` `rq1` ring of the 128×128 K-32 tune): A's next two slabs are
+    /// loaded together every other step, so each load covers whole 128-byte lines (a K-32
+    /// slab row is half a line: four lines per warp load against B's two).
+    pub ap: bool,
 }
 
 impl Default for CoopTune {
@@ -224,6 +228,7 @@ impl Default for CoopTune {
             ad: false,
             sb: false,
             kr: false,
+            ap: false,
         }
     }
 }
@@ -289,6 +294,7 @@ impl CoopTune {
             (self.da, "_da1"),
             (self.sb, "_sb1"),
             (self.kr, "_kr1"),
+            (self.ap, "_ap1"),
             (self.el, "_el1"),
             (self.ad, "_ad1"),
         ] {
@@ -303,7 +309,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, ap0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -329,6 +335,8 @@ impl CoopTune {
                 t.sb = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("kr") {
                 t.kr = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("ap") {
+                t.ap = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("su") {
                 t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
@@ -529,6 +537,13 @@ impl CoopTune {
         if self.kr && !(rp_su && self.pr == 0) {
             return Err(format!(
                 "{}: K rotation (kr1) is for the su rp1 loop and its rq1 ring (no ph, no probe)",
+                self.name()
+            ));
+        }
+        let geometry = (self.wm, self.wn, self.tm, self.tn, self.bk) == (2, 2, 4, 4, 32);
+        if self.ap && !(ring && geometry && self.pr == 0 && !self.kr && self.lp == 0) {
+            return Err(format!(
+                "{}: A pairs (ap1) are for the su rp1 rq1 ring of the 2x2 4x4 K-32 tune (no kr, lp, probe)",
                 self.name()
             ));
         }
