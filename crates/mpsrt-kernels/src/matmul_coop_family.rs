@@ -80,7 +80,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     w.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
     let _ = writeln!(w, "struct Meta {{ w: array<vec4<u32>, {words}> }};");
     let wl = t.wl;
-    if t.gl && !wl {
+    // `xw`: 16-byte units for A (bit 2) / B (bit 1) on whole-block kernels only.
+    let xw = if spec.aligned { t.xw } else { 0 };
+    if (t.gl && !wl) || xw != 0 {
         // Eight halves in 16 bytes (array stride 16: every element 16-byte aligned).
         w.push_str("struct H8 { l: vec4<f16>, h: vec4<f16> };\n");
     }
@@ -93,8 +95,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         (true, true) => "vec4<u32>",
         (false, true) => "u32",
     };
-    let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty(va));
-    let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty(vb));
+    let ty16 = |v: bool, bit: u8| if v && xw & bit != 0 { "H8" } else { ty(v) };
+    let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty16(va, 2));
+    let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty16(vb, 1));
     let oty = match (spec.out_f16, vector_out(spec)) {
         (true, true) => "vec4<f16>",
         (true, false) => "f16",
@@ -215,6 +218,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         ad: t.ad,
         kr: t.kr,
         ap: t.ap,
+        xw,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -322,6 +326,8 @@ struct Loop {
     kr: bool,
     /// A's slabs fetched in pairs on the ring (`ap1`, [`Loop::rp_ring_apair`]).
     ap: bool,
+    /// 16-byte staging units (`xw`: bit 1 B, bit 2 A; whole blocks only).
+    xw: u8,
     /// Early loads (`CoopTune::el`).
     el: bool,
     /// Affine unit addresses (`CoopTune::ad`).

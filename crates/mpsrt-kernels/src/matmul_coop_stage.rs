@@ -526,6 +526,9 @@ impl Loop {
         a_rc: &dyn Fn(&str) -> (String, String),
     ) -> (String, String) {
         let Loop { as_, bs_, bn, .. } = *self;
+        if self.xw != 0 {
+            return self.affine_parts16(k0, decl, own_idx, (na, nb), (ra, rb), (oa, ob), a_rc);
+        }
         let qb = bn / 4;
         let (r0, u0) = a_rc("tid");
         let mut c = String::new();
@@ -563,6 +566,112 @@ impl Loop {
         }
         for j in 0..nb {
             let _ = writeln!(st, "    Bs[spb + {}u] = ub{j};", j * rb * bs_ / 4);
+        }
+        (c, st)
+    }
+}
+
+impl Loop {
+    /// [`affine_parts`](Self::affine_parts) with 16-byte units (`xw`) for B (bit 1) and/or A
+    /// (bit 2): the operand is bound as `array<H8>`, each load reads 16 bytes into two of the
+    /// `vec4<f16>` staging registers (half as many load instructions; the two 8-byte slab
+    /// stores are adjacent and 16-byte aligned, so the compiler may merge them). B: lane `l`
+    /// takes 16-byte unit `l` of a run of 32 (two 256-byte rows per warp load). A (64-byte
+    /// rows at K 32): a quarter-warp on rows `r` and `r + 4` (distinct banks, as `su3`), a
+    /// warp on 8 rows. The other operand as `affine_parts`.
+    #[allow(clippy::too_many_arguments)]
+    fn affine_parts16(
+        &self,
+        k0: &str,
+        decl: &str,
+        own_idx: bool,
+        (na, nb): (u32, u32),
+        (ra, rb): (u32, u32),
+        (oa, ob): (&str, &str),
+        a_rc: &dyn Fn(&str) -> (String, String),
+    ) -> (String, String) {
+        let Loop { as_, bs_, bn, bk, nt, .. } = *self;
+        let (a16, b16) = (self.xw & 2 != 0, self.xw & 1 != 0);
+        let (mut c, mut st) = (String::new(), String::new());
+        // A.
+        if na > 0 && a16 {
+            let q = bk / 8; // 16-byte units per A row
+            let rows = nt / q; // rows per pass of the workgroup
+            let row = format!(
+                "(tid / 32u) * {}u + ((tid % 32u) / {q}u) / 2u + (((tid % 32u) / {q}u) % 2u) * 4u",
+                32 / q
+            );
+            let _ = writeln!(c, "    let ra0 = {row};");
+            let _ = writeln!(c, "    let gia = u32(abase + i32(m0 + ra0) * sam + i32({k0} + (tid % {q}u) * 8u)) >> 3u; let gsa = u32({rows} * sam) >> 3u;");
+            for j in 0..na / 2 {
+                let _ = writeln!(c, "    let ha{j} = a[gia + {j}u * gsa]; {decl}ua{} = ha{j}.l; {decl}ua{} = ha{j}.h;", 2 * j, 2 * j + 1);
+            }
+            if own_idx {
+                let _ = writeln!(st, "    let ta0 = {row};");
+            }
+            let ri = if own_idx { "ta0" } else { "ra0" };
+            let _ = writeln!(st, "    let spa = ({oa}{ri} * {as_}u + (tid % {q}u) * 8u) >> 2u;");
+            for j in 0..na / 2 {
+                let o = j * rows * as_ / 4;
+                let _ = writeln!(
+                    st,
+                    "    As[spa + {o}u] = ua{}; As[spa + {}u] = ua{};",
+                    2 * j,
+                    o + 1,
+                    2 * j + 1
+                );
+            }
+        } else if na > 0 {
+            let (r0, u0) = a_rc("tid");
+            let _ = writeln!(c, "    let ra0 = {r0}; let ca0 = {u0};");
+            let _ = writeln!(c, "    let gia = u32(abase + i32(m0 + ra0) * sam + i32({k0} + ca0 * 4u)) >> 2u; let gsa = u32({ra} * sam) >> 2u;");
+            for j in 0..na {
+                let _ = writeln!(c, "    {decl}ua{j} = a[gia + {j}u * gsa];");
+            }
+            let (ri, ci) = if own_idx { ("ta0", "tc0") } else { ("ra0", "ca0") };
+            if own_idx {
+                let _ = writeln!(st, "    let ta0 = {r0}; let tc0 = {u0};");
+            }
+            let _ = writeln!(st, "    let spa = ({oa}{ri} * {as_}u + {ci} * 4u) >> 2u;");
+            for j in 0..na {
+                let _ = writeln!(st, "    As[spa + {}u] = ua{j};", j * ra * as_ / 4);
+            }
+        }
+        // B.
+        if nb > 0 && b16 {
+            let q = bn / 8;
+            let rows = nt / q;
+            let _ = writeln!(c, "    let gib = u32(bbase + i32({k0} + tid / {q}u) * sbk + i32(n0 + (tid % {q}u) * 8u)) >> 3u; let gsb = u32({rows} * sbk) >> 3u;");
+            for j in 0..nb / 2 {
+                let _ = writeln!(c, "    let hb{j} = b[gib + {j}u * gsb]; {decl}ub{} = hb{j}.l; {decl}ub{} = hb{j}.h;", 2 * j, 2 * j + 1);
+            }
+            let _ = writeln!(
+                st,
+                "    let spb = ({ob}(tid / {q}u) * {bs_}u + (tid % {q}u) * 8u) >> 2u;"
+            );
+            for j in 0..nb / 2 {
+                let o = j * rows * bs_ / 4;
+                let _ = writeln!(
+                    st,
+                    "    Bs[spb + {o}u] = ub{}; Bs[spb + {}u] = ub{};",
+                    2 * j,
+                    o + 1,
+                    2 * j + 1
+                );
+            }
+        } else if nb > 0 {
+            let qb = bn / 4;
+            let _ = writeln!(c, "    let gib = u32(bbase + i32({k0} + tid / {qb}u) * sbk + i32(n0 + (tid % {qb}u) * 4u)) >> 2u; let gsb = u32({rb} * sbk) >> 2u;");
+            for j in 0..nb {
+                let _ = writeln!(c, "    {decl}ub{j} = b[gib + {j}u * gsb];");
+            }
+            let _ = writeln!(
+                st,
+                "    let spb = ({ob}(tid / {qb}u) * {bs_}u + (tid % {qb}u) * 4u) >> 2u;"
+            );
+            for j in 0..nb {
+                let _ = writeln!(st, "    Bs[spb + {}u] = ub{j};", j * rb * bs_ / 4);
+            }
         }
         (c, st)
     }

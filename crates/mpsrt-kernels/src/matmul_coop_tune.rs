@@ -187,6 +187,10 @@ pub struct CoopTune {
     /// loaded together every other step, so each load covers whole 128-byte lines (a K-32
     /// slab row is half a line: four lines per warp load against B's two).
     pub ap: bool,
+    /// 16-byte staging units on the `su` `ad1` loops of whole blocks (`xw1` B, `xw2` A, `xw3`
+    /// both): the operand is bound as 16-byte elements and each load fills two of the 8-byte
+    /// registers, half the load instructions of `su`'s 8-byte units.
+    pub xw: u8,
 }
 
 impl Default for CoopTune {
@@ -229,6 +233,7 @@ impl Default for CoopTune {
             sb: false,
             kr: false,
             ap: false,
+            xw: 0,
         }
     }
 }
@@ -279,6 +284,9 @@ impl CoopTune {
         if self.pr != 0 {
             n.push_str(&format!("_pr{}", self.pr));
         }
+        if self.xw != 0 {
+            n.push_str(&format!("_xw{}", self.xw));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -309,7 +317,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, ap0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, xw0..3, ap0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -337,6 +345,8 @@ impl CoopTune {
                 t.kr = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ap") {
                 t.ap = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("xw") {
+                t.xw = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("su") {
                 t.su = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("lp") {
@@ -544,6 +554,12 @@ impl CoopTune {
         if self.ap && !(ring && geometry && self.pr == 0 && !self.kr && self.lp == 0) {
             return Err(format!(
                 "{}: A pairs (ap1) are for the su rp1 rq1 ring of the 2x2 4x4 K-32 tune (no kr, lp, probe)",
+                self.name()
+            ));
+        }
+        if self.xw > 3 || (self.xw != 0 && !(self.ad && self.su == 3 && self.lp == 0 && !self.ap)) {
+            return Err(format!(
+                "{}: 16-byte units (xw1..3) are for su3 staging with ad1 (no lp, ap)",
                 self.name()
             ));
         }

@@ -166,3 +166,54 @@ fn new_knobs_refuse_other_loops() {
         assert!(t.check(16).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn sixteen_byte_units_halve_the_loads() {
+    let (_, plain) = render(RING);
+    let count = |src: &str, op: &str| k_loop(src).matches(&format!(" = {op}[")).count();
+    for (xw, a16, b16) in [(1, false, true), (2, true, false), (3, true, true)] {
+        let text = format!("{RING}_xw{xw}");
+        let (_, src) = render(&text);
+        // 16-byte elements for the chosen operands, one load per two staging registers.
+        let bound = |op: &str| format!("var<storage, read> {op}: array<H8>;");
+        assert_eq!(src.contains(&bound("a")), a16, "{text}");
+        assert_eq!(src.contains(&bound("b")), b16, "{text}");
+        for (op, wide) in [("a", a16), ("b", b16)] {
+            let want = if wide { count(&plain, op) / 2 } else { count(&plain, op) };
+            assert_eq!(count(&src, op), want, "{text}: {op} loads");
+        }
+        // The same number of slab stores (two adjacent 8-byte stores per 16-byte unit).
+        assert_eq!(k_loop(&src).matches("As[").count(), k_loop(&plain).matches("As[").count());
+        assert_eq!(k_loop(&src).matches("Bs[").count(), k_loop(&plain).matches("Bs[").count());
+    }
+    let bad = CoopTune::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_xw1").unwrap();
+    assert!(bad.check(16).is_err(), "xw needs ad1");
+}
+
+/// A's 16-byte unit map as `affine_parts16` renders it at K 32 (four units per row): thread
+/// `tid`'s unit `j` is on row `(tid / 32)·8 + q / 2 + (q % 2)·4 + 32 j` (`q = (tid % 32) / 4`)
+/// at unit `tid % 4`.
+#[test]
+fn sixteen_byte_a_units_cover_the_slab_and_quarter_warps_avoid_bank_conflicts() {
+    let unit = |tid: u32, j: u32| {
+        let q = (tid % 32) / 4;
+        ((tid / 32) * 8 + q / 2 + (q % 2) * 4 + 32 * j, tid % 4)
+    };
+    let mut seen = HashSet::new();
+    for tid in 0..128 {
+        for j in 0..4 {
+            assert!(seen.insert(unit(tid, j)));
+        }
+    }
+    assert_eq!(seen.len(), 128 * 4);
+    // A quarter-warp's 8 × 16 bytes (one 128-byte store wavefront) on 32 distinct banks.
+    for tid0 in (0..128).step_by(8) {
+        let mut banks = HashSet::new();
+        for tid in tid0..tid0 + 8 {
+            let (row, u) = unit(tid, 0);
+            for w in 0..4 {
+                assert!(banks.insert((row * 80 / 4 + u * 4 + w) % 32), "quarter-warp {tid0}");
+            }
+        }
+    }
+}
