@@ -219,6 +219,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         kr: t.kr,
         ap: t.ap,
         xw,
+        hs: t.hs,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -328,6 +329,8 @@ struct Loop {
     ap: bool,
     /// 16-byte staging units (`xw`: bit 1 B, bit 2 A; whole blocks only).
     xw: u8,
+    /// The ring on the slab's two K-16 halves (`hs1`, [`Loop::rp_ring_halves`]).
+    hs: bool,
     /// Early loads (`CoopTune::el`).
     el: bool,
     /// Affine unit addresses (`CoopTune::ad`).
@@ -567,6 +570,12 @@ impl Loop {
                 if let (true, Some((bl, bs))) = (self.ap, b_only) {
                     let vars = self.unit_vars(checked, (false, true));
                     return self.rp_ring_apair(&bl, &bs, &vars);
+                }
+                if self.hs && !(now.0 || now.1) {
+                    let vars = self.unit_vars(checked, pf);
+                    if let Some(c) = self.rp_ring_halves(&loads, &stores, &vars) {
+                        return c;
+                    }
                 }
                 if self.rq && !(now.0 || now.1) {
                     return self.rp_ring(&loads, &stores, &self.unit_vars(checked, pf));

@@ -3,7 +3,8 @@
 //! and the `rq1` register ring, the same loop with two register sets taking turns so a slab's
 //! global loads are issued two K steps before its products. One renderer serves both.
 //! `rp_ring`: the same two register sets ahead of `rp1`'s one slab (`su` staging);
-//! `rp_ring_apair`: that ring with A fetched two slabs at a time (`ap1`, whole 128-byte lines).
+//! `rp_ring_apair`: that ring with A fetched two slabs at a time (`ap1`, whole 128-byte lines);
+//! `rp_ring_halves`: that ring on the slab's two K-16 halves as two stages (`hs1`).
 //!
 //! Both once ended in a branch that ran the odd last step's products (`if (K % 2bk != 0)`),
 //! and both measured wrong on the H100, like the branched `fi1` form: every kernel that failed
@@ -14,6 +15,22 @@
 
 use super::Loop;
 use std::fmt::Write as _;
+
+/// Register set 1 of a ring: the same code with its own staging registers (`ua<n>` / `ub<n>`
+/// renamed `xa<n>` / `xb<n>`).
+fn set1_regs(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(i) = rest.find(['u']) {
+        let reg = rest[i..].starts_with("ua") || rest[i..].starts_with("ub");
+        let word = i == 0 || !rest[..i].ends_with(|c: char| c.is_alphanumeric());
+        let digit = rest[i + 1..].chars().nth(1).is_some_and(|c| c.is_ascii_digit());
+        out.push_str(&rest[..i]);
+        out.push(if reg && word && digit { 'x' } else { 'u' });
+        rest = &rest[i + 1..];
+    }
+    out + rest
+}
 
 impl Loop {
     /// The whole-block two-slab loop (both operands on the vector paths, K a multiple of
@@ -112,19 +129,7 @@ impl Loop {
     pub(super) fn rp_ring(&self, loads: &str, stores: &str, vars: &str) -> String {
         let bk = self.bk;
         // Set 1: the same code with its own registers (`ua<n>`/`ub<n>` -> `xa<n>`/`xb<n>`).
-        let set1 = |code: &str| {
-            let mut out = String::with_capacity(code.len());
-            let mut rest = code;
-            while let Some(i) = rest.find(['u']) {
-                let reg = rest[i..].starts_with("ua") || rest[i..].starts_with("ub");
-                let word = i == 0 || !rest[..i].ends_with(|c: char| c.is_alphanumeric());
-                let digit = rest[i + 1..].chars().nth(1).is_some_and(|c| c.is_ascii_digit());
-                out.push_str(&rest[..i]);
-                out.push(if reg && word && digit { 'x' } else { 'u' });
-                rest = &rest[i + 1..];
-            }
-            out + rest
-        };
+        let set1 = set1_regs;
         let mut c = String::new();
         c.push_str(vars);
         c.push_str(&set1(vars));
@@ -244,5 +249,88 @@ impl Loop {
         }
         c.push_str("    }\n");
         c
+    }
+}
+
+impl Loop {
+    /// `rp_ring` on the one slab's two K-16 halves as two stages (`hs1`; `su` `ad1` units, the
+    /// 2×2 4×4 K-32 tune): sub-step `t` multiplies half `t % 2` while the threads store the next
+    /// K-16 chunk into the other half, then one barrier — no phase in which a workgroup only
+    /// stores (the one-slab loop stores between two barriers, 13th session: the kernel without
+    /// global loads ran at 381–408 TFLOP/s against 581 for the products alone). Same memory,
+    /// padding and barrier count (one per K 16). A slab's registers are stored in two parts,
+    /// its K 0..16 half one sub-step before its K 16..32 half; a set is refilled right after its
+    /// second part, three sub-steps before it is stored again. A unit's half is its column
+    /// (`tc0 / 4`, per thread: those stores sit in a branch with no matrix operation), B's its
+    /// row (`j < 4`: rows 0..16). `None` where the `su` stores are not in that form.
+    pub(super) fn rp_ring_halves(&self, loads: &str, stores: &str, vars: &str) -> Option<String> {
+        let bk = self.bk;
+        let half = bk / 2;
+        // Split the stores: index lines, then A's stores by the thread's column, B's by row.
+        let (mut pre, mut a_st, mut b_st) =
+            (String::new(), String::new(), [String::new(), String::new()]);
+        let nb = stores.matches("Bs[").count();
+        let mut bj = 0;
+        for line in stores.lines() {
+            let t = line.trim_start();
+            if t.starts_with("As[") {
+                a_st.push_str(line);
+                a_st.push('\n');
+            } else if t.starts_with("Bs[") {
+                b_st[usize::from(bj >= nb / 2)].push_str(line);
+                b_st[usize::from(bj >= nb / 2)].push('\n');
+                bj += 1;
+            } else if t.starts_with("let ") {
+                pre.push_str(line);
+                pre.push('\n');
+            } else {
+                return None;
+            }
+        }
+        if !pre.contains("let tc0 =") || nb == 0 || a_st.is_empty() {
+            return None;
+        }
+        let part = |e: usize| {
+            let mut c = pre.clone();
+            let _ = writeln!(c, "    if (tc0 / {}u == {e}u) {{", half / 4);
+            c.push_str(&a_st);
+            c.push_str("    }\n");
+            c.push_str(&b_st[e]);
+            c
+        };
+        let mut c = String::new();
+        c.push_str(vars);
+        c.push_str(&set1_regs(vars));
+        let _ = writeln!(c, "    {{\n    let nxt = 0u;");
+        c.push_str(loads);
+        let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
+        c.push_str(&set1_regs(loads));
+        c.push_str("    }\n    {\n");
+        c.push_str(&part(0));
+        let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
+        // Sub-step u: multiplies half u % 2 of slab k0 + (u / 2)·bk; stores set (u + 1) / 2 % 2's
+        // half (u + 1) % 2; sub-steps 0 and 2 then refill the set whose second half they stored.
+        for u in 0..4u32 {
+            let set = ((u + 1) / 2) % 2;
+            let pick = |code: &str| if set == 0 { code.to_string() } else { set1_regs(code) };
+            c.push_str("    workgroupBarrier();\n    {\n");
+            c.push_str(&pick(&part(((u + 1) % 2) as usize)));
+            c.push_str("    }\n");
+            if u % 2 == 0 {
+                let _ = writeln!(
+                    c,
+                    "    {{\n    let nxt = min(k0 + {}u, K - {bk}u);",
+                    (u / 2 + 2) * bk
+                );
+                c.push_str(&pick(loads));
+                c.push_str("    }\n");
+            }
+            c.push_str("    {\n    let ab = 0u; let bb = 0u;\n");
+            let lo = (u % 2) * half;
+            c.push_str(&self.products_range(lo, lo + half));
+            c.push_str("    }\n");
+        }
+        c.push_str("    }\n");
+        Some(c)
     }
 }

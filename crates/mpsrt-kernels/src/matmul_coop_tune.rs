@@ -191,6 +191,10 @@ pub struct CoopTune {
     /// both): the operand is bound as 16-byte elements and each load fills two of the 8-byte
     /// registers, half the load instructions of `su`'s 8-byte units.
     pub xw: u8,
+    /// Half steps (the `su` `rp1` `rq1` `ad1` ring of the 2×2 4×4 K-32 tune): the slab's two
+    /// K-16 halves work as two stages, one barrier per half, the next chunk's stores beside
+    /// this one's products (no store-only phase between two barriers).
+    pub hs: bool,
 }
 
 impl Default for CoopTune {
@@ -234,6 +238,7 @@ impl Default for CoopTune {
             kr: false,
             ap: false,
             xw: 0,
+            hs: false,
         }
     }
 }
@@ -303,6 +308,7 @@ impl CoopTune {
             (self.sb, "_sb1"),
             (self.kr, "_kr1"),
             (self.ap, "_ap1"),
+            (self.hs, "_hs1"),
             (self.el, "_el1"),
             (self.ad, "_ad1"),
         ] {
@@ -317,7 +323,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, xw0..3")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, xw0..3, hs0/1")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -345,6 +351,8 @@ impl CoopTune {
                 t.kr = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ap") {
                 t.ap = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("hs") {
+                t.hs = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("xw") {
                 t.xw = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("su") {
@@ -560,6 +568,13 @@ impl CoopTune {
         if self.xw > 3 || (self.xw != 0 && !(self.ad && self.su == 3 && self.lp == 0 && !self.ap)) {
             return Err(format!(
                 "{}: 16-byte units (xw1..3) are for su3 staging with ad1 (no lp, ap)",
+                self.name()
+            ));
+        }
+        let plain_ring = ring && self.ad && self.su == 3 && self.pr == 0 && !self.kr;
+        if self.hs && !(plain_ring && geometry && self.lp == 0 && !self.ap && self.xw == 0) {
+            return Err(format!(
+                "{}: half steps (hs1) are for the su3 rp1 rq1 ad1 ring of the 2x2 4x4 K-32 tune (no kr, lp, ap, xw, probe)",
                 self.name()
             ));
         }

@@ -217,3 +217,31 @@ fn sixteen_byte_a_units_cover_the_slab_and_quarter_warps_avoid_bank_conflicts() 
         }
     }
 }
+
+#[test]
+fn half_steps_store_beside_the_products_with_one_barrier_per_half() {
+    let (_, src) = render(&format!("{RING}_hs1"));
+    let body = k_loop(&src);
+    // Four K-16 sub-steps per two slabs, one barrier each (the ring: two per slab as well).
+    assert_eq!(body.matches("workgroupBarrier()").count(), 4);
+    let subs: Vec<&str> = body.split("workgroupBarrier();").skip(1).collect();
+    for (u, sub) in subs.iter().enumerate() {
+        // Each sub-step stores one half (A by the thread's column, B's four rows of it) ...
+        let half = (u + 1) % 2;
+        assert!(sub.contains(&format!("if (tc0 / 4u == {half}u) {{")), "sub-step {u}");
+        assert_eq!(sub.matches("As[spa").count(), 8, "sub-step {u}");
+        assert_eq!(sub.matches("Bs[spb").count(), 4, "sub-step {u}");
+        let first_b = if half == 0 { "Bs[spb + 0u]" } else { "Bs[spb + 544u]" };
+        assert!(sub.contains(first_b), "sub-step {u}: B rows of half {half}");
+        // ... then multiplies its own half: eight A fragment loads and sixteen products,
+        // never inside a branch; sub-steps 0 and 2 refill a register set.
+        assert_eq!(sub.matches("coopMultiplyAdd").count(), 16, "sub-step {u}");
+        assert_eq!(sub.matches("= a[").count(), if u % 2 == 0 { 8 } else { 0 }, "sub-step {u}");
+        let products = sub.split("let ab = 0u;").nth(1).unwrap();
+        assert!(!products.contains("if ("), "sub-step {u}: products outside branches");
+    }
+    let bad = CoopTune::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1_rq1_hs1").unwrap();
+    assert!(bad.check(16).is_err(), "hs1 needs ad1");
+    let bad = CoopTune::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1_ad1_hs1").unwrap();
+    assert!(bad.check(16).is_err(), "hs1 needs the rq1 ring");
+}
