@@ -220,6 +220,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
         ap: t.ap,
         xw,
         hs: t.hs,
+        lo: t.lo,
     };
     if (t.fi || dg) && spec.aligned {
         // Every workgroup is interior: the fast path alone, outside any branch.
@@ -331,6 +332,8 @@ struct Loop {
     xw: u8,
     /// The ring on the slab's two K-16 halves (`hs1`, [`Loop::rp_ring_halves`]).
     hs: bool,
+    /// Where the ring's refill sits among the products (`lo`, [`Loop::rp_ring`]).
+    lo: u8,
     /// Early loads (`CoopTune::el`).
     el: bool,
     /// Affine unit addresses (`CoopTune::ad`).

@@ -147,20 +147,33 @@ impl Loop {
             let pick = |code: &str| if h == 0 { code.to_string() } else { set1(code) };
             c.push_str("    workgroupBarrier();\n    {\n");
             c.push_str(&pick(stores));
-            c.push_str("    }\n    workgroupBarrier();\n    {\n");
-            if self.pr == 6 {
+            c.push_str("    }\n    workgroupBarrier();\n");
+            let nxt = if self.pr == 6 {
                 // Timing probe: every refill reads slab 0 (L1-resident after the first).
-                c.push_str("    let nxt = 0u;\n");
+                "0u".to_string()
             } else {
-                let k = format!("min(k0 + {}u, K - {bk}u)", (h + 2) * bk);
-                let _ = writeln!(c, "    let nxt = {};", self.slab(&k));
+                self.slab(&format!("min(k0 + {}u, K - {bk}u)", (h + 2) * bk))
+            };
+            // `lo`: the refill after the first K-16 products (1) or after all of them (2), so
+            // the step's first fragment loads are not queued behind its global loads.
+            let refill = format!("    {{\n    let nxt = {nxt};\n{}    }}\n", pick(loads));
+            if self.lo == 0 {
+                c.push_str(&refill);
             }
-            c.push_str(&pick(loads));
-            c.push_str("    }\n");
             c.push_str(&self.l1_prefetch_by(false, &format!("k0 + {}u", h * bk), true).1);
             c.push_str("    {\n    let ab = 0u; let bb = 0u;\n");
-            c.push_str(&self.products());
+            if self.lo == 1 {
+                let half = bk / 2;
+                c.push_str(&self.products_range(0, half));
+                c.push_str(&refill);
+                c.push_str(&self.products_range(half, bk));
+            } else {
+                c.push_str(&self.products());
+            }
             c.push_str("    }\n");
+            if self.lo == 2 {
+                c.push_str(&refill);
+            }
         }
         c.push_str("    }\n");
         c

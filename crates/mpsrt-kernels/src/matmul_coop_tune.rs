@@ -195,6 +195,10 @@ pub struct CoopTune {
     /// K-16 halves work as two stages, one barrier per half, the next chunk's stores beside
     /// this one's products (no store-only phase between two barriers).
     pub hs: bool,
+    /// Where the `su` `rp1` `rq1` ring issues a step's global loads: 0 before the products,
+    /// `lo1` between their two K-16 halves, `lo2` after them — so the step's first fragment
+    /// loads from workgroup memory are not queued behind 16 global loads.
+    pub lo: u8,
 }
 
 impl Default for CoopTune {
@@ -239,6 +243,7 @@ impl Default for CoopTune {
             ap: false,
             xw: 0,
             hs: false,
+            lo: 0,
         }
     }
 }
@@ -292,6 +297,9 @@ impl CoopTune {
         if self.xw != 0 {
             n.push_str(&format!("_xw{}", self.xw));
         }
+        if self.lo != 0 {
+            n.push_str(&format!("_lo{}", self.lo));
+        }
         for (on, tok) in [
             (self.rp, "_rp1"),
             (self.cl, "_cl1"),
@@ -323,7 +331,7 @@ impl CoopTune {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut t = CoopTune::default();
         let bad = |tok: &str| {
-            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, xw0..3, hs0/1")
+            format!("cooperative variant token '{tok}' in '{text}' is not one of wAxB, tAxB, kN, pN, db0/1, fi0/1, dg0/1, wl0/1, pi0/1, vs0/2/4, sw0/2/4/8/16, rp0/1, cl0/1, uc0/1, sp0/1, gl0/1, fo0/1, ns0/1, rq0/1, xsN (KiB), ph0/1/2, nb0/1, un0/1, ov0/1, da0/1, lpN (steps), su0/1/2/3, oc0/2/3, paN, pr0..8, el0/1, ad0/1, sb0/1, kr0/1, ap0/1, xw0..3, hs0/1, lo0..2")
         };
         let pair = |v: &str, tok: &str| -> Result<(u8, u8), String> {
             let (a, b) = v.split_once('x').ok_or_else(|| bad(tok))?;
@@ -351,6 +359,8 @@ impl CoopTune {
                 t.kr = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ap") {
                 t.ap = flag(v, tok)?;
+            } else if let Some(v) = tok.strip_prefix("lo") {
+                t.lo = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("hs") {
                 t.hs = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("xw") {
@@ -575,6 +585,12 @@ impl CoopTune {
         if self.hs && !(plain_ring && geometry && self.lp == 0 && !self.ap && self.xw == 0) {
             return Err(format!(
                 "{}: half steps (hs1) are for the su3 rp1 rq1 ad1 ring of the 2x2 4x4 K-32 tune (no kr, lp, ap, xw, probe)",
+                self.name()
+            ));
+        }
+        if self.lo > 2 || (self.lo != 0 && !(ring && !self.ap && !self.hs && self.bk >= 32)) {
+            return Err(format!(
+                "{}: the refill position (lo1, lo2) is for the su rp1 rq1 ring (not ap1, hs1), K step >= 32",
                 self.name()
             ));
         }

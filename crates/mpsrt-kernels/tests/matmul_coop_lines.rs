@@ -245,3 +245,23 @@ fn half_steps_store_beside_the_products_with_one_barrier_per_half() {
     let bad = CoopTune::parse("fi1_cl1_vs4_uc1_ov1_su3_rp1_ad1_hs1").unwrap();
     assert!(bad.check(16).is_err(), "hs1 needs the rq1 ring");
 }
+
+#[test]
+fn refill_position_moves_the_global_loads_among_the_products() {
+    for lo in 0..3usize {
+        let text = if lo == 0 { RING.to_string() } else { format!("{RING}_lo{lo}") };
+        let (_, src) = render(&text);
+        let body = k_loop(&src);
+        for step in body.split("workgroupBarrier();").skip(1).filter(|s| s.contains("= a[")) {
+            // Products before the step's first global load: none, one K-16 half (16), all 32.
+            let before = &step[..step.find("= a[").unwrap()];
+            assert_eq!(before.matches("coopMultiplyAdd").count(), [0, 16, 32][lo], "{text}");
+            assert_eq!(step.matches("coopMultiplyAdd").count(), 32, "{text}");
+        }
+    }
+    for bad in
+        [format!("{RING}_lo3"), format!("{RING}_hs1_lo1"), "fi1_cl1_vs4_uc1_ov1_su3_rp1_lo1".into()]
+    {
+        assert!(CoopTune::parse(&bad).unwrap().check(16).is_err(), "{bad}");
+    }
+}
