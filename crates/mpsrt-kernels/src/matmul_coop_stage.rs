@@ -525,10 +525,25 @@ impl Loop {
         (oa, ob): (&str, &str),
         a_rc: &dyn Fn(&str) -> (String, String),
     ) -> (String, String) {
-        let Loop { as_, bs_, bn, .. } = *self;
         if self.xw != 0 {
             return self.affine_parts16(k0, decl, own_idx, (na, nb), (ra, rb), (oa, ob), a_rc);
         }
+        self.affine_parts8(k0, decl, own_idx, (na, nb), (ra, rb), (oa, ob), a_rc)
+    }
+
+    /// [`affine_parts`](Self::affine_parts) in 8-byte units (`vec4<f16>` elements).
+    #[allow(clippy::too_many_arguments)]
+    fn affine_parts8(
+        &self,
+        k0: &str,
+        decl: &str,
+        own_idx: bool,
+        (na, nb): (u32, u32),
+        (ra, rb): (u32, u32),
+        (oa, ob): (&str, &str),
+        a_rc: &dyn Fn(&str) -> (String, String),
+    ) -> (String, String) {
+        let Loop { as_, bs_, bn, .. } = *self;
         let qb = bn / 4;
         let (r0, u0) = a_rc("tid");
         let mut c = String::new();
@@ -621,21 +636,12 @@ impl Loop {
                     2 * j + 1
                 );
             }
-        } else if na > 0 {
-            let (r0, u0) = a_rc("tid");
-            let _ = writeln!(c, "    let ra0 = {r0}; let ca0 = {u0};");
-            let _ = writeln!(c, "    let gia = u32(abase + i32(m0 + ra0) * sam + i32({k0} + ca0 * 4u)) >> 2u; let gsa = u32({ra} * sam) >> 2u;");
-            for j in 0..na {
-                let _ = writeln!(c, "    {decl}ua{j} = a[gia + {j}u * gsa];");
-            }
-            let (ri, ci) = if own_idx { ("ta0", "tc0") } else { ("ra0", "ca0") };
-            if own_idx {
-                let _ = writeln!(st, "    let ta0 = {r0}; let tc0 = {u0};");
-            }
-            let _ = writeln!(st, "    let spa = ({oa}{ri} * {as_}u + {ci} * 4u) >> 2u;");
-            for j in 0..na {
-                let _ = writeln!(st, "    As[spa + {}u] = ua{j};", j * ra * as_ / 4);
-            }
+        }
+        if !a16 {
+            // A in 8-byte units, as `affine_parts8` renders it.
+            let (l8, s8) = self.affine_parts8(k0, decl, own_idx, (na, 0), (ra, rb), (oa, ob), a_rc);
+            c.push_str(&l8);
+            st.push_str(&s8);
         }
         // B.
         if nb > 0 && b16 {
@@ -659,19 +665,11 @@ impl Loop {
                     2 * j + 1
                 );
             }
-        } else if nb > 0 {
-            let qb = bn / 4;
-            let _ = writeln!(c, "    let gib = u32(bbase + i32({k0} + tid / {qb}u) * sbk + i32(n0 + (tid % {qb}u) * 4u)) >> 2u; let gsb = u32({rb} * sbk) >> 2u;");
-            for j in 0..nb {
-                let _ = writeln!(c, "    {decl}ub{j} = b[gib + {j}u * gsb];");
-            }
-            let _ = writeln!(
-                st,
-                "    let spb = ({ob}(tid / {qb}u) * {bs_}u + (tid % {qb}u) * 4u) >> 2u;"
-            );
-            for j in 0..nb {
-                let _ = writeln!(st, "    Bs[spb + {}u] = ub{j};", j * rb * bs_ / 4);
-            }
+        }
+        if !b16 {
+            let (l8, s8) = self.affine_parts8(k0, decl, own_idx, (0, nb), (ra, rb), (oa, ob), a_rc);
+            c.push_str(&l8);
+            st.push_str(&s8);
         }
         (c, st)
     }
