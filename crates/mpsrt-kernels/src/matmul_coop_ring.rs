@@ -324,7 +324,7 @@ impl Loop {
         // Sub-step u: multiplies half u % 2 of slab k0 + (u / 2)·bk; stores set (u + 1) / 2 % 2's
         // half (u + 1) % 2; sub-steps 0 and 2 then refill the set whose second half they stored.
         for u in 0..4u32 {
-            let set = ((u + 1) / 2) % 2;
+            let set = u.div_ceil(2) % 2;
             let pick = |code: &str| if set == 0 { code.to_string() } else { set1_regs(code) };
             c.push_str("    workgroupBarrier();\n    {\n");
             c.push_str(&pick(&part(((u + 1) % 2) as usize)));

@@ -588,7 +588,8 @@ impl CoopTune {
                 self.name()
             ));
         }
-        if self.lo > 2 || (self.lo != 0 && !(ring && !self.ap && !self.hs && self.bk >= 32)) {
+        let lo_ring = ring && !self.ap && !self.hs && self.bk >= 32;
+        if self.lo > 2 || (self.lo != 0 && !lo_ring) {
             return Err(format!(
                 "{}: the refill position (lo1, lo2) is for the su rp1 rq1 ring (not ap1, hs1), K step >= 32",
                 self.name()
