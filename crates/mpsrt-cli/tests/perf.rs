@@ -22,6 +22,14 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Three distinct free ports: the listeners are held until all three are chosen, so the OS
+/// cannot hand one port out twice (a server given the same port for HTTP and gRPC exits).
+fn free_ports() -> (u16, u16, u16) {
+    let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let port = |i: usize| ls[i].local_addr().unwrap().port();
+    (port(0), port(1), port(2))
+}
+
 /// `mpsrt serve` on the example repository; killed and reaped on drop.
 struct Server {
     child: Child,
@@ -50,7 +58,7 @@ fn ready(port: u16) -> bool {
 }
 
 fn start_server() -> Server {
-    let (http, grpc, metrics) = (free_port(), free_port(), free_port());
+    let (http, grpc, metrics) = free_ports();
     let child = mpsrt()
         .arg("serve")
         .arg("--model-repository")

@@ -9,8 +9,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Three distinct free ports: the listeners are held until all three are chosen, so the OS
+/// cannot hand one port out twice (a server given the same port for HTTP and gRPC exits).
+fn free_ports() -> (u16, u16, u16) {
+    let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let port = |i: usize| ls[i].local_addr().unwrap().port();
+    (port(0), port(1), port(2))
 }
 
 fn post(port: u16, path: &str, body: &str) -> (u16, String) {
@@ -30,7 +34,7 @@ fn post(port: u16, path: &str, body: &str) -> (u16, String) {
 
 #[test]
 fn serve_prints_the_ready_table_and_serves_the_seed_config() {
-    let (http, grpc, metrics) = (free_port(), free_port(), free_port());
+    let (http, grpc, metrics) = free_ports();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/model_repository");
     let mut child = Command::new(env!("CARGO_BIN_EXE_mpsrt"))
         .arg("serve")
