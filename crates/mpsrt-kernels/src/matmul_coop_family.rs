@@ -569,10 +569,12 @@ impl Loop {
                 } else {
                     loads
                 };
-                let b_only = self.unit_parts_at("nxt", checked, "", true, 0, (false, true));
-                if let (true, Some((bl, bs))) = (self.ap, b_only) {
-                    let vars = self.unit_vars(checked, (false, true));
-                    return self.rp_ring_apair(&bl, &bs, &vars);
+                if self.ap {
+                    let b_only = self.unit_parts_at("nxt", checked, "", true, 0, (false, true));
+                    if let Some((bl, bs)) = b_only {
+                        let vars = self.unit_vars(checked, (false, true));
+                        return self.rp_ring_apair(&bl, &bs, &vars);
+                    }
                 }
                 if self.hs && !(now.0 || now.1) {
                     let vars = self.unit_vars(checked, pf);

@@ -33,6 +33,24 @@ fn set1_regs(code: &str) -> String {
 }
 
 impl Loop {
+    /// The start of a register ring (`rp_ring`, `rp_ring_halves`): both sets' registers, `decl`
+    /// (declarations of the loop's own), `kr1`'s rotation, then set 0 loading the first slab and
+    /// set 1 the second; the second load's block is left open.
+    fn ring_head(&self, vars: &str, decl: &str, loads: &str) -> String {
+        let bk = self.bk;
+        let mut c = String::new();
+        c.push_str(vars);
+        c.push_str(&set1_regs(vars));
+        c.push_str(decl);
+        c.push_str(&self.rotation());
+        let _ = writeln!(c, "    {{\n    let nxt = {};", self.slab("0u"));
+        c.push_str(loads);
+        let next = self.slab(&format!("min({bk}u, K - {bk}u)"));
+        let _ = writeln!(c, "    }}\n    {{\n    let nxt = {next};");
+        c.push_str(&set1_regs(loads));
+        c
+    }
+
     /// The whole-block two-slab loop (both operands on the vector paths, K a multiple of
     /// `2·bk`) unrolled by two, with `sets` register sets (1: `un1`, 2: `rq1`): the half-step
     /// `h` multiplies stage `h` while register set `h % sets` takes slab `k0 + (h + sets)·bk`
@@ -130,18 +148,8 @@ impl Loop {
         let bk = self.bk;
         // Set 1: the same code with its own registers (`ua<n>`/`ub<n>` -> `xa<n>`/`xb<n>`).
         let set1 = set1_regs;
-        let mut c = String::new();
-        c.push_str(vars);
-        c.push_str(&set1(vars));
         // With `lp`: every thread touches its share of slab `k + lp` each step (L1 prefetch).
-        let (lp_decl, _) = self.l1_prefetch_by(false, "k0", true);
-        c.push_str(&lp_decl);
-        c.push_str(&self.rotation());
-        let _ = writeln!(c, "    {{\n    let nxt = {};", self.slab("0u"));
-        c.push_str(loads);
-        let next = self.slab(&format!("min({bk}u, K - {bk}u)"));
-        let _ = writeln!(c, "    }}\n    {{\n    let nxt = {next};");
-        c.push_str(&set1(loads));
+        let mut c = self.ring_head(vars, &self.l1_prefetch_by(false, "k0", true).0, loads);
         let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);
         for h in 0..2u32 {
             let pick = |code: &str| if h == 0 { code.to_string() } else { set1(code) };
@@ -193,7 +201,7 @@ impl Loop {
     /// Registers as `rp_ring`: 32 for A's pair, 2 × 16 for B's sets.
     pub(super) fn rp_ring_apair(&self, b_loads: &str, b_stores: &str, b_vars: &str) -> String {
         let Loop { bk, as_, .. } = *self;
-        let set1 = |code: &str| code.replace("ub", "xb");
+        let set1 = set1_regs;
         let mut c = String::new();
         c.push_str(b_vars);
         c.push_str(&set1(b_vars));
@@ -311,13 +319,7 @@ impl Loop {
             c.push_str(&b_st[e]);
             c
         };
-        let mut c = String::new();
-        c.push_str(vars);
-        c.push_str(&set1_regs(vars));
-        let _ = writeln!(c, "    {{\n    let nxt = 0u;");
-        c.push_str(loads);
-        let _ = writeln!(c, "    }}\n    {{\n    let nxt = min({bk}u, K - {bk}u);");
-        c.push_str(&set1_regs(loads));
+        let mut c = self.ring_head(vars, "", loads);
         c.push_str("    }\n    {\n");
         c.push_str(&part(0));
         let _ = writeln!(c, "    }}\n    for (var k0 = 0u; k0 < K; k0 = k0 + {}u) {{", 2 * bk);

@@ -472,15 +472,12 @@ impl Loop {
         let b_rows = (nt % qb == 0).then_some(nt / qb);
         if let (true, Some(ra), Some(rb)) = (self.ad, a_rows, b_rows) {
             if (ra * as_) % 4 == 0 && (rb * bs_) % 4 == 0 {
-                return Some(self.affine_parts(
-                    k0,
-                    decl,
-                    own_idx,
-                    (na, nb),
-                    (ra, rb),
-                    (&oa, &ob),
-                    &a_rc,
-                ));
+                let (units, rows, offs) = ((na, nb), (ra, rb), (oa.as_str(), ob.as_str()));
+                return Some(if self.xw != 0 {
+                    self.affine_parts16(k0, decl, own_idx, units, rows, offs, &a_rc)
+                } else {
+                    self.affine_parts(k0, decl, own_idx, units, rows, offs, &a_rc)
+                });
             }
         }
         let mut c = String::new();
@@ -516,24 +513,6 @@ impl Loop {
     /// offset and the stores constant slab offsets. `a_rc` gives unit 0's row and unit.
     #[allow(clippy::too_many_arguments)]
     fn affine_parts(
-        &self,
-        k0: &str,
-        decl: &str,
-        own_idx: bool,
-        (na, nb): (u32, u32),
-        (ra, rb): (u32, u32),
-        (oa, ob): (&str, &str),
-        a_rc: &dyn Fn(&str) -> (String, String),
-    ) -> (String, String) {
-        if self.xw != 0 {
-            return self.affine_parts16(k0, decl, own_idx, (na, nb), (ra, rb), (oa, ob), a_rc);
-        }
-        self.affine_parts8(k0, decl, own_idx, (na, nb), (ra, rb), (oa, ob), a_rc)
-    }
-
-    /// [`affine_parts`](Self::affine_parts) in 8-byte units (`vec4<f16>` elements).
-    #[allow(clippy::too_many_arguments)]
-    fn affine_parts8(
         &self,
         k0: &str,
         decl: &str,
@@ -638,8 +617,8 @@ impl Loop {
             }
         }
         if !a16 {
-            // A in 8-byte units, as `affine_parts8` renders it.
-            let (l8, s8) = self.affine_parts8(k0, decl, own_idx, (na, 0), (ra, rb), (oa, ob), a_rc);
+            // A in 8-byte units, as `affine_parts` renders it.
+            let (l8, s8) = self.affine_parts(k0, decl, own_idx, (na, 0), (ra, rb), (oa, ob), a_rc);
             c.push_str(&l8);
             st.push_str(&s8);
         }
@@ -667,7 +646,7 @@ impl Loop {
             }
         }
         if !b16 {
-            let (l8, s8) = self.affine_parts8(k0, decl, own_idx, (0, nb), (ra, rb), (oa, ob), a_rc);
+            let (l8, s8) = self.affine_parts(k0, decl, own_idx, (0, nb), (ra, rb), (oa, ob), a_rc);
             c.push_str(&l8);
             st.push_str(&s8);
         }
