@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::free_ports;
+
 fn mpsrt() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_mpsrt"));
     c.env("MPSRT_DEVICE", "cpu");
@@ -20,14 +23,6 @@ fn root() -> PathBuf {
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Three distinct free ports: the listeners are held until all three are chosen, so the OS
-/// cannot hand one port out twice (a server given the same port for HTTP and gRPC exits).
-fn free_ports() -> (u16, u16, u16) {
-    let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let port = |i: usize| ls[i].local_addr().unwrap().port();
-    (port(0), port(1), port(2))
 }
 
 /// `mpsrt serve` on the example repository; killed and reaped on drop.

@@ -4,18 +4,13 @@
 //! process promptly even with a client holding a half-sent request.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Three distinct free ports: the listeners are held until all three are chosen, so the OS
-/// cannot hand one port out twice (a server given the same port for HTTP and gRPC exits).
-fn free_ports() -> (u16, u16, u16) {
-    let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let port = |i: usize| ls[i].local_addr().unwrap().port();
-    (port(0), port(1), port(2))
-}
+mod support;
+use support::free_ports;
 
 fn post(port: u16, path: &str, body: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
