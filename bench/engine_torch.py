@@ -2,7 +2,7 @@
 """ONNX models for `mpsrt bench` and the same networks in PyTorch (CUDA, TF32 off): eager and
 replayed as CUDA graphs (the graph-mode peer of mpsrt's planned engine).
 
-  python3 bench/engine_torch.py export DIR      # the models below -> DIR/<name>.onnx (batch dim symbolic)
+  python3 bench/engine_torch.py export DIR [--only NAME]  # the models below -> DIR/<name>.onnx (batch dim symbolic)
   python3 bench/engine_torch.py torch [--iters N]  # torch latency, eager and CUDA graphs, one JSON line per case
   python3 bench/engine_torch.py ort DIR [--iters N] # onnxruntime CPU on DIR/*.onnx, batch 1 and 32
   python3 bench/engine_torch.py torch --f16        # also issue 23's f16 peers (ResNet-50 b32, BERT b8)
@@ -67,6 +67,8 @@ def all_models():
 def export(out):
     os.makedirs(out, exist_ok=True)
     for name, ctor in all_models().items():
+        if ONLY and name != ONLY:
+            continue
         m = ctor() if name == "bert_base" else ctor(weights=None).eval()
         x = inputs(name, 1)
         names = ["input_ids", "attention_mask"] if name == "bert_base" else ["x"]

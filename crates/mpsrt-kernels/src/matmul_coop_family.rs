@@ -22,7 +22,7 @@ pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
     direct_a, extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
-    vector_out,
+    out_elem, out_type,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
@@ -98,11 +98,7 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     let ty16 = |v: bool, bit: u8| if v && xw & bit != 0 { "H8" } else { ty(v) };
     let _ = writeln!(w, "@group(0) @binding(0) var<storage, read> a: array<{}>;", ty16(va, 2));
     let _ = writeln!(w, "@group(0) @binding(1) var<storage, read> b: array<{}>;", ty16(vb, 1));
-    let oty = match (spec.out_f16, vector_out(spec)) {
-        (true, true) => "vec4<f16>",
-        (true, false) => "f16",
-        _ => "f32",
-    };
+    let oty = out_type(spec);
     // Bindings in order: a, b, [C], [residual], out, then the metadata.
     let mut bind = 2;
     for (on, name) in [(spec.epi.c, "cin"), (spec.epi.res, "res")] {
@@ -249,7 +245,8 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     }
     if t.lp != 0 {
         // Never runs (no product has that K): keeps the prefetch loads alive.
-        let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}(lsum); }}");
+        let el = out_elem(spec);
+        let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}({el}(lsum)); }}");
     }
     if t.pr == 1 && t.su != 0 && spec.aligned {
         // Timing probe: the store on a path that never runs (the K loop alone).

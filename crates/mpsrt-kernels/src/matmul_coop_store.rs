@@ -24,12 +24,8 @@ pub(crate) fn extra_shared(spec: &CoopMatmulSpec, decl: bool) -> String {
         (0, _) => String::new(),
         (n, true) => format!("var<workgroup> Xs: array<u32, {n}>;\n"),
         (n, false) => {
-            let ty = match (spec.out_f16, vector_out(spec)) {
-                (true, true) => "vec4<f16>",
-                (true, false) => "f16",
-                _ => "f32",
-            };
-            format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}(f32(Xs[(tid + 1u) % {n}u])); }}\n")
+            let (ty, el) = (out_type(spec), out_elem(spec));
+            format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}({el}(Xs[(tid + 1u) % {n}u])); }}\n")
         }
     }
 }
@@ -91,14 +87,34 @@ fn budget(spec: &CoopMatmulSpec) -> u32 {
 /// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
 /// rather than `coopStoreT` straight to an f32 output.
 pub(crate) fn rows_store(spec: &CoopMatmulSpec) -> bool {
-    spec.out_f16 || spec.epi.any()
+    spec.out_f16 || spec.epi.any() || (spec.tune.rs && spec.variant == 3)
+}
+
+/// The output's scalar type in WGSL.
+pub(crate) fn out_elem(spec: &CoopMatmulSpec) -> &'static str {
+    if spec.out_f16 {
+        "f16"
+    } else {
+        "f32"
+    }
+}
+
+/// The element type the output is bound as: four outputs per element with [`vector_out`].
+pub(crate) fn out_type(spec: &CoopMatmulSpec) -> &'static str {
+    match (spec.out_f16, vector_out(spec)) {
+        (true, true) => "vec4<f16>",
+        (false, true) => "vec4<f32>",
+        (true, false) => "f16",
+        (false, false) => "f32",
+    }
 }
 
 /// `ov1` applies: an f16 output of whole blocks (`aligned`: N a multiple of the block, so every
 /// run of 4 outputs is 8-byte aligned) stored 4 halves per store (`out` bound as
-/// `array<vec4<f16>>`), with no bounds checks.
+/// `array<vec4<f16>>`), with no bounds checks; with `rs1` an f32 output likewise, 16 bytes per
+/// store.
 pub(crate) fn vector_out(spec: &CoopMatmulSpec) -> bool {
-    spec.tune.ov && spec.out_f16 && spec.aligned && spec.variant == 3
+    spec.tune.ov && (spec.out_f16 || spec.tune.rs) && spec.aligned && spec.variant == 3
 }
 
 /// Tiles per scratch row of the f16 / epilogue store: the subgroup's row of `tn` tiles, in
@@ -118,7 +134,7 @@ pub(crate) fn row_tiles(spec: &CoopMatmulSpec) -> u32 {
         .unwrap_or(1)
 }
 
-/// The store through the scratch (f16 output or an epilogue): for each of the subgroup's `tm`
+/// The store through the scratch (f16 output, an epilogue, or `rs1`): for each of the subgroup's `tm`
 /// rows of tiles, the accumulators go (at most 4 at a time, [`row_tiles`]) to the subgroup's
 /// scratch as one row-major `s × cw·s` block (`coopStoreT` with stride `cw·s`), then each
 /// lane applies the epilogue (`alpha·acc + beta·C + res`, activation) to its elements and
@@ -170,9 +186,10 @@ pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32
                 );
                 let _ = writeln!(
                     w,
-                    "    let m = m0 + sm + {}u + e4 / {row}u; let n4 = n0 + sn + {}u + e4 % {row}u;\n    var v = vec4<f16>();",
+                    "    let m = m0 + sm + {}u + e4 / {row}u; let n4 = n0 + sn + {}u + e4 % {row}u;\n    var v = {}();",
                     i * s,
-                    g * s
+                    g * s,
+                    out_type(spec)
                 );
                 for (t, c) in ["x", "y", "z", "w"].iter().enumerate() {
                     let _ = writeln!(

@@ -199,6 +199,12 @@ pub struct CoopTune {
     /// `lo1` between their two K-16 halves, `lo2` after them — so the step's first fragment
     /// loads from workgroup memory are not queued behind 16 global loads.
     pub lo: u8,
+    /// Row store for f32 outputs: an f32 output of generation 3 goes through the per-subgroup
+    /// row scratch as the f16 output does (with `ov1` on whole blocks four f32 per store, each
+    /// lane on consecutive columns) instead of `coopStoreT` from the accumulators straight to
+    /// the output, whose scattered 8-byte writes made the 128×128 kernel's f32 output 13%
+    /// slower than its f16 one (4096³: 231 vs 265 TFLOP/s, 14th session).
+    pub rs: bool,
 }
 
 impl Default for CoopTune {
@@ -244,6 +250,7 @@ impl Default for CoopTune {
             xw: 0,
             hs: false,
             lo: 0,
+            rs: false,
         }
     }
 }
@@ -319,6 +326,7 @@ impl CoopTune {
             (self.hs, "_hs1"),
             (self.el, "_el1"),
             (self.ad, "_ad1"),
+            (self.rs, "_rs1"),
         ] {
             if on {
                 n.push_str(tok);
@@ -393,6 +401,8 @@ impl CoopTune {
                 t.ph = v.parse().map_err(|_| bad(tok))?;
             } else if let Some(v) = tok.strip_prefix("xs") {
                 t.xs = v.parse().map_err(|_| bad(tok))?;
+            } else if let Some(v) = tok.strip_prefix("rs") {
+                t.rs = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("rq") {
                 t.rq = flag(v, tok)?;
             } else if let Some(v) = tok.strip_prefix("ns") {

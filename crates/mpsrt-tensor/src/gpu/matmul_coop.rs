@@ -102,15 +102,17 @@ pub(crate) fn f16_out_auto(_tune: &CoopTune) -> bool {
     true
 }
 
-/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1` / `MPSRT_COOP_AD=1`: the planner's generation-3
-/// kernels store through subgroup barriers (`CoopTune::sb`) / issue the next slab's loads
-/// before the publishing barrier (`CoopTune::el`) / address their staging units affinely
-/// (`CoopTune::ad`), each where the tune takes it. Model-level A/B of the 12th session's
-/// candidates; all default off.
-fn coop_candidate_knobs() -> [bool; 3] {
-    static E: OnceLock<[bool; 3]> = OnceLock::new();
+/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1` / `MPSRT_COOP_AD=1` / `MPSRT_COOP_RS=1`: the
+/// planner's generation-3 kernels store through subgroup barriers (`CoopTune::sb`) / issue the
+/// next slab's loads before the publishing barrier (`CoopTune::el`) / address their staging
+/// units affinely (`CoopTune::ad`) / store f32 outputs (split-K partials among them) through
+/// the row scratch (`CoopTune::rs`), each where the tune takes it. Model-level A/B of the
+/// 12th and 14th sessions' candidates; all default off.
+fn coop_candidate_knobs() -> [bool; 4] {
+    static E: OnceLock<[bool; 4]> = OnceLock::new();
     *E.get_or_init(|| {
-        ["MPSRT_COOP_SB", "MPSRT_COOP_EL", "MPSRT_COOP_AD"].map(|k| super::env_knob(k, 0) != 0)
+        ["MPSRT_COOP_SB", "MPSRT_COOP_EL", "MPSRT_COOP_AD", "MPSRT_COOP_RS"]
+            .map(|k| super::env_knob(k, 0) != 0)
     })
 }
 
@@ -298,11 +300,12 @@ pub(crate) fn coop_spec_sliced(
     if variant_is_planned && spec.variant == 3 {
         // 12th-session candidates on the planner's choice, each only where the tune's own
         // check accepts it (`el1` needs the one-register-set `su` loop, `ad1` `su` staging).
-        let [sb, el, ad] = coop_candidate_knobs();
+        let [sb, el, ad, rs] = coop_candidate_knobs();
         let (t, ok) = (spec.tune, |c: CoopTune| c.check(spec.size).is_ok());
         spec.tune.sb |= sb && ok(CoopTune { sb: true, ..t });
         spec.tune.el |= el && ok(CoopTune { el: true, ..t });
         spec.tune.ad |= ad && ok(CoopTune { ad: true, ..t });
+        spec.tune.rs |= rs;
     }
     if !props.subgroup_barrier {
         // `sb1` synchronizes with `subgroupBarrier`, a device feature.
