@@ -21,8 +21,8 @@ use crate::matmul_coop::CoopMatmulSpec;
 pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
-    direct_a, extra_shared, no_scratch, row_tiles, rows_store, store_direct_in_place, store_rows,
-    out_elem, out_type,
+    direct_a, extra_shared, no_scratch, out_elem, out_type, row_tiles, rows_store,
+    store_direct_in_place, store_rows,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;

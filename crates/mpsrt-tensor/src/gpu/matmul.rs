@@ -16,7 +16,7 @@
 
 use super::matmul_coop::{
     cached_coop, coop_enabled, coop_epilogue, coop_small_m, coop_spec, coop_spec_sliced,
-    coop_splitk_target,
+    coop_splitk_target, with_f32_rows,
 };
 pub use super::matmul_coop::{
     matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, small_m_prefers_tiled,
@@ -475,7 +475,7 @@ pub(super) fn solve_to(
             (smeta[3], smeta[15]) = (p0.to_bits(), p1.to_bits());
             let spec = CoopMatmulSpec { batch_dims: nbd + 1, out_f16: false, ..spec };
             let spec = coop_spec_sliced(spec, [mm, nn, ks], slices, props, true, true);
-            let spec = CoopMatmulSpec { out_f16: false, ..spec };
+            let spec = with_f32_rows(CoopMatmulSpec { out_f16: false, ..spec });
             let pl = cached_coop(&dev, op, spec)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let wg = [nn.div_ceil(bn) as u32, mm.div_ceil(bm) as u32, (z * slices) as u32];

@@ -102,18 +102,38 @@ pub(crate) fn f16_out_auto(_tune: &CoopTune) -> bool {
     true
 }
 
-/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1` / `MPSRT_COOP_AD=1` / `MPSRT_COOP_RS=1`: the
-/// planner's generation-3 kernels store through subgroup barriers (`CoopTune::sb`) / issue the
-/// next slab's loads before the publishing barrier (`CoopTune::el`) / address their staging
-/// units affinely (`CoopTune::ad`) / store f32 outputs (split-K partials among them) through
-/// the row scratch (`CoopTune::rs`), each where the tune takes it. Model-level A/B of the
-/// 12th and 14th sessions' candidates; all default off.
-fn coop_candidate_knobs() -> [bool; 4] {
-    static E: OnceLock<[bool; 4]> = OnceLock::new();
+/// `MPSRT_COOP_SB=1` / `MPSRT_COOP_EL=1` / `MPSRT_COOP_AD=1`: the planner's generation-3
+/// kernels store through subgroup barriers (`CoopTune::sb`) / issue the next slab's loads
+/// before the publishing barrier (`CoopTune::el`) / address their staging units affinely
+/// (`CoopTune::ad`), each where the tune takes it. Model-level A/B of the 12th session's
+/// candidates; all default off.
+fn coop_candidate_knobs() -> [bool; 3] {
+    static E: OnceLock<[bool; 3]> = OnceLock::new();
     *E.get_or_init(|| {
-        ["MPSRT_COOP_SB", "MPSRT_COOP_EL", "MPSRT_COOP_AD", "MPSRT_COOP_RS"]
-            .map(|k| super::env_knob(k, 0) != 0)
+        ["MPSRT_COOP_SB", "MPSRT_COOP_EL", "MPSRT_COOP_AD"].map(|k| super::env_knob(k, 0) != 0)
     })
+}
+
+/// The planner's generation-3 kernels with an f32 output (split-K partials,
+/// `MPSRT_COOP_F16_OUT=0`) store it through the row scratch, four floats per store on whole
+/// blocks (`CoopTune::rs`), instead of `coopStoreT` straight from the accumulators: on the
+/// H100 (14th session, in one process, `bench/results/2026-11-27-h100/session20/g16za`)
+/// 4096³ 244.7 vs 235.3 TFLOP/s, the 64×64 K-64 tune's 1024³ 104.3 vs 91.4 and
+/// 2048×3072×768 104.8 vs 99.7, split-K slices of 1024×768×3072 / 128×768×3072 /
+/// 128×2304×768 95.2 / 27.7 / 23.0 vs 87.4 / 25.2 / 20.2; no shape slower.
+/// `MPSRT_COOP_RS=0` restores the straight store; a variant forced by `MPSRT_COOP_VARIANT` or
+/// a benchmark's override is left as given.
+pub(crate) fn with_f32_rows(spec: CoopMatmulSpec) -> CoopMatmulSpec {
+    static E: OnceLock<bool> = OnceLock::new();
+    let on = *E.get_or_init(|| super::env_knob("MPSRT_COOP_RS", 1) != 0);
+    let planned = coop_override().variant.or_else(coop_variant_from_env).is_none();
+    f32_rows(spec, planned && on)
+}
+
+/// [`with_f32_rows`]' choice: `rs1` for a planned generation-3 kernel with an f32 output.
+fn f32_rows(mut spec: CoopMatmulSpec, on: bool) -> CoopMatmulSpec {
+    spec.tune.rs |= on && spec.variant == 3 && !spec.out_f16;
+    spec
 }
 
 /// Whether f16 products with C, a residual or an activation take the cooperative kernel's
@@ -300,16 +320,35 @@ pub(crate) fn coop_spec_sliced(
     if variant_is_planned && spec.variant == 3 {
         // 12th-session candidates on the planner's choice, each only where the tune's own
         // check accepts it (`el1` needs the one-register-set `su` loop, `ad1` `su` staging).
-        let [sb, el, ad, rs] = coop_candidate_knobs();
+        let [sb, el, ad] = coop_candidate_knobs();
         let (t, ok) = (spec.tune, |c: CoopTune| c.check(spec.size).is_ok());
         spec.tune.sb |= sb && ok(CoopTune { sb: true, ..t });
         spec.tune.el |= el && ok(CoopTune { el: true, ..t });
         spec.tune.ad |= ad && ok(CoopTune { ad: true, ..t });
-        spec.tune.rs |= rs;
     }
     if !props.subgroup_barrier {
         // `sb1` synchronizes with `subgroupBarrier`, a device feature.
         spec.tune.sb = false;
     }
-    spec
+    with_f32_rows(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpsrt_kernels::{plan_coop_matmul, CoopConfig, CoopVariant};
+
+    #[test]
+    fn f32_rows_only_for_planned_generation_3_f32_outputs() {
+        let nv = [CoopConfig { m: 16, n: 16, k: 16, ab: DType::F16, cr: DType::F32 }];
+        let base = plan_coop_matmul(&nv, (32, 32), [4096; 3], 0).unwrap();
+        let g3 = base.with_variant(mpsrt_kernels::large_coop_variant(16), 49152);
+        assert_eq!(g3.variant, 3);
+        let f32_out = CoopMatmulSpec { out_f16: false, ..g3 };
+        assert!(f32_rows(f32_out, true).tune.rs);
+        assert!(!f32_rows(f32_out, false).tune.rs, "off (MPSRT_COOP_RS=0 or a forced variant)");
+        assert!(!f32_rows(CoopMatmulSpec { out_f16: true, ..g3 }, true).tune.rs);
+        let g1 = CoopMatmulSpec { out_f16: false, ..base.with_variant(CoopVariant::Gen1, 49152) };
+        assert!(!f32_rows(g1, true).tune.rs, "generations 1 and 2 have no row store");
+    }
 }
