@@ -21,8 +21,8 @@ use crate::matmul_coop::CoopMatmulSpec;
 pub(crate) use crate::matmul_coop_store::shared_bytes;
 pub use crate::matmul_coop_store::COOP_SHARED_BUDGET;
 use crate::matmul_coop_store::{
-    direct_a, extra_shared, no_scratch, out_elem, out_type, row_tiles, rows_store,
-    store_direct_in_place, store_rows,
+    direct_a, extra_shared, no_scratch, out_type, row_tiles, rows_store, store_direct_in_place,
+    store_rows,
 };
 pub use crate::matmul_coop_tune::CoopTune;
 use mpsrt_core::DType;
@@ -245,8 +245,9 @@ pub(crate) fn render(spec: &CoopMatmulSpec) -> Result<String, String> {
     }
     if t.lp != 0 {
         // Never runs (no product has that K): keeps the prefetch loads alive.
-        let el = out_elem(spec);
-        let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}({el}(lsum)); }}");
+        // `lsum` is f16: an f32 output converts it first.
+        let v = if spec.out_f16 { "lsum" } else { "f32(lsum)" };
+        let _ = writeln!(w, "  if (K == 0xffffffffu) {{ out[0] = {oty}({v}); }}");
     }
     if t.pr == 1 && t.su != 0 && spec.aligned {
         // Timing probe: the store on a path that never runs (the K loop alone).

@@ -24,7 +24,9 @@ pub(crate) fn extra_shared(spec: &CoopMatmulSpec, decl: bool) -> String {
         (0, _) => String::new(),
         (n, true) => format!("var<workgroup> Xs: array<u32, {n}>;\n"),
         (n, false) => {
-            let (ty, el) = (out_type(spec), out_elem(spec));
+            // A vector's constructor splats a scalar of its own type only.
+            let ty = out_type(spec);
+            let el = if ty == "vec4<f16>" { "f16" } else { "f32" };
             format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}({el}(Xs[(tid + 1u) % {n}u])); }}\n")
         }
     }
@@ -84,19 +86,10 @@ fn budget(spec: &CoopMatmulSpec) -> u32 {
     }
 }
 
-/// Whether the kernel stores through the row-of-tiles scratch (f16 output or an epilogue)
-/// rather than `coopStoreT` straight to an f32 output.
+/// Whether the kernel stores through the row-of-tiles scratch (f16 output, an epilogue, or an
+/// f32 output with `rs1`) rather than `coopStoreT` straight to an f32 output.
 pub(crate) fn rows_store(spec: &CoopMatmulSpec) -> bool {
     spec.out_f16 || spec.epi.any() || (spec.tune.rs && spec.variant == 3)
-}
-
-/// The output's scalar type in WGSL.
-pub(crate) fn out_elem(spec: &CoopMatmulSpec) -> &'static str {
-    if spec.out_f16 {
-        "f16"
-    } else {
-        "f32"
-    }
 }
 
 /// The element type the output is bound as: four outputs per element with [`vector_out`].
@@ -134,12 +127,12 @@ pub(crate) fn row_tiles(spec: &CoopMatmulSpec) -> u32 {
         .unwrap_or(1)
 }
 
-/// The store through the scratch (f16 output, an epilogue, or `rs1`): for each of the subgroup's `tm`
-/// rows of tiles, the accumulators go (at most 4 at a time, [`row_tiles`]) to the subgroup's
-/// scratch as one row-major `s × cw·s` block (`coopStoreT` with stride `cw·s`), then each
-/// lane applies the epilogue (`alpha·acc + beta·C + res`, activation) to its elements and
-/// stores the in-bounds ones, rounded to f16 for an f16 output (runs of `cw·s` consecutive
-/// elements per output row). Two barriers per group of tiles.
+/// The store through the scratch (f16 output, an epilogue, or `rs1`): for each of the
+/// subgroup's `tm` rows of tiles, the accumulators go (at most 4 at a time, [`row_tiles`]) to
+/// the subgroup's scratch as one row-major `s × cw·s` block (`coopStoreT` with stride `cw·s`),
+/// then each lane applies the epilogue (`alpha·acc + beta·C + res`, activation) to its
+/// elements and stores the in-bounds ones, rounded to f16 for an f16 output (runs of `cw·s`
+/// consecutive elements per output row). Two barriers per group of tiles.
 pub(crate) fn store_rows(w: &mut String, spec: &CoopMatmulSpec, tm: u32, tn: u32) {
     let (s, sg) = (spec.size, spec.subgroup);
     let cw = row_tiles(spec);
