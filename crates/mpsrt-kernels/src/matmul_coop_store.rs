@@ -26,7 +26,7 @@ pub(crate) fn extra_shared(spec: &CoopMatmulSpec, decl: bool) -> String {
         (n, false) => {
             // A vector's constructor splats a scalar of its own type only.
             let ty = out_type(spec);
-            let el = if ty == "vec4<f16>" { "f16" } else { "f32" };
+            let el = if spec.out_f16 && vector_out(spec) { "f16" } else { "f32" };
             format!("  if (K == 0xffffffffu) {{ Xs[tid % {n}u] = tid; out[0] = {ty}({el}(Xs[(tid + 1u) % {n}u])); }}\n")
         }
     }

@@ -16,7 +16,7 @@
 
 use super::matmul_coop::{
     cached_coop, coop_enabled, coop_epilogue, coop_small_m, coop_spec, coop_spec_sliced,
-    coop_splitk_target, with_f32_rows,
+    coop_splitk_target,
 };
 pub use super::matmul_coop::{
     matmul_kernel_name, plan_coop_splitk, plan_f16_gemm, small_m_prefers_tiled,
@@ -473,9 +473,9 @@ pub(super) fn solve_to(
             let mut smeta =
                 matmul_meta([mm, nn, ks], [oa, ob, 0], sa, sb, [0, 0], alpha, 0.0, (&bs, &ab, &bb));
             (smeta[3], smeta[15]) = (p0.to_bits(), p1.to_bits());
-            let spec = CoopMatmulSpec { batch_dims: nbd + 1, out_f16: false, ..spec };
+            let spec = CoopMatmulSpec { batch_dims: nbd + 1, ..spec };
+            // f32 partials (`coop_spec_sliced` plans slices with an f32 output).
             let spec = coop_spec_sliced(spec, [mm, nn, ks], slices, props, true, true);
-            let spec = with_f32_rows(CoopMatmulSpec { out_f16: false, ..spec });
             let pl = cached_coop(&dev, op, spec)?;
             let (bm, bn) = (spec.block_m() as usize, spec.block_n() as usize);
             let wg = [nn.div_ceil(bn) as u32, mm.div_ceil(bm) as u32, (z * slices) as u32];

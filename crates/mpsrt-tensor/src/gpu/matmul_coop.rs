@@ -114,23 +114,21 @@ fn coop_candidate_knobs() -> [bool; 3] {
     })
 }
 
-/// The planner's generation-3 kernels with an f32 output (split-K partials,
-/// `MPSRT_COOP_F16_OUT=0`) store it through the row scratch, four floats per store on whole
-/// blocks (`CoopTune::rs`), instead of `coopStoreT` straight from the accumulators: on the
-/// H100 (14th session, in one process, `bench/results/2026-11-27-h100/session20/g16za`)
-/// 4096³ 244.7 vs 235.3 TFLOP/s, the 64×64 K-64 tune's 1024³ 104.3 vs 91.4 and
-/// 2048×3072×768 104.8 vs 99.7, split-K slices of 1024×768×3072 / 128×768×3072 /
-/// 128×2304×768 95.2 / 27.7 / 23.0 vs 87.4 / 25.2 / 20.2; no shape slower.
-/// `MPSRT_COOP_RS=0` restores the straight store; a variant forced by `MPSRT_COOP_VARIANT` or
+/// `MPSRT_COOP_RS` (default on): the planner's generation-3 kernels with an f32 output
+/// (split-K partials, `MPSRT_COOP_F16_OUT=0`) store it through the row scratch, four floats
+/// per store on whole blocks (`CoopTune::rs`), instead of `coopStoreT` straight from the
+/// accumulators: on the H100 (14th session, in one process,
+/// `bench/results/2026-11-27-h100/session20/g16za`) 4096³ 244.7 vs 235.3 TFLOP/s, the 64×64
+/// K-64 tune's 1024³ 104.3 vs 91.4 and 2048×3072×768 104.8 vs 99.7, split-K slices of
+/// 1024×768×3072 / 128×768×3072 / 128×2304×768 95.2 / 27.7 / 23.0 vs 87.4 / 25.2 / 20.2; no
+/// shape slower. `0` restores the straight store; a variant forced by `MPSRT_COOP_VARIANT` or
 /// a benchmark's override is left as given.
-pub(crate) fn with_f32_rows(spec: CoopMatmulSpec) -> CoopMatmulSpec {
+fn coop_f32_rows() -> bool {
     static E: OnceLock<bool> = OnceLock::new();
-    let on = *E.get_or_init(|| super::env_knob("MPSRT_COOP_RS", 1) != 0);
-    let planned = coop_override().variant.or_else(coop_variant_from_env).is_none();
-    f32_rows(spec, planned && on)
+    *E.get_or_init(|| super::env_knob("MPSRT_COOP_RS", 1) != 0)
 }
 
-/// [`with_f32_rows`]' choice: `rs1` for a planned generation-3 kernel with an f32 output.
+/// `rs1` for a generation-3 kernel with an f32 output where `on` ([`coop_f32_rows`]).
 fn f32_rows(mut spec: CoopMatmulSpec, on: bool) -> CoopMatmulSpec {
     spec.tune.rs |= on && spec.variant == 3 && !spec.out_f16;
     spec
@@ -258,7 +256,7 @@ pub(crate) fn coop_spec(
 }
 
 /// [`coop_spec`] for one of `slices` K slices (split-K): the slices run the 128×128 tune
-/// (`large_coop_variant`) unless `MPSRT_COOP_VARIANT` says otherwise.
+/// (`large_coop_variant`) unless `MPSRT_COOP_VARIANT` says otherwise, and write f32 partials.
 pub(crate) fn coop_spec_sliced(
     spec: CoopMatmulSpec,
     mnk: [usize; 3],
@@ -289,7 +287,8 @@ pub(crate) fn coop_spec_sliced(
     let experimental = *EXP.get_or_init(|| super::env_knob("MPSRT_COOP_EXPERIMENTAL", 0) != 0);
     let limit = props.max_compute_workgroup_storage_size;
     let knob = coop_f16_out();
-    let spec = CoopMatmulSpec { out_f16: knob != Some(false), ..spec };
+    // Split-K slices write f32 partials for the reduction to sum.
+    let spec = CoopMatmulSpec { out_f16: slices == 1 && knob != Some(false), ..spec };
     let mut spec = spec.with_variant_opts(variant, limit, experimental);
     if knob.is_none() && !f16_out_auto(&spec.tune) {
         spec.out_f16 = false;
@@ -325,12 +324,13 @@ pub(crate) fn coop_spec_sliced(
         spec.tune.sb |= sb && ok(CoopTune { sb: true, ..t });
         spec.tune.el |= el && ok(CoopTune { el: true, ..t });
         spec.tune.ad |= ad && ok(CoopTune { ad: true, ..t });
+        spec = f32_rows(spec, coop_f32_rows());
     }
     if !props.subgroup_barrier {
         // `sb1` synchronizes with `subgroupBarrier`, a device feature.
         spec.tune.sb = false;
     }
-    with_f32_rows(spec)
+    spec
 }
 
 #[cfg(test)]
@@ -350,5 +350,35 @@ mod tests {
         assert!(!f32_rows(CoopMatmulSpec { out_f16: true, ..g3 }, true).tune.rs);
         let g1 = CoopMatmulSpec { out_f16: false, ..base.with_variant(CoopVariant::Gen1, 49152) };
         assert!(!f32_rows(g1, true).tune.rs, "generations 1 and 2 have no row store");
+    }
+
+    /// Split-K slices come out of the planner as f32 partials with the row store; a whole
+    /// product keeps its f16 output. Needs a GPU's properties (lavapipe in CI) with NVIDIA's
+    /// configuration list; skipped without one or with the knobs set in the environment.
+    #[test]
+    fn split_k_slices_plan_f32_partials_with_the_row_store() {
+        let knobs = ["MPSRT_COOP_RS", "MPSRT_COOP_F16_OUT", "MPSRT_COOP_VARIANT"];
+        if knobs.iter().any(|k| std::env::var_os(k).is_some()) {
+            return;
+        }
+        let Ok(dev) = mpsrt_runtime::gpu_device(0) else { return };
+        let mut props = dev.properties().clone();
+        props.coop_matrix = vec![mpsrt_runtime::CoopMatrixConfig {
+            m: 16,
+            n: 16,
+            k: 16,
+            ab: DType::F16,
+            cr: DType::F32,
+        }];
+        (props.subgroup_min_size, props.subgroup_max_size) = (32, 32);
+        (props.shader_f16, props.subgroups) = (true, true);
+        props.max_compute_workgroup_storage_size =
+            props.max_compute_workgroup_storage_size.max(49152);
+        let mnk = [1024, 768, 3072];
+        let spec = plan_f16_gemm(&props, mnk, 0, false, true).unwrap();
+        let sliced = coop_spec_sliced(spec, [1024, 768, 768], 4, &props, true, true);
+        assert_eq!((sliced.variant, sliced.out_f16, sliced.tune.rs), (3, false, true));
+        let whole = coop_spec(spec, mnk, &props, true, true);
+        assert_eq!((whole.variant, whole.out_f16, whole.tune.rs), (3, true, false));
     }
 }
